@@ -1,0 +1,40 @@
+// NVRTC: compile an emitted CUDA unit (with the embedded templates as in-memory headers) to PTX
+// and, for an sm_XX target, a cubin with its ptxas resource report. Needs no GPU or driver.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "deepinfer/Error.h"
+#include "deepinfer/KernelFamily.h"
+
+namespace deepinfer {
+
+struct ResourceReport {
+  int registers = 0;
+  int64_t smemBytes = 0;      // static shared memory per CTA
+  int64_t stackFrame = 0;
+  int64_t spillStores = 0;
+  int64_t spillLoads = 0;
+  int64_t cmemBytes = 0;      // cmem[0]
+};
+
+struct CompiledUnit {
+  std::string ptx;
+  std::vector<uint8_t> cubin;                   // empty for compute_XX (PTX-only) compiles
+  std::map<std::string, ResourceReport> resources;  // by entry name (cubin compiles only)
+  std::string log;
+  std::vector<std::string> options;             // canonical option list used
+};
+
+// `arch` is e.g. 80; `cubin` selects sm_XX (PTX + cubin + report) over compute_XX (PTX only).
+Result<CompiledUnit> compileUnit(const CudaUnit& unit, const std::string& unitName, int arch, bool cubin);
+
+// Canonical NVRTC options for an arch (part of every cache key; paths never are).
+std::vector<std::string> nvrtcOptions(int arch, bool cubin);
+std::string nvrtcVersionString();   // "13.0"
+// Parse the `ptxas -v` lines of an NVRTC log into per-entry reports.
+std::map<std::string, ResourceReport> parsePtxasReport(const std::string& log);
+
+}  // namespace deepinfer

@@ -1,0 +1,47 @@
+#ifndef DI_ATTRS
+#define DI_ATTRS
+
+include "di/IR/DiDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+
+class Di_Attr<string name, string attrMnemonic> : AttrDef<Di_Dialect, name> {
+  let mnemonic = attrMnemonic;
+}
+
+def Di_TargetAttr : Di_Attr<"Target", "target"> {
+  let summary = "A target profile: architecture and the limits kernels must respect";
+  let description = [{
+    `smem_cap` is the per-CTA shared-memory cap kernels for this target respect (48 KB on
+    sm_80/sm_86 by the project's rule; lifted on sm_89/sm_90 profiles).
+  }];
+  let parameters = (ins
+    StringRefParameter<"preset or sm_XX name">:$name,
+    "int64_t":$arch,
+    "int64_t":$sm_count,
+    "int64_t":$smem_cap,
+    "int64_t":$smem_per_sm,
+    "int64_t":$regs_per_sm,
+    "int64_t":$max_warps_per_sm,
+    "int64_t":$max_ctas_per_sm
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Di_ConfigAttr : Di_Attr<"Config", "config"> {
+  let summary = "One kernel configuration and its resource estimate";
+  let description = [{
+    `knobs` holds the config's named integers (block sizes, warps, stages, kv splits, ...);
+    `smem` the shared-memory bytes per CTA, `threads` the CTA size and `ctas_per_sm` the
+    occupancy the target allows for it.
+  }];
+  let parameters = (ins
+    "::mlir::DictionaryAttr":$knobs,
+    "int64_t":$smem,
+    "int64_t":$threads,
+    "int64_t":$ctas_per_sm
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+#endif // DI_ATTRS

@@ -1,0 +1,92 @@
+#include "Args.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+namespace deepinfer::cli {
+
+Args& Args::flag(const std::string& name, const std::string& help) {
+  specs_.push_back({name, Spec{"", help, true, false}});
+  return *this;
+}
+
+Args& Args::option(const std::string& name, const std::string& meta, const std::string& help, bool rep) {
+  specs_.push_back({name, Spec{meta, help, false, rep}});
+  return *this;
+}
+
+const Args::Spec* Args::find(const std::string& name) const {
+  for (const auto& [n, s] : specs_)
+    if (n == name) return &s;
+  return nullptr;
+}
+
+int Args::usageError(const std::string& msg) const {
+  fmt::print(stderr, "deepinfer-jit {}: {}\n(see deepinfer-jit {} --help)\n", verb_, msg, verb_);
+  return 2;
+}
+
+int Args::parse(const std::vector<std::string>& argv) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "--help" || a == "-h") {
+      printUsage();
+      return -1;
+    }
+    if (a.rfind("--", 0) != 0) {
+      positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    bool inlineValue = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      inlineValue = true;
+    }
+    const Spec* s = find(name);
+    if (!s) return usageError(fmt::format("unknown flag '--{}'", name));
+    if (s->isFlag) {
+      if (inlineValue) return usageError(fmt::format("flag '--{}' takes no value", name));
+      values_[name].push_back("1");
+      continue;
+    }
+    if (!inlineValue) {
+      if (i + 1 >= argv.size()) return usageError(fmt::format("'--{}' needs a value ({})", name, s->meta));
+      value = argv[++i];
+    }
+    if (!s->repeatable && values_.count(name))
+      return usageError(fmt::format("'--{}' given twice", name));
+    values_[name].push_back(value);
+  }
+  return 0;
+}
+
+std::string Args::get(const std::string& name, const std::string& dflt) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? dflt : it->second.back();
+}
+
+std::vector<std::string> Args::getAll(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+void Args::printUsage() const {
+  fmt::print("usage: deepinfer-jit {}\n\n", synopsis_);
+  for (const auto& [n, s] : specs_) {
+    std::string left = s.isFlag ? fmt::format("--{}", n) : fmt::format("--{} {}", n, s.meta);
+    fmt::print("  {:<28} {}{}\n", left, s.help, s.repeatable ? " (repeatable)" : "");
+  }
+}
+
+bool parseKeyValue(const std::string& s, std::string* k, std::string* v) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  *k = s.substr(0, eq);
+  *v = s.substr(eq + 1);
+  return !v->empty();
+}
+
+}  // namespace deepinfer::cli

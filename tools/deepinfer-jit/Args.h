@@ -1,0 +1,38 @@
+// A small, strict command-line parser for the verbs: `--name value`, `--name=value`, repeatable
+// options and boolean flags. Unknown flags are errors (exit code 2).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace deepinfer::cli {
+
+class Args {
+ public:
+  Args(std::string verb, std::string synopsis) : verb_(std::move(verb)), synopsis_(std::move(synopsis)) {}
+  Args& flag(const std::string& name, const std::string& help);
+  Args& option(const std::string& name, const std::string& meta, const std::string& help,
+               bool repeatable = false);
+  // 0: parsed; 2: usage error (printed to stderr); -1: --help printed (caller returns 0).
+  int parse(const std::vector<std::string>& argv);
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  std::string get(const std::string& name, const std::string& dflt = "") const;
+  std::vector<std::string> getAll(const std::string& name) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+  void printUsage() const;
+  // Print "deepinfer-jit <verb>: <msg>" to stderr and return 2 (a usage error).
+  int usageError(const std::string& msg) const;
+
+ private:
+  struct Spec { std::string meta, help; bool isFlag, repeatable; };
+  std::string verb_, synopsis_;
+  std::vector<std::pair<std::string, Spec>> specs_;
+  std::map<std::string, std::vector<std::string>> values_;
+  std::vector<std::string> positional_;
+  const Spec* find(const std::string& name) const;
+};
+
+// Parse "k=v" pairs (for --shape, --config, --attr). Returns false on a malformed pair.
+bool parseKeyValue(const std::string& s, std::string* k, std::string* v);
+
+}  // namespace deepinfer::cli
