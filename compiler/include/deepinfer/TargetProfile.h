@@ -43,6 +43,8 @@ std::optional<ArchFacts> archFacts(int arch);
 const std::vector<TargetProfile>& targetPresets();
 // Look up a preset or an "sm_XX" name; nullopt when unknown.
 std::optional<TargetProfile> findTarget(const std::string& name);
+// Make a profile (e.g. the local GPU's, named "local") findable by name for this process.
+void registerTarget(const TargetProfile& t);
 // Default targets compiled when no GPU is present.
 std::vector<std::string> defaultTargetNames();
 

@@ -1,0 +1,26 @@
+// Op descriptions from a few shape parameters (T, H, B, context, ...), with V4.1-Flash defaults
+// (the benchmark shapes of spec/ops.md §10). Used by `emit`, `compile`, `tune` and benchmarks.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "deepinfer/KernelFamily.h"
+
+namespace deepinfer {
+
+struct ShapeParam {
+  std::string name;
+  int64_t dflt;
+  std::string help;
+};
+
+// The shape parameters an op takes, with defaults.
+const std::vector<ShapeParam>& opShapeParams(const std::string& op);
+// Build the OpDesc; unknown parameter names are errors naming the parameter and the op.
+Result<OpDesc> makeOpDesc(const std::string& op, const std::map<std::string, int64_t>& shape,
+                          const OpAttrs& attrOverrides);
+// fp8_ds_mla page size for a block size: ceil(BS*584/576)*576.
+inline int64_t mlaPageBytes(int64_t bs) { return (bs * 584 + 575) / 576 * 576; }
+
+}  // namespace deepinfer

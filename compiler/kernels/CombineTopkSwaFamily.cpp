@@ -1,0 +1,170 @@
+// combine_topk_swa (spec/ops.md §4): one index row per prefill query token into the gathered
+// workspace (templates/CombineTopkSwa.cuh). One CTA per token; config: `threads` per CTA.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "Families.h"
+#include "KvCacheLayout.h"
+#include "params/CombineTopkSwaParams.h"
+
+namespace deepinfer {
+namespace {
+
+using namespace kvcache;
+
+// topk + window bounds the template's row width; far above V4.1's 512 + 128.
+constexpr int64_t kMaxRowWidth = int64_t(1) << 20;
+
+int64_t rowWidth(int64_t topk, int64_t window) { return (topk + window + 127) / 128 * 128; }
+
+// ptxas -v (CUDA 13.0, sm_80..sm_90), topk 512 / window 128: 38-43 registers at 64 threads, 32-39
+// at 128, 31-35 from 160 up; rows wider than 4 chunks per thread (the streamed tail loop) take up
+// to 47 at 64 threads and 40 above.
+int registersFor(int64_t threads, int64_t rowWidth) {
+  const bool tail = rowWidth / 4 > 4 * threads;
+  if (threads <= 64) return tail ? 48 : 44;
+  if (threads <= 128) return 40;
+  return tail ? 40 : 36;
+}
+
+class CombineTopkSwaFamily final : public KernelFamily {
+ public:
+  std::string opName() const override { return "combine_topk_swa"; }
+
+  std::vector<std::string> templateHeaders() const override {
+    return {"CombineTopkSwa.cuh", "params/CombineTopkSwaParams.h", "common/Types.h", "common/Mma.cuh"};
+  }
+
+  Status validate(const OpDesc& d) const override {
+    int64_t a[5];
+    const char* names[5] = {"window", "ratio", "topk", "M", "N"};
+    for (int i = 0; i < 5; ++i) {
+      auto v = intAttr(d, names[i]);
+      if (!v.ok()) return v.error();
+      a[i] = *v;
+    }
+    const int64_t window = a[0], ratio = a[1], topk = a[2], M = a[3], N = a[4];
+    if (window < 1) return Error{fmt::format("combine_topk_swa: window is {}; it must be >= 1", window)};
+    if (ratio < 0) return Error{fmt::format("combine_topk_swa: ratio is {}; it must be >= 0", ratio)};
+    if (topk < 1) return Error{fmt::format("combine_topk_swa: topk is {}; it must be >= 1", topk)};
+    if (topk + window > kMaxRowWidth)
+      return Error{fmt::format("combine_topk_swa: topk + window = {} + {} is over the supported {}",
+                               topk, window, kMaxRowWidth)};
+    if (ratio > INT32_MAX)
+      return Error{fmt::format("combine_topk_swa: ratio is {}; at most {}", ratio, INT32_MAX)};
+    if (N < 0) return Error{fmt::format("combine_topk_swa: N is {}; it must be >= 0", N)};
+    if (M > INT32_MAX)
+      return Error{fmt::format("combine_topk_swa: M is {}; at most {} (int32 row indices)", M, INT32_MAX)};
+    if (M < N + window)
+      return Error{fmt::format("combine_topk_swa: M is {} but must be at least N + window = {} + {} "
+                               "(each request's workspace holds N compressed rows, then its window "
+                               "and new tokens)",
+                               M, N, window)};
+    auto tk = shapeOf(d, "topk_indices", 2);
+    if (!tk.ok()) return tk.error();
+    const int64_t T = (*tk)[0];
+    if ((*tk)[1] != topk)
+      return Error{fmt::format("combine_topk_swa: topk_indices has {} columns but topk is {}",
+                               (*tk)[1], topk)};
+    if (T > INT32_MAX)
+      return Error{fmt::format("combine_topk_swa: topk_indices has {} tokens; at most {}", T, INT32_MAX)};
+    auto seq = shapeOf(d, "seq_lens", 1);
+    if (!seq.ok()) return seq.error();
+    const int64_t R = (*seq)[0];
+    DI_TRY(expectShape(d, "query_start_loc", {R + 1}));
+    DI_TRY(expectShape(d, "gather_lens", {R}));
+    if (R * M > INT32_MAX)
+      return Error{fmt::format("combine_topk_swa: R*M = {}*{} workspace rows do not fit the int32 "
+                               "row indices", R, M)};
+    return {};
+  }
+
+  OutputSpec outputs(const OpDesc& d) const override {
+    const int64_t T = d.dim("topk_indices", 0);
+    const int64_t W = rowWidth(d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0));
+    return {{"rows", {DType::I32, {T, W}}}, {"lens", {DType::I32, {T}}}};
+  }
+
+  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile&) const override {
+    std::vector<KernelConfig> c;
+    const int64_t exact = (rowWidth(d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0)) / 4 + 31) / 32 * 32;
+    for (int64_t th : {int64_t(64), int64_t(128), int64_t(256), std::min<int64_t>(exact, 1024)})
+      if (std::find(c.begin(), c.end(), KernelConfig{{"threads", th}}) == c.end())
+        c.push_back({{"threads", th}});
+    return c;
+  }
+
+  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
+    const int64_t th = c.at("threads");
+    const int64_t W = rowWidth(d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0));
+    return {4 * (1 + 4) /* s_req, s_info[4] */, int(th), registersFor(th, W)};
+  }
+
+  // One thread per 16-byte chunk of the row (W/4 threads, whole warps, at most 256; 160 for
+  // V4.1's W = 640) so each thread stores once. At least enough warps that the CTAs-per-SM limit
+  // cannot cap occupancy: 2 warps on sm_80/sm_90 (32 CTAs x 2 = 64), 3 on sm_86 (16 x 3 = 48),
+  // 2 on sm_89 (24 x 2 = 48).
+  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+    const int64_t W = rowWidth(d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0));
+    const int64_t minWarps = (t.facts.maxWarpsPerSm + t.facts.maxCtasPerSm - 1) / t.facts.maxCtasPerSm;
+    const int64_t warps = std::clamp<int64_t>((W / 4 + 31) / 32, minWarps, 8);
+    return {{"threads", 32 * warps}};
+  }
+
+  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
+    const int64_t th = c.at("threads");
+    CudaUnit u;
+    u.source = fmt::format(
+        "#include \"CombineTopkSwa.cuh\"\n"
+        "extern \"C\" __global__ void __launch_bounds__({}) {}(const di::CombineTopkSwaParams p) {{\n"
+        "  di::combine_topk_swa_kernel<{}, {}, {}>(p);\n"
+        "}}\n",
+        th, baseName, d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0), th);
+    u.entries = {baseName};
+    return u;
+  }
+
+  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
+                                     const std::string& baseName) const override {
+    LaunchStep s;
+    s.entry = baseName;
+    s.grid = {uint32_t(std::max<int64_t>(1, d.dim("topk_indices", 0))), 1, 1};  // one CTA per token
+    s.block = {uint32_t(c.at("threads")), 1, 1};
+    return {s};
+  }
+
+  Result<std::vector<uint8_t>> packParams(const KernelConfig&, const OpDesc& d,
+                                          const DeviceAddrMap& addrs) const override {
+    di::CombineTopkSwaParams p{};
+    auto tk = addrOf(d, addrs, "topk_indices", d.attrs.getInt("topk", 0) % 4 == 0 ? 16 : 4);
+    auto qsl = addrOf(d, addrs, "query_start_loc", 4);
+    auto seq = addrOf(d, addrs, "seq_lens", 4);
+    auto gl = addrOf(d, addrs, "gather_lens", 4);
+    auto rows = addrOf(d, addrs, "rows", 16);
+    auto lens = addrOf(d, addrs, "lens", 4);
+    for (const auto* r : {&tk, &qsl, &seq, &gl, &rows, &lens})
+      if (!r->ok()) return r->error();
+    p.topk_indices = reinterpret_cast<const int32_t*>(*tk);
+    p.query_start_loc = reinterpret_cast<const int32_t*>(*qsl);
+    p.seq_lens = reinterpret_cast<const int32_t*>(*seq);
+    p.gather_lens = reinterpret_cast<const int32_t*>(*gl);
+    p.rows = reinterpret_cast<int32_t*>(*rows);
+    p.lens = reinterpret_cast<int32_t*>(*lens);
+    p.num_tokens = int32_t(d.dim("topk_indices", 0));
+    p.num_reqs = int32_t(d.dim("seq_lens", 0));
+    p.ratio = int32_t(d.attrs.getInt("ratio", 0));
+    p.rows_per_req = int32_t(d.attrs.getInt("M", 0));
+    p.swa_row0 = int32_t(d.attrs.getInt("N", 0));
+    return paramBytes(p);
+  }
+};
+
+}  // namespace
+
+const KernelFamily& combineTopkSwaFamily() {
+  static const CombineTopkSwaFamily f;
+  return f;
+}
+
+}  // namespace deepinfer

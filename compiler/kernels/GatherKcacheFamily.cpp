@@ -1,0 +1,208 @@
+// gather_kcache (spec/ops.md §3): dequantize paged fp8_ds_mla rows into the caller's out[R, M, 512]
+// (templates/KvCache.cuh). The grid is sized to the GPU, not to M: gathered rows are dealt
+// round-robin to all warps of the grid.
+//
+// Config knobs: `warps` per CTA, `tokens_per_warp` (rows a warp has in flight per step),
+// `ctas_per_sm` (the residency the kernel's __launch_bounds__ promises), `grid_ctas`.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "Families.h"
+#include "KvCacheLayout.h"
+#include "params/GatherKcacheParams.h"
+
+namespace deepinfer {
+namespace {
+
+using namespace kvcache;
+
+// Registers by tokens_per_warp, from ptxas -v (CUDA 13.0, sm_80..sm_90, any block size):
+// at the full-residency cap, 1 -> 30-32 (33-35 where 48 warps/SM leave room), 2 -> 39-40,
+// 4 -> 59-64; with a looser __launch_bounds__ cap ptxas takes up to 36 / 46 / 71.
+int registersFor(int64_t tokensPerWarp) {
+  return tokensPerWarp <= 1 ? 32 : tokensPerWarp == 2 ? 40 : 64;
+}
+int registersUnbounded(int64_t tokensPerWarp) {
+  return tokensPerWarp <= 1 ? 36 : tokensPerWarp == 2 ? 48 : 72;
+}
+
+// Flat row indices inside the kernel are int32 with headroom for one grid step past the end.
+constexpr int64_t kMaxOutRows = int64_t(1) << 30;
+
+// How many CTAs of this shape stay resident on one SM of the target.
+int residentCtas(const TargetProfile& t, int64_t warps, int64_t tokensPerWarp) {
+  const int threads = int(32 * warps);
+  return std::max(0, std::min({t.facts.maxCtasPerSm, int(t.facts.maxWarpsPerSm / warps),
+                               ctasByRegisters(t, threads, registersFor(tokensPerWarp))}));
+}
+
+class GatherKcacheFamily final : public KernelFamily {
+ public:
+  std::string opName() const override { return "gather_kcache"; }
+
+  std::vector<std::string> templateHeaders() const override {
+    return {"KvCache.cuh", "params/GatherKcacheParams.h", "params/KvQuantInsertParams.h",
+            "common/Types.h", "common/Numerics.cuh", "common/Mma.cuh"};
+  }
+
+  Status validate(const OpDesc& d) const override {
+    auto bs = blockSizeAttr(d);
+    if (!bs.ok()) return bs.error();
+    const int64_t offset = d.attrs.getInt("offset", 0);  // optional, 0 by default (OpSignatures)
+    auto pages = checkPagedCache(d, "k_cache", *bs);
+    if (!pages.ok()) return pages.error();
+    auto seq = shapeOf(d, "seq_lens", 1);
+    if (!seq.ok()) return seq.error();
+    const int64_t R = (*seq)[0];
+    if (d.hasTensor("gather_lens")) DI_TRY(expectShape(d, "gather_lens", {R}));
+    auto table = shapeOf(d, "block_table", 2);
+    if (!table.ok()) return table.error();
+    if ((*table)[0] != R)
+      return Error{fmt::format("gather_kcache: block_table has {} rows but seq_lens has {} requests",
+                               (*table)[0], R)};
+    if ((*table)[1] > INT32_MAX)
+      return Error{fmt::format("gather_kcache: block_table has {} pages per request; at most {}",
+                               (*table)[1], INT32_MAX)};
+    auto out = shapeOf(d, "out", 3);
+    if (!out.ok()) return out.error();
+    if ((*out)[0] != R || (*out)[2] != kHeadDim)
+      return Error{fmt::format("gather_kcache: out has shape [{}, {}, {}]; expected [R={}, M, {}]",
+                               (*out)[0], (*out)[1], (*out)[2], R, kHeadDim)};
+    const int64_t M = (*out)[1];
+    if (offset < 0 || offset > M)
+      return Error{fmt::format("gather_kcache: offset is {}; it must be in 0..M = {}", offset, M)};
+    if (R * M > kMaxOutRows)
+      return Error{fmt::format("gather_kcache: out has R*M = {}*{} rows; at most {} are supported",
+                               R, M, kMaxOutRows)};
+    return {};
+  }
+
+  OutputSpec outputs(const OpDesc& d) const override {
+    return {{"out", {DType::BF16, d.shapes.at("out")}}};
+  }
+
+  // Every (warps, tokens_per_warp) whose registers allow it, at full and at half residency; the
+  // grid is one resident wave (never more CTAs than rows to fill them).
+  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
+    std::vector<KernelConfig> out;
+    for (int64_t warps : {4, 8})
+      for (int64_t tpw : {1, 2, 4}) {
+        const int full = residentCtas(t, warps, tpw);
+        for (int ctas : {full, full / 2}) {
+          if (ctas < 1) continue;
+          KernelConfig c = makeConfig(d, t, warps, tpw, ctas);
+          if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(std::move(c));
+        }
+      }
+    return out;
+  }
+
+  ResourceEstimate estimate(const KernelConfig& c, const OpDesc&) const override {
+    const int64_t warps = c.at("warps");
+    const int threads = int(32 * warps);
+    // s_start[threads + 1], s_pos0[threads], s_warp_sum[warps]: int32 each.
+    const int64_t smem = 4 * (2 * threads + 1 + warps);
+    // __launch_bounds__(threads, ctas_per_sm) caps the registers at 64K / (threads * ctas), in
+    // the allocation unit of 8 per thread; below the cap ptxas takes what it likes.
+    const int cap = int(65536 / (threads * std::max<int64_t>(1, c.at("ctas_per_sm")))) / 8 * 8;
+    const int64_t tpw = c.at("tokens_per_warp");
+    return {smem, threads, std::max(registersFor(tpw), std::min(registersUnbounded(tpw), cap))};
+  }
+
+  // A bandwidth kernel: keep as many cache rows in flight per SM as possible (resident warps x
+  // tokens_per_warp) while keeping at least 3/4 of the SM's warp slots filled, which leaves
+  // enough warps to overlap the decode work with memory. 8-warp CTAs, one resident wave.
+  //   sm_80 / sm_90 (64 warps/SM): tpw 1 -> 64 rows, tpw 2 -> 6 CTAs x 8 x 2 = 96 rows,
+  //   tpw 4 -> 32 warps (< 48): tokens_per_warp 2, 6 CTAs per SM.
+  //   sm_86 / sm_89 (48 warps/SM): tpw 1 -> 48 rows, tpw 2 -> 96, tpw 4 -> 32 warps (< 36): 2, 6.
+  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+    const int64_t warps = 8;
+    int64_t bestTpw = 1, bestRows = -1;
+    int bestCtas = 1;
+    for (int64_t tpw : {1, 2, 4}) {
+      const int ctas = residentCtas(t, warps, tpw);
+      const int64_t residentWarps = int64_t(ctas) * warps;
+      if (ctas < 1 || 4 * residentWarps < 3 * t.facts.maxWarpsPerSm) continue;
+      if (residentWarps * tpw > bestRows) {
+        bestRows = residentWarps * tpw;
+        bestTpw = tpw;
+        bestCtas = ctas;
+      }
+    }
+    return makeConfig(d, t, warps, bestTpw, std::max(1, bestCtas));
+  }
+
+  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
+    const int64_t warps = c.at("warps");
+    CudaUnit u;
+    u.source = fmt::format(
+        "#include \"KvCache.cuh\"\n"
+        "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::GatherKcacheParams p) {{\n"
+        "  di::gather_kcache_kernel<{}, {}, {}>(p);\n"
+        "}}\n",
+        32 * warps, c.at("ctas_per_sm"), baseName, d.attrs.getInt("block_size", 0), warps,
+        c.at("tokens_per_warp"));
+    u.entries = {baseName};
+    return u;
+  }
+
+  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc&,
+                                     const std::string& baseName) const override {
+    LaunchStep s;
+    s.entry = baseName;
+    s.grid = {uint32_t(std::max<int64_t>(1, c.at("grid_ctas"))), 1, 1};
+    s.block = {uint32_t(32 * c.at("warps")), 1, 1};
+    return {s};
+  }
+
+  Result<std::vector<uint8_t>> packParams(const KernelConfig&, const OpDesc& d,
+                                          const DeviceAddrMap& addrs) const override {
+    di::GatherKcacheParams p{};
+    auto cache = addrOf(d, addrs, "k_cache", 16);
+    auto seq = addrOf(d, addrs, "seq_lens", 4);
+    auto table = addrOf(d, addrs, "block_table", 4);
+    auto out = addrOf(d, addrs, "out", 16);
+    for (const auto* r : {&cache, &seq, &table, &out})
+      if (!r->ok()) return r->error();
+    p.k_cache = reinterpret_cast<const uint8_t*>(*cache);
+    p.seq_lens = reinterpret_cast<const int32_t*>(*seq);
+    p.block_table = reinterpret_cast<const int32_t*>(*table);
+    p.out = reinterpret_cast<uint16_t*>(*out);
+    p.gather_lens = nullptr;  // absent: gather seq_lens[r] rows
+    if (d.hasTensor("gather_lens")) {
+      auto gl = addrOf(d, addrs, "gather_lens", 4);
+      if (!gl.ok()) return gl.error();
+      p.gather_lens = reinterpret_cast<const int32_t*>(*gl);
+    }
+    p.num_pages = d.dim("k_cache", 0);
+    p.num_reqs = int32_t(d.dim("seq_lens", 0));
+    p.max_pages = int32_t(d.dim("block_table", 1));
+    p.rows = int32_t(d.dim("out", 1));
+    p.offset = int32_t(d.attrs.getInt("offset", 0));
+    return paramBytes(p);
+  }
+
+ private:
+  // grid_ctas: one resident wave on the target, but never more CTAs than the rows that could be
+  // written (R * (M - offset)) can keep busy.
+  static KernelConfig makeConfig(const OpDesc& d, const TargetProfile& t, int64_t warps, int64_t tpw,
+                                 int ctasPerSm) {
+    const int64_t R = d.dim("seq_lens", 0);
+    const int64_t room = d.dim("out", 1) - d.attrs.getInt("offset", 0);
+    const int64_t rowsPerCta = warps * tpw;
+    const int64_t maxUseful = std::max<int64_t>(1, (R * std::max<int64_t>(room, 0) + rowsPerCta - 1) / rowsPerCta);
+    const int64_t grid = std::min<int64_t>(int64_t(t.smCount) * ctasPerSm, maxUseful);
+    return {{"warps", warps}, {"tokens_per_warp", tpw}, {"ctas_per_sm", ctasPerSm},
+            {"grid_ctas", std::max<int64_t>(1, grid)}};
+  }
+};
+
+}  // namespace
+
+const KernelFamily& gatherKcacheFamily() {
+  static const GatherKcacheFamily f;
+  return f;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,317 @@
+// Kernel family of indexer_logits (spec/ops.md §7, §11; template templates/IndexerLogits.cuh).
+//
+// Knobs: tokens_per_cta (TPC: tokens of one request sharing every decoded key tile), warps,
+// block_n (positions per tile), stages (1 or 2 decoded tile buffers), positions_per_cta (the
+// positions one CTA covers; the grid is token groups x position chunks). Derived: heads padded to
+// 16/32/64 rows; the CTA's TPC*Hpad/16 m16 tiles go to warps_m warps of one or two tiles each
+// (the query fragments stay in registers), the remaining warps split the tile's keys.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "Families.h"
+#include "params/IndexerLogitsParams.h"
+
+namespace deepinfer {
+namespace {
+
+constexpr int64_t kIndexDim = 128;
+constexpr int64_t kKeyBytes = 132;
+constexpr int kSlots = 3;           // per-tile score/scale ring of the template
+constexpr int kRegsPerThread = 128;  // the launch bounds cap every config at this
+
+int64_t knob(const KernelConfig& c, const char* name, int64_t dflt) {
+  auto it = c.find(name);
+  return it == c.end() ? dflt : it->second;
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Everything the template instantiation and the launch need, derived from a config and the op.
+struct Geometry {
+  int hpad = 0, tpc = 0, warps = 0, warpsM = 0, warpsN = 0, blockN = 0, stages = 0;
+  int64_t positionsPerCta = 0;
+  int threads() const { return warps * 32; }
+  int parts() const {  // warps sharing one token's head sum
+    const int wm = (tpc * hpad / 16) / warpsM, mtTok = hpad / 16;
+    return wm >= mtTok ? 1 : mtTok / wm;
+  }
+  // Mirrors di::idxl::Smem (all members are 16-byte multiples except the last two).
+  int64_t smemBytes() const {
+    const int64_t b = int64_t(stages) * blockN * 256 + int64_t(blockN) * 128 +
+                      int64_t(kSlots) * tpc * parts() * blockN * 4 + int64_t(kSlots) * blockN * 4 +
+                      int64_t(kSlots) * blockN + int64_t(tpc) * 4;
+    return (b + 15) / 16 * 16;
+  }
+};
+
+int paddedHeads(int64_t hi) { return hi <= 16 ? 16 : hi <= 32 ? 32 : 64; }
+
+// The config's geometry, or why it cannot be instantiated for this op.
+Result<Geometry> geometry(const KernelConfig& c, const OpDesc& d) {
+  Geometry g;
+  g.hpad = paddedHeads(d.dim("q", 1));
+  g.tpc = int(knob(c, "tokens_per_cta", 1));
+  g.warps = int(knob(c, "warps", 4));
+  g.blockN = int(knob(c, "block_n", 64));
+  g.stages = int(knob(c, "stages", 2));
+  g.positionsPerCta = knob(c, "positions_per_cta", 1024);
+  const std::string cfg = configToString(c);
+  if (g.tpc != 1 && g.tpc != 2 && g.tpc != 4 && g.tpc != 8)
+    return Error{fmt::format("indexer_logits: tokens_per_cta = {} must be 1, 2, 4 or 8 ({})", g.tpc, cfg)};
+  if (g.warps < 1 || g.warps > 16)
+    return Error{fmt::format("indexer_logits: warps = {} must be in 1..16 ({})", g.warps, cfg)};
+  if (g.blockN != 32 && g.blockN != 64 && g.blockN != 128)
+    return Error{fmt::format("indexer_logits: block_n = {} must be 32, 64 or 128 ({})", g.blockN, cfg)};
+  if (g.stages != 1 && g.stages != 2)
+    return Error{fmt::format("indexer_logits: stages = {} must be 1 or 2 ({})", g.stages, cfg)};
+  const int mt = g.tpc * g.hpad / 16;
+  // Two m16 tiles per warp when possible (B fragments then feed two mma each).
+  if (mt % 2 == 0 && g.warps % (mt / 2) == 0) g.warpsM = mt / 2;
+  else if (g.warps % mt == 0) g.warpsM = mt;
+  else
+    return Error{fmt::format("indexer_logits: {} warps cannot split {} m16 tiles ({} tokens x {} "
+                             "padded heads) into one or two per warp ({})",
+                             g.warps, mt, g.tpc, g.hpad, cfg)};
+  g.warpsN = g.warps / g.warpsM;
+  if (g.blockN % (16 * g.warpsN) != 0)
+    return Error{fmt::format("indexer_logits: block_n = {} does not give each of {} key-splitting "
+                             "warps a pair of n8 tiles ({})", g.blockN, g.warpsN, cfg)};
+  if ((g.blockN * 8) % g.threads() != 0)
+    return Error{fmt::format("indexer_logits: block_n = {} gives {} 16-byte loads, not a multiple "
+                             "of {} threads ({})", g.blockN, g.blockN * 8, g.threads(), cfg)};
+  if (int64_t(g.warps) * 4096 > int64_t(g.stages) * g.blockN * 256)
+    return Error{fmt::format("indexer_logits: {} warps need {} bytes to stage query rows, more than "
+                             "the {}-byte key buffer ({})",
+                             g.warps, g.warps * 4096, g.stages * g.blockN * 256, cfg)};
+  if (g.positionsPerCta < g.blockN || g.positionsPerCta % g.blockN != 0)
+    return Error{fmt::format("indexer_logits: positions_per_cta = {} must be a positive multiple of "
+                             "block_n = {} ({})", g.positionsPerCta, g.blockN, cfg)};
+  const int64_t nmax = d.dim("block_table", 1) * d.attrs.getInt("block_size", 1);
+  if (ceilDiv(nmax, g.positionsPerCta) > 65535)
+    return Error{fmt::format("indexer_logits: positions_per_cta = {} splits Nmax = {} into more "
+                             "than 65535 chunks ({})", g.positionsPerCta, nmax, cfg)};
+  return g;
+}
+
+class IndexerLogitsFamily final : public KernelFamily {
+ public:
+  std::string opName() const override { return "indexer_logits"; }
+
+  std::vector<std::string> templateHeaders() const override {
+    return {"IndexerLogits.cuh", "params/IndexerLogitsParams.h", "common/Mma.cuh",
+            "common/Types.h"};
+  }
+
+  Status validate(const OpDesc& d) const override {
+    if (!d.attrs.has("block_size"))
+      return Error{"indexer_logits: missing attribute 'block_size'"};
+    const int64_t bs = d.attrs.getInt("block_size", 0);
+    if (bs < 1 || bs > 4096)
+      return Error{fmt::format("indexer_logits: block_size = {} must be in 1..4096", bs)};
+    DI_TRY(expectRank(d, "q", 3));
+    const int64_t T = d.dim("q", 0), hi = d.dim("q", 1);
+    if (d.dim("q", 2) != kIndexDim)
+      return Error{fmt::format("indexer_logits: q has head dim {}; the index head dim must be {}",
+                               d.dim("q", 2), kIndexDim)};
+    if (hi < 4 || hi > 64)
+      return Error{fmt::format("indexer_logits: q has {} heads; Hi must be in 4..64", hi)};
+    DI_TRY(expectShape(d, "weights", {T, hi}));
+    DI_TRY(expectRank(d, "k_cache", 2));
+    if (d.dim("k_cache", 1) != bs * kKeyBytes)
+      return Error{fmt::format("indexer_logits: k_cache pages have {} bytes; block_size = {} needs "
+                               "block_size*132 = {}", d.dim("k_cache", 1), bs, bs * kKeyBytes)};
+    if (d.dim("k_cache", 0) > INT32_MAX)
+      return Error{fmt::format("indexer_logits: k_cache has {} pages; at most {} are addressable",
+                               d.dim("k_cache", 0), INT32_MAX)};
+    DI_TRY(expectRank(d, "block_table", 2));
+    const int64_t R = d.dim("block_table", 0), maxPages = d.dim("block_table", 1);
+    if (T > 0 && R < 1)
+      return Error{"indexer_logits: block_table has no rows (R = 0) but q has tokens"};
+    if (R > INT32_MAX)
+      return Error{fmt::format("indexer_logits: block_table has {} rows; at most {}", R, INT32_MAX)};
+    const int64_t nmax = maxPages * bs;
+    if (nmax > INT32_MAX - 128)
+      return Error{fmt::format("indexer_logits: Nmax = max_pages*block_size = {}*{} = {} is over "
+                               "the supported {}", maxPages, bs, nmax, INT32_MAX - 128)};
+    if (T > INT32_MAX)
+      return Error{fmt::format("indexer_logits: q has {} tokens; at most {}", T, INT32_MAX)};
+    DI_TRY(expectShape(d, "token_to_req", {T}));
+    DI_TRY(expectShape(d, "visible", {T}));
+    return {};
+  }
+
+  OutputSpec outputs(const OpDesc& d) const override {
+    const int64_t nmax = d.dim("block_table", 1) * d.attrs.getInt("block_size", 1);
+    return {{"scores", {DType::F32, {d.dim("q", 0), nmax}}}};
+  }
+
+  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
+    const KernelConfig base = defaultConfig(d, t);
+    const int64_t ppc0 = base.at("positions_per_cta");
+    std::vector<KernelConfig> out;
+    for (int tpc : {1, 2, 4, 8})
+      for (int warps : {4, 8})
+        for (int blockN : {32, 64})
+          for (int stages : {1, 2})
+            for (int64_t ppc : {ppc0 / 2, ppc0, ppc0 * 2}) {
+              KernelConfig c{{"tokens_per_cta", tpc}, {"warps", warps}, {"block_n", blockN},
+                             {"stages", stages},
+                             {"positions_per_cta", std::max<int64_t>(blockN, ppc / blockN * blockN)}};
+              if (!geometry(c, d).ok()) continue;
+              if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+            }
+    if (std::find(out.begin(), out.end(), base) == out.end()) out.push_back(base);
+    return out;
+  }
+
+  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
+    ResourceEstimate e;
+    auto g = geometry(c, d);
+    if (!g.ok()) {  // not instantiable: make the specialization pass drop it
+      e.smemBytes = INT64_MAX / 2;
+      e.threadsPerCta = 1024;
+      e.regsPerThread = 256;
+      return e;
+    }
+    e.smemBytes = g->smemBytes();
+    e.threadsPerCta = g->threads();
+    // Two m16 tiles of A fragments (64 registers) + accumulators + addressing: ptxas settles at
+    // 118-128 under the launch bounds; one tile needs about 96.
+    const int wm = (g->tpc * g->hpad / 16) / g->warpsM;
+    e.regsPerThread = wm == 2 ? kRegsPerThread : 96;
+    return e;
+  }
+
+  // Heuristic:
+  //  - tokens_per_cta: tokens of one request share each decoded key tile, so take as many as
+  //    the batch has per request (T / R, a power of two up to 8) while the CTA's query rows stay
+  //    within 256 (16 m16 tiles = 8 warps of two tiles; Hi = 64 allows at most 4 tokens).
+  //  - warps: two m16 tiles per warp, and 8 warps when the tiles allow it (4 otherwise).
+  //  - block_n = 64, two decoded stages: 48,096 bytes at 8 tokens, two CTAs per SM on both
+  //    sm_80 (164 KB, 64 warps) and sm_86 (100 KB, 48 warps); if the target's cap is smaller,
+  //    one stage (and then 32-position tiles) is used.
+  //  - positions_per_cta: enough position chunks that the grid is about four waves of the
+  //    resident CTAs (SMs x CTAs per SM from registers, warps and shared memory of this
+  //    target), which also evens out causal rows; at least 4 tiles per CTA so the per-CTA query
+  //    staging stays amortized, at most 65535 chunks.
+  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+    const int64_t T = std::max<int64_t>(1, d.dim("q", 0));
+    const int64_t R = std::max<int64_t>(1, d.dim("block_table", 0));
+    const int hpad = paddedHeads(d.dim("q", 1));
+    int tpc = 1;
+    while (tpc < 8 && int64_t(tpc) * 2 <= T / R && tpc * 2 * hpad <= 256) tpc *= 2;
+    const int mt = tpc * hpad / 16;
+    const int warps = mt >= 4 ? 8 : 4;
+    KernelConfig c{{"tokens_per_cta", tpc}, {"warps", warps}, {"block_n", 64}, {"stages", 2},
+                   {"positions_per_cta", 1024}};
+    auto fits = [&](const KernelConfig& k) {
+      auto g = geometry(k, d);
+      return g.ok() && g->smemBytes() <= t.smemPerCtaCap;
+    };
+    if (!fits(c)) c["stages"] = 1;
+    if (!fits(c)) { c["block_n"] = 32; c["warps"] = 4; }
+    if (!fits(c)) { c["tokens_per_cta"] = 1; c["warps"] = 4; c["block_n"] = 64; c["stages"] = 2; }
+
+    auto g = geometry(c, d);
+    const int64_t bn = c["block_n"];
+    const int64_t nmax = d.dim("block_table", 1) * d.attrs.getInt("block_size", 1);
+    int ctasPerSm = 1;
+    if (g.ok()) {
+      const int threads = g->threads();
+      const int64_t byRegs = t.facts.regsPerSm / (int64_t(threads) * kRegsPerThread);
+      const int64_t byWarps = t.facts.maxWarpsPerSm / (threads / 32);
+      const int64_t bySmem = t.facts.smemPerSm / std::max<int64_t>(1, g->smemBytes() + 1024);
+      ctasPerSm = int(std::max<int64_t>(
+          1, std::min({byRegs, byWarps, bySmem, int64_t(t.facts.maxCtasPerSm)})));
+    }
+    const int64_t groups = ceilDiv(T, c["tokens_per_cta"]);
+    const int64_t wanted = 4LL * std::max(1, t.smCount) * ctasPerSm;
+    const int64_t chunks = std::max<int64_t>(1, ceilDiv(wanted, groups));
+    int64_t ppc = ceilDiv(std::max<int64_t>(nmax, 1), chunks);
+    ppc = std::max<int64_t>(ppc, 4 * bn);
+    ppc = std::max<int64_t>(ppc, ceilDiv(std::max<int64_t>(nmax, 1), 65535));
+    c["positions_per_cta"] = ceilDiv(ppc, bn) * bn;
+    return c;
+  }
+
+  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
+    CudaUnit u;
+    auto g = geometry(c, d);
+    if (!g.ok()) {  // the pipeline validates configs first; make a bad one fail loudly at compile
+      u.source = fmt::format("#error \"{}\"\n", g.error().message);
+      return u;
+    }
+    const int bs = int(d.attrs.getInt("block_size", 1));
+    const int minBlocks = std::max(1, 65536 / (g->threads() * kRegsPerThread));
+    u.source = fmt::format(
+        "#include \"IndexerLogits.cuh\"\n"
+        "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::IndexerLogitsParams p) {{\n"
+        "  di::indexer_logits_kernel<{}, {}, {}, {}, {}, {}, {}>(p);\n"
+        "}}\n",
+        g->threads(), minBlocks, baseName, g->hpad, g->tpc, g->warpsM, g->warpsN, g->blockN,
+        g->stages, bs);
+    u.entries = {baseName};
+    return u;
+  }
+
+  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
+                                     const std::string& baseName) const override {
+    auto g = geometry(c, d);
+    const int64_t T = d.dim("q", 0);
+    const int64_t nmax = d.dim("block_table", 1) * d.attrs.getInt("block_size", 1);
+    if (!g.ok() || T == 0 || nmax == 0) return {};  // nothing to write
+    LaunchStep s;
+    s.entry = baseName;
+    s.grid = {uint32_t(ceilDiv(T, g->tpc)), uint32_t(ceilDiv(nmax, g->positionsPerCta)), 1};
+    s.block = {uint32_t(g->threads()), 1, 1};
+    return {s};
+  }
+
+  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
+                                          const DeviceAddrMap& addrs) const override {
+    auto g = geometry(c, d);
+    if (!g.ok()) return g.error();
+    auto addr = [&](const char* n) -> Result<uint64_t> {
+      auto it = addrs.find(n);
+      if (it == addrs.end())
+        return Error{fmt::format("indexer_logits: no device address for tensor '{}'", n)};
+      return it->second;
+    };
+    di::IndexerLogitsParams p{};
+    const char* names[] = {"q", "weights", "k_cache", "block_table", "token_to_req", "visible", "scores"};
+    uint64_t a[7];
+    for (int i = 0; i < 7; ++i) {
+      auto r = addr(names[i]);
+      if (!r.ok()) return r.error();
+      a[i] = r.value();
+    }
+    if ((a[0] & 15) || (a[6] & 15) || (a[2] & 15))
+      return Error{"indexer_logits: q, k_cache and scores must be 16-byte aligned device buffers"};
+    p.q = reinterpret_cast<const uint16_t*>(a[0]);
+    p.weights = reinterpret_cast<const float*>(a[1]);
+    p.k_cache = reinterpret_cast<const uint8_t*>(a[2]);
+    p.block_table = reinterpret_cast<const int32_t*>(a[3]);
+    p.token_to_req = reinterpret_cast<const int32_t*>(a[4]);
+    p.visible = reinterpret_cast<const int32_t*>(a[5]);
+    p.scores = reinterpret_cast<float*>(a[6]);
+    p.num_tokens = int32_t(d.dim("q", 0));
+    p.num_heads = int32_t(d.dim("q", 1));
+    p.num_reqs = int32_t(d.dim("block_table", 0));
+    p.max_pages = int32_t(d.dim("block_table", 1));
+    p.num_pages = int32_t(d.dim("k_cache", 0));
+    p.n_max = int32_t(d.dim("block_table", 1) * d.attrs.getInt("block_size", 1));
+    p.positions_per_cta = int32_t(g->positionsPerCta);
+    return paramBytes(p);
+  }
+};
+
+}  // namespace
+
+const KernelFamily& indexerLogitsFamily() {
+  static const IndexerLogitsFamily f;
+  return f;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,120 @@
+// kv_quant_insert (spec/ops.md §2): quantize k rows into the fp8_ds_mla paged cache, one warp per
+// token (templates/KvCache.cuh). Config: `warps` per CTA.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "Families.h"
+#include "KvCacheLayout.h"
+#include "params/KvQuantInsertParams.h"
+
+namespace deepinfer {
+namespace {
+
+using namespace kvcache;
+
+// ptxas -v, sm_80..sm_90, CUDA 13.0: 37-40 registers from 4 warps per CTA up; 45-47 at 1 warp
+// and at 2 warps on sm_86, where the looser __launch_bounds__ lets ptxas take more.
+int registersFor(int64_t warps) { return warps <= 2 ? 48 : 40; }
+
+class KvQuantInsertFamily final : public KernelFamily {
+ public:
+  std::string opName() const override { return "kv_quant_insert"; }
+
+  std::vector<std::string> templateHeaders() const override {
+    return {"KvCache.cuh", "params/KvQuantInsertParams.h", "params/GatherKcacheParams.h",
+            "common/Types.h", "common/Numerics.cuh", "common/Mma.cuh"};
+  }
+
+  Status validate(const OpDesc& d) const override {
+    auto bs = blockSizeAttr(d);
+    if (!bs.ok()) return bs.error();
+    auto k = shapeOf(d, "k", 2);
+    if (!k.ok()) return k.error();
+    const int64_t T = (*k)[0];
+    if ((*k)[1] != kHeadDim)
+      return Error{fmt::format("kv_quant_insert: k has {} columns per token; expected {} "
+                               "(448 NoPE + 64 RoPE)", (*k)[1], kHeadDim)};
+    if (T > INT32_MAX)
+      return Error{fmt::format("kv_quant_insert: k has {} tokens; at most {}", T, INT32_MAX)};
+    DI_TRY(expectShape(d, "slot_mapping", {T}));
+    auto pages = checkPagedCache(d, "k_cache", *bs);
+    if (!pages.ok()) return pages.error();
+    return {};
+  }
+
+  OutputSpec outputs(const OpDesc& d) const override {
+    return {{"k_cache", {DType::U8, d.shapes.at("k_cache")}}};
+  }
+
+  std::vector<KernelConfig> candidates(const OpDesc&, const TargetProfile&) const override {
+    std::vector<KernelConfig> c;
+    for (int64_t w : {1, 2, 4, 8}) c.push_back({{"warps", w}});
+    return c;
+  }
+
+  ResourceEstimate estimate(const KernelConfig& c, const OpDesc&) const override {
+    return {0, int(32 * c.at("warps")), registersFor(c.at("warps"))};
+  }
+
+  // One warp per token. Use the smallest CTA whose CTAs-per-SM limit cannot cap occupancy
+  // (2 warps on sm_80/sm_90: 32 CTAs x 2 = 64 warps; 4 on sm_86: 16 x 4 >= 48), and smaller CTAs
+  // when the batch is too small to give every SM a CTA (decode: spread tokens over SMs).
+  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+    const int64_t T = d.dim("k", 0);
+    int64_t warps = 1;
+    while (warps < 8 && warps * t.facts.maxCtasPerSm < t.facts.maxWarpsPerSm) warps *= 2;
+    while (warps > 1 && (T + warps - 1) / warps < t.smCount) warps /= 2;
+    return {{"warps", warps}};
+  }
+
+  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
+    const int64_t warps = c.at("warps");
+    const int64_t bs = d.attrs.getInt("block_size", 0);
+    CudaUnit u;
+    u.source = fmt::format(
+        "#include \"KvCache.cuh\"\n"
+        "extern \"C\" __global__ void __launch_bounds__({}) {}(const di::KvQuantInsertParams p) {{\n"
+        "  di::kv_quant_insert_kernel<{}, {}>(p);\n"
+        "}}\n",
+        32 * warps, baseName, bs, warps);
+    u.entries = {baseName};
+    return u;
+  }
+
+  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
+                                     const std::string& baseName) const override {
+    const int64_t warps = c.at("warps");
+    const int64_t T = d.dim("k", 0);
+    LaunchStep s;
+    s.entry = baseName;
+    s.grid = {uint32_t(std::max<int64_t>(1, (T + warps - 1) / warps)), 1, 1};  // T = 0: one idle CTA
+    s.block = {uint32_t(32 * warps), 1, 1};
+    return {s};
+  }
+
+  Result<std::vector<uint8_t>> packParams(const KernelConfig&, const OpDesc& d,
+                                          const DeviceAddrMap& addrs) const override {
+    di::KvQuantInsertParams p{};
+    auto k = addrOf(d, addrs, "k", 16);
+    auto slots = addrOf(d, addrs, "slot_mapping", 8);
+    auto cache = addrOf(d, addrs, "k_cache", 16);
+    for (const auto* r : {&k, &slots, &cache})
+      if (!r->ok()) return r->error();
+    p.k = reinterpret_cast<const uint16_t*>(*k);
+    p.slot_mapping = reinterpret_cast<const int64_t*>(*slots);
+    p.k_cache = reinterpret_cast<uint8_t*>(*cache);
+    p.num_pages = d.dim("k_cache", 0);
+    p.num_tokens = int32_t(d.dim("k", 0));
+    return paramBytes(p);
+  }
+};
+
+}  // namespace
+
+const KernelFamily& kvQuantInsertFamily() {
+  static const KvQuantInsertFamily f;
+  return f;
+}
+
+}  // namespace deepinfer

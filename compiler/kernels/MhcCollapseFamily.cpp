@@ -1,0 +1,136 @@
+// mhc_collapse (spec/ops.md §8): h[t, :] = bf16(sum_m pre[t, m] x[t, m, :]), one rounding; the
+// final collapse after the last layer. One stream pass (MhcStream.cuh, collapse mode).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "Families.h"
+#include "MhcCommon.h"
+
+namespace deepinfer {
+
+using namespace mhc;
+
+namespace {
+
+class MhcCollapseFamily : public KernelFamily {
+ public:
+  std::string opName() const override { return "mhc_collapse"; }
+  std::vector<std::string> templateHeaders() const override {
+    return {"MhcStream.cuh", "params/MhcParams.h", "common/Mma.cuh", "common/Numerics.cuh",
+            "common/Types.h"};
+  }
+
+  Status validate(const OpDesc& d) const override {
+    auto dims = residualDims(d, "x");
+    if (!dims) return dims.error();
+    DI_TRY(expectDims(d, "pre", {dims->T, kStreams}));
+    return {};
+  }
+
+  OutputSpec outputs(const OpDesc& d) const override {
+    OutputSpec out;
+    auto dims = residualDims(d, "x");
+    if (!dims) return out;
+    out["h"] = {DType::BF16, {dims->T, dims->C}};
+    return out;
+  }
+
+  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
+    std::vector<KernelConfig> out;
+    auto dims = residualDims(d, "x");
+    if (!dims) return out;
+    const int64_t chunks = dims->C / kChunk;
+    for (int warps : warpChoices(dims->T)) {
+      const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
+      std::set<int64_t> slices;
+      slices.insert(defaultSlices(t, tiles, chunks, warps));
+      for (int64_t s : {1, 2, 4, 8, 16, 32, 64, 128}) slices.insert(evenSlices(chunks, s));
+      slices.insert(chunks);
+      for (int64_t s : slices) out.push_back({{"threads", 32 * warps}, {"k_slices", s}});
+    }
+    return out;
+  }
+
+  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
+    ResourceEstimate r;
+    auto g = geometry(c, d);
+    if (!g) return r;
+    r.smemBytes = streamSmemBytes(Mode::Collapse, g->warps);
+    r.threadsPerCta = 32 * g->warps;
+    r.regsPerThread = streamRegs(Mode::Collapse, false, g->warps);
+    return r;
+  }
+
+  // Default heuristic: one 16-token tile per warp, up to 4 warps per CTA (fewer for small T);
+  // k_slices by occupancy (SMs x resident CTAs per SM from the target's CTA/warp/register
+  // limits, divided by the token tiles), so small T still spreads over the machine.
+  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+    auto dims = residualDims(d, "x");
+    if (!dims) return {{"threads", 128}, {"k_slices", 1}};
+    const int warps = defaultWarps(dims->T);
+    const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
+    return {{"threads", 32 * warps},
+            {"k_slices", defaultSlices(t, tiles, dims->C / kChunk, warps)}};
+  }
+
+  CudaUnit emit(const KernelConfig& c, const OpDesc& d,
+                const std::string& baseName) const override {
+    CudaUnit u;
+    auto g = geometry(c, d);
+    if (!g) {
+      u.source = fmt::format("#error \"{}\"\n", g.error().message);
+      return u;
+    }
+    u.source = "#include \"MhcStream.cuh\"\n" + streamEntry(Mode::Collapse, *g, baseName);
+    u.entries = {baseName};
+    return u;
+  }
+
+  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
+                                     const std::string& baseName) const override {
+    auto g = geometry(c, d);
+    if (!g) return {};
+    return {{baseName,
+             {uint32_t(g->tiles), uint32_t(g->slices), 1},
+             {uint32_t(32 * g->warps), 1, 1},
+             0}};
+  }
+
+  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
+                                          const DeviceAddrMap& addrs) const override {
+    DI_TRY(validate(d));
+    auto g = geometry(c, d);
+    if (!g) return g.error();
+    const Dims dims = residualDims(d, "x").value();
+    const std::string op = opName();
+    di::MhcParams p{};
+    DI_TRY(bindAddr(p.residual, addrs, "x", op, 16));
+    DI_TRY(bindAddr(p.collapse_w, addrs, "pre", op, 16));
+    DI_TRY(bindAddr(p.h_out, addrs, "h", op, 16));
+    setShapes(p, dims, *g);
+    return paramBytes(p);
+  }
+
+ private:
+  Result<StreamGeometry> geometry(const KernelConfig& c, const OpDesc& d) const {
+    auto dims = residualDims(d, "x");
+    if (!dims) return dims.error();
+    return streamGeometry(Mode::Collapse, c, *dims, opName());
+  }
+
+  static int64_t defaultSlices(const TargetProfile& t, int64_t tiles, int64_t chunks, int warps) {
+    return occupancySlices(t, tiles, chunks, 32 * warps, streamRegs(Mode::Collapse, false, warps),
+                           streamSmemBytes(Mode::Collapse, warps));
+  }
+};
+
+}  // namespace
+
+const KernelFamily& mhcCollapseFamily() {
+  static const MhcCollapseFamily f;
+  return f;
+}
+
+}  // namespace deepinfer

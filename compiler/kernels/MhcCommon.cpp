@@ -1,0 +1,246 @@
+// Shared host code of the mHC kernel families; see MhcCommon.h.
+#include "MhcCommon.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "deepinfer/OpSignature.h"
+
+namespace deepinfer::mhc {
+
+std::string shapeString(const std::vector<int64_t>& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+Result<Dims> residualDims(const OpDesc& d, const std::string& tensor) {
+  if (!d.hasTensor(tensor))
+    return Error{fmt::format("{}: missing tensor `{}` [T, 4, C]", d.op, tensor)};
+  const auto& s = d.shapes.at(tensor);
+  if (s.size() != 3) {
+    return Error{
+        fmt::format("{}: {} has shape {}; expected [T, 4, C]", d.op, tensor, shapeString(s))};
+  }
+  if (s[1] != kStreams) {
+    return Error{fmt::format("{}: {} has {} streams (shape {}); mHC needs n = 4 streams, [T, 4, C]",
+                             d.op, tensor, s[1], shapeString(s))};
+  }
+  if (s[0] < 1 || s[0] > int64_t(INT32_MAX)) {
+    return Error{fmt::format("{}: {} has T = {} tokens (shape {}); need 1 <= T <= {}", d.op, tensor,
+                             s[0], shapeString(s), INT32_MAX)};
+  }
+  if (s[2] < kChunk || s[2] % kChunk != 0 || s[2] > kMaxC) {
+    return Error{fmt::format(
+        "{}: {} has hidden size C = {} (shape {}); C must be a positive multiple of {} up to {}",
+        d.op, tensor, s[2], shapeString(s), kChunk, kMaxC)};
+  }
+  return Dims{s[0], s[2]};
+}
+
+Status expectDims(const OpDesc& d, const std::string& tensor, const std::vector<int64_t>& shape) {
+  if (!d.hasTensor(tensor)) {
+    return Error{fmt::format("{}: missing tensor `{}` {}", d.op, tensor, shapeString(shape))};
+  }
+  const auto& s = d.shapes.at(tensor);
+  if (s != shape) {
+    return Error{fmt::format("{}: {} has shape {}; expected {}", d.op, tensor, shapeString(s),
+                             shapeString(shape))};
+  }
+  return {};
+}
+
+Result<OpAttrs> mixAttrs(const OpDesc& d) {
+  // Defaults of absent optional attributes come from the op's signature (the one table).
+  OpAttrs attrs = d.attrs;
+  if (const OpSignature* sig = findOpSignature(d.op)) {
+    auto full = completeAttrs(*sig, d.attrs);
+    if (!full) return full.error();
+    attrs = std::move(full.value());
+  }
+  for (const char* name : {"rms_eps", "hc_eps", "norm_eps"}) {
+    if (!attrs.has(name)) return Error{fmt::format("{}: missing attribute `{}`", d.op, name)};
+    const double v = attrs.getFloat(name, 0.0);
+    if (!(v > 0.0) || !std::isfinite(v) || float(v) <= 0.f) {
+      return Error{
+          fmt::format("{}: attribute {} = {}; it must be a finite value > 0 (and not "
+                      "underflow in fp32)",
+                      d.op, name, v)};
+    }
+  }
+  if (!attrs.has("sinkhorn_iters")) {
+    return Error{fmt::format("{}: missing attribute `sinkhorn_iters`", d.op)};
+  }
+  const auto& a = attrs.all().at("sinkhorn_iters");
+  const double iters = a.isInt ? double(a.i) : a.f;
+  if (iters < 1 || iters != std::floor(iters) || iters > 1e6) {
+    return Error{
+        fmt::format("{}: attribute sinkhorn_iters = {}; it must be an integer in 1..1000000 "
+                    "(total Sinkhorn rounds, 20 in V4.1)",
+                    d.op, iters)};
+  }
+  return attrs;
+}
+
+Status checkMixTensors(const OpDesc& d, const Dims& dims) {
+  DI_TRY(expectDims(d, "fn", {kMix, kStreams * dims.C}));
+  DI_TRY(expectDims(d, "scale", {3}));
+  DI_TRY(expectDims(d, "base", {kMix}));
+  DI_TRY(expectDims(d, "pre_in", {dims.T, kStreams}));
+  DI_TRY(expectDims(d, "norm_weight", {dims.C}));
+  return {};
+}
+
+namespace {
+
+int64_t knob(const KernelConfig& c, const std::string& name, int64_t dflt) {
+  auto it = c.find(name);
+  return it == c.end() ? dflt : it->second;
+}
+
+}  // namespace
+
+int defaultWarps(int64_t T) { return int(std::min<int64_t>(4, (T + 15) / 16)); }
+
+std::vector<int> warpChoices(int64_t T) {
+  std::set<int> w{1, 2, 4, 8, defaultWarps(T)};
+  std::vector<int> out;
+  for (int k : w)
+    if ((k - 1) * 16 < T) out.push_back(k);  // no warp without a token
+  return out;
+}
+
+int64_t evenSlices(int64_t chunks, int64_t slices) {
+  slices = std::clamp<int64_t>(slices, 1, chunks);
+  const int64_t per = (chunks + slices - 1) / slices;
+  return (chunks + per - 1) / per;
+}
+
+Result<StreamGeometry> streamGeometry(Mode mode, const KernelConfig& c, const Dims& dims,
+                                      const std::string& op) {
+  StreamGeometry g;
+  const int64_t threads = knob(c, "threads", -1);
+  if (threads < 32 || threads > 256 || threads % 32 != 0) {
+    return Error{
+        fmt::format("{}: config threads = {}; expected a multiple of 32 in 32..256 (one "
+                    "16-token tile per warp)",
+                    op, threads)};
+  }
+  g.warps = int(threads / 32);
+  const int64_t chunks = dims.C / kChunk;
+  const int64_t slices = knob(c, "k_slices", -1);
+  if (slices < 1 || slices > chunks) {
+    return Error{fmt::format("{}: config k_slices = {}; expected 1..{} (C / {})", op, slices,
+                             chunks, kChunk)};
+  }
+  g.chunksPerSlice = (chunks + slices - 1) / slices;
+  g.slices = (chunks + g.chunksPerSlice - 1) / g.chunksPerSlice;
+  if (hasMix(mode)) {
+    const int64_t mma = knob(c, "use_mma", -1);
+    if (mma != 0 && mma != 1) {
+      return Error{fmt::format("{}: config use_mma = {}; expected 0 or 1", op, mma)};
+    }
+    g.mma = mma == 1;
+  }
+  const int64_t tileTokens = 16 * int64_t(g.warps);
+  g.tiles = (dims.T + tileTokens - 1) / tileTokens;
+  return g;
+}
+
+int64_t streamSmemBytes(Mode mode, int warps) {
+  // fn staging: 2 buffers x 24 rows x (4 x 32 + 4) floats; coefficients: 16 tokens per warp x 24.
+  const int64_t fnStage = hasMix(mode) ? 2 * kMix * (4 * kChunk + 4) * 4 : 0;
+  const int64_t coef = hasPost(mode) ? int64_t(16) * warps * 24 * 4 : 0;
+  return fnStage + coef;
+}
+
+int streamRegs(Mode mode, bool mma, int warps) {
+  // Maximum over sm_80/86/89/90 of ptxas -v (CUDA 13.0), rounded up to a multiple of 8, for
+  // 1, 2, 3, 4 and 8 warps per CTA; ptxas spends more registers when the CTA is small. Other
+  // warp counts get the mode's maximum.
+  struct Row {
+    Mode mode;
+    bool mma;
+    int regs[5];  // warps 1, 2, 3, 4, 8
+  };
+  static const Row kRows[] = {
+      {Mode::Pre, true, {120, 120, 96, 104, 96}},
+      {Mode::Pre, false, {224, 224, 224, 224, 224}},
+      {Mode::Fused, true, {208, 200, 160, 160, 128}},
+      {Mode::Fused, false, {232, 224, 232, 232, 232}},
+      {Mode::Post, false, {168, 168, 168, 168, 128}},
+      {Mode::Collapse, false, {88, 72, 56, 56, 64}},
+  };
+  const bool useMma = hasMix(mode) && mma;
+  for (const Row& r : kRows) {
+    if (r.mode != mode || r.mma != useMma) continue;
+    switch (warps) {
+      case 1:
+        return r.regs[0];
+      case 2:
+        return r.regs[1];
+      case 3:
+        return r.regs[2];
+      case 4:
+        return r.regs[3];
+      case 8:
+        return r.regs[4];
+      default:
+        return *std::max_element(std::begin(r.regs), std::end(r.regs));
+    }
+  }
+  return 255;
+}
+
+int64_t residentCtasPerSm(const TargetProfile& t, int threads, int regs, int64_t smem) {
+  const ArchFacts& f = t.facts;
+  const int warps = (threads + 31) / 32;
+  int64_t n = f.maxCtasPerSm > 0 ? f.maxCtasPerSm : 16;
+  if (f.maxWarpsPerSm > 0) n = std::min<int64_t>(n, f.maxWarpsPerSm / warps);
+  // Registers are allocated per warp in units of 256 (8 per thread).
+  const int64_t regsPerWarp = int64_t((regs + 7) / 8 * 8) * 32;
+  if (f.regsPerSm > 0) n = std::min<int64_t>(n, f.regsPerSm / (regsPerWarp * warps));
+  // sm_80+ reserve 1 KB of shared memory per resident CTA.
+  if (smem > 0 && f.smemPerSm > 0) n = std::min<int64_t>(n, f.smemPerSm / (smem + 1024));
+  return std::max<int64_t>(n, 1);
+}
+
+int64_t occupancySlices(const TargetProfile& t, int64_t tiles, int64_t chunks, int threads,
+                        int regs, int64_t smem) {
+  const int64_t target = std::max(1, t.smCount) * residentCtasPerSm(t, threads, regs, smem);
+  return evenSlices(chunks, (target + tiles - 1) / tiles);
+}
+
+std::string streamEntry(Mode mode, const StreamGeometry& g, const std::string& name) {
+  static const char* const kModeNames[] = {"di::kMhcModePre", "di::kMhcModeFused",
+                                           "di::kMhcModePost", "di::kMhcModeCollapse"};
+  return fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__({}) {}(const di::MhcParams p) {{\n"
+      "  di::mhc_stream_kernel<{}, {}, {}>(p);\n}}\n",
+      32 * g.warps, name, kModeNames[int(mode)], g.warps, g.mma ? "true" : "false");
+}
+
+Result<uint64_t> requireAddr(const DeviceAddrMap& a, const std::string& name, const std::string& op,
+                             uint64_t align) {
+  auto it = a.find(name);
+  if (it == a.end() || it->second == 0) {
+    return Error{fmt::format("{}: no device address for tensor `{}`", op, name)};
+  }
+  if (it->second % align != 0) {
+    return Error{
+        fmt::format("{}: tensor `{}` at 0x{:x} is not {}-byte aligned (the kernels access "
+                    "it with {}-byte vectors)",
+                    op, name, it->second, align, align)};
+  }
+  return it->second;
+}
+
+void setShapes(di::MhcParams& p, const Dims& dims, const StreamGeometry& g) {
+  p.T = dims.T;
+  p.C = int32_t(dims.C);
+  p.chunks_per_slice = int32_t(g.chunksPerSlice);
+  p.num_partials = int32_t(g.slices);
+}
+
+}  // namespace deepinfer::mhc

@@ -1,0 +1,100 @@
+// Host code shared by the four mHC kernel families (mhc_pre, mhc_post, mhc_fused_post_pre,
+// mhc_collapse; spec/ops.md §8): shape and attribute checks, the stream-pass geometry and its
+// occupancy-driven default, resource figures, and the emitted entry points. The device side
+// is templates/MhcStream.cuh (one pass over the residual) + templates/MhcFinalize.cuh.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "deepinfer/KernelFamily.h"
+#include "params/MhcParams.h"
+
+namespace deepinfer::mhc {
+
+constexpr int64_t kStreams = 4;  // n, fixed by the model
+constexpr int64_t kMix = di::kMhcMix;
+constexpr int64_t kChunk = 32;  // columns of C per stream-pass chunk; C must be a multiple
+constexpr int64_t kMaxC = int64_t(1) << 20;
+constexpr int kFinalizeThreads = 256;
+constexpr int kSqrsumThreads = 256;
+// Workspace ceiling for per-slice partials; configs beyond it are not offered.
+constexpr int64_t kMaxWorkspaceBytes = int64_t(64) << 20;
+
+// Stream-pass modes; the values are the template's kMhcMode* constants.
+enum class Mode : int { Pre = 0, Fused = 1, Post = 2, Collapse = 3 };
+
+inline bool hasMix(Mode m) { return m == Mode::Pre || m == Mode::Fused; }
+inline bool hasPost(Mode m) { return m == Mode::Fused || m == Mode::Post; }
+
+struct Dims {
+  int64_t T = 0;
+  int64_t C = 0;
+};
+
+std::string shapeString(const std::vector<int64_t>& s);
+
+// `tensor` must be present with shape [T, 4, C], T >= 1, C a positive multiple of 32.
+Result<Dims> residualDims(const OpDesc& d, const std::string& tensor);
+// `tensor` must be present with exactly `shape`.
+Status expectDims(const OpDesc& d, const std::string& tensor, const std::vector<int64_t>& shape);
+// The mix attributes with signature defaults filled in, checked: rms_eps, hc_eps, norm_eps
+// finite and > 0 in fp32; sinkhorn_iters an integer >= 1.
+Result<OpAttrs> mixAttrs(const OpDesc& d);
+// fn [24, 4C], scale [3], base [24], pre_in [T, 4], norm_weight [C].
+Status checkMixTensors(const OpDesc& d, const Dims& dims);
+
+// The stream pass's configuration: `threads` (32 * warps, one 16-token tile per warp),
+// `k_slices` (CTAs along C), `use_mma` (mix modes only).
+struct StreamGeometry {
+  int warps = 1;
+  bool mma = false;
+  int64_t slices = 1;  // as launched (gridDim.y); every slice owns >= 1 chunk
+  int64_t chunksPerSlice = 1;
+  int64_t tiles = 1;  // gridDim.x
+};
+Result<StreamGeometry> streamGeometry(Mode mode, const KernelConfig& c, const Dims& dims,
+                                      const std::string& op);
+
+// Warps per CTA of the default: one 16-token tile per warp, at most 4, none idle.
+int defaultWarps(int64_t T);
+// Warps per CTA worth trying: 1, 2, 4, 8 and the default, without CTAs whose last warps idle.
+std::vector<int> warpChoices(int64_t T);
+
+// Slices such that every one owns ceil(chunks / slices) chunks and none is empty.
+int64_t evenSlices(int64_t chunks, int64_t slices);
+
+// Exact static shared memory of the stream kernel, and a register estimate (the maximum
+// ptxas -v reported for sm_80/86/89/90 with CUDA 13.0; NVRTC's report is the truth).
+int64_t streamSmemBytes(Mode mode, int warps);
+int streamRegs(Mode mode, bool mma, int warps);
+constexpr int64_t kFinalizeSmemBytes = (kFinalizeThreads / 32 + 1) * 32 * 4;
+
+// CTAs of `threads` x `regs` with `smem` bytes that one SM of `t` holds at once.
+int64_t residentCtasPerSm(const TargetProfile& t, int threads, int regs, int64_t smem);
+// The occupancy-driven slice count: enough CTAs for every SM to hold its resident maximum.
+int64_t occupancySlices(const TargetProfile& t, int64_t tiles, int64_t chunks, int threads,
+                        int regs, int64_t smem);
+
+// Source line of one extern "C" entry instantiating the stream kernel.
+std::string streamEntry(Mode mode, const StreamGeometry& g, const std::string& name);
+
+// Device address of a required tensor; the error names a missing or misaligned one. Row data
+// and per-token coefficient rows are read as 16-byte vectors (align 16); scalars need 4.
+Result<uint64_t> requireAddr(const DeviceAddrMap& a, const std::string& name, const std::string& op,
+                             uint64_t align = 16);
+
+// Binds a params pointer field to the device address of tensor `name` (see requireAddr).
+template <class Ptr>
+Status bindAddr(Ptr& field, const DeviceAddrMap& a, const std::string& name, const std::string& op,
+                uint64_t align) {
+  auto r = requireAddr(a, name, op, align);
+  if (!r) return r.error();
+  field = reinterpret_cast<Ptr>(static_cast<uintptr_t>(*r));
+  return {};
+}
+
+// Fills the shape fields of the params from the geometry.
+void setShapes(di::MhcParams& p, const Dims& dims, const StreamGeometry& g);
+
+}  // namespace deepinfer::mhc

@@ -1,0 +1,205 @@
+// mhc_pre and mhc_fused_post_pre: see MhcMixFamily.h. Plan: the stream pass writes per-slice
+// partial records (24 mix sums, sum x^2, sum h^2) and the bf16 collapse into `layer_input`;
+// the finalize pass (one CTA per token) reduces the records in a fixed order, writes
+// pre/post/comb and normalizes `layer_input` in place.
+#include "MhcMixFamily.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "MhcCommon.h"
+
+namespace deepinfer {
+
+using namespace mhc;
+
+namespace {
+
+Mode modeOf(bool fused) { return fused ? Mode::Fused : Mode::Pre; }
+
+}  // namespace
+
+std::string MhcMixFamily::opName() const { return fused_ ? "mhc_fused_post_pre" : "mhc_pre"; }
+
+std::vector<std::string> MhcMixFamily::templateHeaders() const {
+  return {"MhcStream.cuh",  "MhcFinalize.cuh",     "params/MhcParams.h",
+          "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
+}
+
+Status MhcMixFamily::validate(const OpDesc& d) const {
+  auto dims = residualDims(d, residualName());
+  if (!dims) return dims.error();
+  if (fused_) {
+    DI_TRY(expectDims(d, "f_out", {dims->T, dims->C}));
+    DI_TRY(expectDims(d, "post", {dims->T, kStreams}));
+    DI_TRY(expectDims(d, "comb", {dims->T, kStreams, kStreams}));
+  }
+  DI_TRY(checkMixTensors(d, *dims));
+  auto attrs = mixAttrs(d);
+  if (!attrs) return attrs.error();
+  return {};
+}
+
+OutputSpec MhcMixFamily::outputs(const OpDesc& d) const {
+  OutputSpec out;
+  auto dims = residualDims(d, residualName());
+  if (!dims) return out;
+  const int64_t T = dims->T, C = dims->C;
+  if (fused_) out["x"] = {DType::BF16, {T, kStreams, C}};
+  out["layer_input"] = {DType::BF16, {T, C}};
+  out["pre"] = {DType::F32, {T, kStreams}};
+  out["post"] = {DType::F32, {T, kStreams}};  // in/out for the fused op
+  out["comb"] = {DType::F32, {T, kStreams, kStreams}};
+  return out;
+}
+
+std::vector<KernelConfig> MhcMixFamily::candidates(const OpDesc& d, const TargetProfile& t) const {
+  std::vector<KernelConfig> out;
+  auto dims = residualDims(d, residualName());
+  if (!dims) return out;
+  const Mode mode = modeOf(fused_);
+  const int64_t chunks = dims->C / kChunk;
+  for (int mma : {1, 0}) {
+    // The CUDA-core path is the small-T path (spec §8: tensor cores from T = 16 on); the mma
+    // path is valid for any T (padding rows are zeros), so small T gets both.
+    if (mma == 0 && dims->T >= 16) continue;
+    for (int warps : warpChoices(dims->T)) {
+      const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
+      std::set<int64_t> slices;
+      slices.insert(occupancySlices(t, tiles, chunks, 32 * warps, streamRegs(mode, mma, warps),
+                                    streamSmemBytes(mode, warps)));
+      for (int64_t s : {1, 2, 4, 8, 16, 32, 64, 128}) slices.insert(evenSlices(chunks, s));
+      slices.insert(chunks);
+      for (int64_t s : slices) {
+        if (s * dims->T * di::kMhcRecord * 4 > kMaxWorkspaceBytes) continue;
+        out.push_back({{"threads", 32 * warps}, {"k_slices", s}, {"use_mma", mma}});
+      }
+    }
+  }
+  return out;
+}
+
+ResourceEstimate MhcMixFamily::estimate(const KernelConfig& c, const OpDesc& d) const {
+  ResourceEstimate r;
+  auto dims = residualDims(d, residualName());
+  if (!dims) return r;
+  auto g = streamGeometry(modeOf(fused_), c, *dims, opName());
+  if (!g) return r;
+  // The stream pass dominates; the finalize pass (256 threads x ~40 registers, 1.1 KB of
+  // shared memory) fits wherever it does.
+  r.smemBytes = std::max(streamSmemBytes(modeOf(fused_), g->warps), kFinalizeSmemBytes);
+  r.threadsPerCta = 32 * g->warps;
+  r.regsPerThread = streamRegs(modeOf(fused_), g->mma, g->warps);
+  return r;
+}
+
+// Default heuristic:
+//  - use_mma = (T >= 16): tensor cores once a 16-token mma tile is full (spec §8); below that
+//    the fp32 CUDA-core path, which is also exact in fn.
+//  - threads: one 16-token tile per warp. mma: up to 4 warps (64 tokens) per CTA, fewer when T
+//    is small so that no warp idles; the 4 warps share each staged fn chunk, and 8 warps of
+//    ~150 registers would leave a single CTA per SM. CUDA-core path: 1 warp (T < 16 is one tile).
+//  - k_slices: occupancy-driven split of C. A CTA count of (SMs x resident CTAs per SM) fills
+//    the machine in one wave; resident CTAs per SM come from the target's max CTAs/SM, max
+//    warps/SM, registers and shared memory (sm_80: 32 CTAs, 64 warps, 164 KB; sm_86: 16 CTAs,
+//    48 warps, 100 KB, so sm_86 gets fewer slices per SM), then slices = ceil(that / token
+//    tiles), evened so every slice owns the same number of 32-column chunks. Small T thus
+//    spreads the fn read (1.9 MB at C = 5120) over up to C/32 CTAs; large T keeps the slices
+//    few so the partial records stay small. The static shared memory (<= 38 KB) always fits
+//    the 48 KB cap.
+KernelConfig MhcMixFamily::defaultConfig(const OpDesc& d, const TargetProfile& t) const {
+  auto dims = residualDims(d, residualName());
+  if (!dims) return {{"threads", 128}, {"k_slices", 1}, {"use_mma", 1}};
+  const Mode mode = modeOf(fused_);
+  const bool mma = dims->T >= 16;
+  const int warps = mma ? defaultWarps(dims->T) : 1;
+  const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
+  const int64_t chunks = dims->C / kChunk;
+  int64_t slices = occupancySlices(t, tiles, chunks, 32 * warps, streamRegs(mode, mma, warps),
+                                   streamSmemBytes(mode, warps));
+  while (slices > 1 && slices * dims->T * di::kMhcRecord * 4 > kMaxWorkspaceBytes) {
+    slices = evenSlices(chunks, slices / 2);
+  }
+  return {{"threads", 32 * warps}, {"k_slices", slices}, {"use_mma", mma ? 1 : 0}};
+}
+
+CudaUnit MhcMixFamily::emit(const KernelConfig& c, const OpDesc& d,
+                            const std::string& baseName) const {
+  CudaUnit u;
+  auto dims = residualDims(d, residualName());
+  auto g = dims ? streamGeometry(modeOf(fused_), c, *dims, opName())
+                : Result<StreamGeometry>(dims.error());
+  if (!g) {
+    // Surfaces as an NVRTC error naming the problem instead of a silently wrong kernel.
+    u.source = fmt::format("#error \"{}\"\n", g.error().message);
+    return u;
+  }
+  u.source = "#include \"MhcStream.cuh\"\n#include \"MhcFinalize.cuh\"\n";
+  u.source += streamEntry(modeOf(fused_), *g, baseName);
+  u.source += fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__({0}) {1}_finalize(const di::MhcParams p) {{\n"
+      "  di::mhc_finalize_kernel<{0}>(p);\n}}\n",
+      kFinalizeThreads, baseName);
+  u.entries = {baseName, baseName + "_finalize"};
+  return u;
+}
+
+std::vector<LaunchStep> MhcMixFamily::launchPlan(const KernelConfig& c, const OpDesc& d,
+                                                 const std::string& baseName) const {
+  auto dims = residualDims(d, residualName());
+  if (!dims) return {};
+  auto g = streamGeometry(modeOf(fused_), c, *dims, opName());
+  if (!g) return {};
+  LaunchStep stream{
+      baseName, {uint32_t(g->tiles), uint32_t(g->slices), 1}, {uint32_t(32 * g->warps), 1, 1}, 0};
+  LaunchStep finalize{
+      baseName + "_finalize", {uint32_t(dims->T), 1, 1}, {uint32_t(kFinalizeThreads), 1, 1}, 0};
+  return {stream, finalize};
+}
+
+int64_t MhcMixFamily::workspaceBytes(const KernelConfig& c, const OpDesc& d) const {
+  auto dims = residualDims(d, residualName());
+  if (!dims) return 0;
+  auto g = streamGeometry(modeOf(fused_), c, *dims, opName());
+  if (!g) return 0;
+  return g->slices * dims->T * di::kMhcRecord * int64_t(sizeof(float));
+}
+
+Result<std::vector<uint8_t>> MhcMixFamily::packParams(const KernelConfig& c, const OpDesc& d,
+                                                      const DeviceAddrMap& addrs) const {
+  DI_TRY(validate(d));
+  const Dims dims = residualDims(d, residualName()).value();
+  auto g = streamGeometry(modeOf(fused_), c, dims, opName());
+  if (!g) return g.error();
+  const std::string op = opName();
+  di::MhcParams p{};
+  DI_TRY(bindAddr(p.residual, addrs, residualName(), op, 16));
+  if (fused_) {
+    DI_TRY(bindAddr(p.f_out, addrs, "f_out", op, 16));
+    DI_TRY(bindAddr(p.post_in, addrs, "post", op, 16));
+    DI_TRY(bindAddr(p.comb_in, addrs, "comb", op, 16));
+    DI_TRY(bindAddr(p.x_out, addrs, "x", op, 16));
+  }
+  DI_TRY(bindAddr(p.fn, addrs, "fn", op, 16));
+  DI_TRY(bindAddr(p.scale, addrs, "scale", op, 4));
+  DI_TRY(bindAddr(p.base, addrs, "base", op, 4));
+  DI_TRY(bindAddr(p.collapse_w, addrs, "pre_in", op, 16));
+  DI_TRY(bindAddr(p.norm_weight, addrs, "norm_weight", op, 16));
+  DI_TRY(bindAddr(p.h_out, addrs, "layer_input", op, 16));
+  DI_TRY(bindAddr(p.pre_out, addrs, "pre", op, 4));
+  // In the fused op `post`/`comb` are also inputs, read as 16-byte rows.
+  DI_TRY(bindAddr(p.post_out, addrs, "post", op, fused_ ? 16 : 4));
+  DI_TRY(bindAddr(p.comb_out, addrs, "comb", op, 16));  // stored as 16-byte rows
+  DI_TRY(bindAddr(p.partials, addrs, "__workspace", op, 16));
+  setShapes(p, dims, *g);
+  const OpAttrs attrs = mixAttrs(d).value();  // validated above
+  p.sinkhorn_iters = int32_t(attrs.getInt("sinkhorn_iters", 0));
+  p.rms_eps = float(attrs.getFloat("rms_eps", 0.0));
+  p.hc_eps = float(attrs.getFloat("hc_eps", 0.0));
+  p.norm_eps = float(attrs.getFloat("norm_eps", 0.0));
+  return paramBytes(p);
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,33 @@
+// The two mHC ops that compute the next sublayer's mixes: mhc_pre (from the residual x) and
+// mhc_fused_post_pre (post step of the finished sublayer, then the mixes of the new residual).
+// Both run the stream pass (MhcStream.cuh) and the finalize pass (MhcFinalize.cuh); they differ
+// only in the post step and in tensor names, so one class implements both.
+#pragma once
+#include "deepinfer/KernelFamily.h"
+
+namespace deepinfer {
+
+class MhcMixFamily : public KernelFamily {
+ public:
+  explicit MhcMixFamily(bool fused) : fused_(fused) {}
+  std::string opName() const override;
+  std::vector<std::string> templateHeaders() const override;
+  Status validate(const OpDesc& d) const override;
+  OutputSpec outputs(const OpDesc& d) const override;
+  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override;
+  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override;
+  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override;
+  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override;
+  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
+                                     const std::string& baseName) const override;
+  int64_t workspaceBytes(const KernelConfig& c, const OpDesc& d) const override;
+  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
+                                          const DeviceAddrMap& addrs) const override;
+
+ private:
+  // The tensor holding the residual streams the op reads: `x` (pre) or `residual` (fused).
+  const char* residualName() const { return fused_ ? "residual" : "x"; }
+  bool fused_;
+};
+
+}  // namespace deepinfer

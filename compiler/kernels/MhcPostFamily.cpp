@@ -1,0 +1,178 @@
+// mhc_post (spec/ops.md §8): x[t, j, :] = bf16(sum_m comb[t, m, j] residual[t, m, :] +
+// post[t, j] f_out[t, :]) and sqrsum[t] = sum of squares of the new bf16 residual (fp32), which
+// the next pre step uses. One stream pass (MhcStream.cuh, post mode); when it is split over C
+// (k_slices > 1) a second launch sums the per-slice squares in a fixed order.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "Families.h"
+#include "MhcCommon.h"
+
+namespace deepinfer {
+
+using namespace mhc;
+
+namespace {
+
+class MhcPostFamily : public KernelFamily {
+ public:
+  std::string opName() const override { return "mhc_post"; }
+  std::vector<std::string> templateHeaders() const override {
+    return {"MhcStream.cuh",  "MhcFinalize.cuh",     "params/MhcParams.h",
+            "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
+  }
+
+  Status validate(const OpDesc& d) const override {
+    auto dims = residualDims(d, "residual");
+    if (!dims) return dims.error();
+    DI_TRY(expectDims(d, "f_out", {dims->T, dims->C}));
+    DI_TRY(expectDims(d, "post", {dims->T, kStreams}));
+    DI_TRY(expectDims(d, "comb", {dims->T, kStreams, kStreams}));
+    return {};
+  }
+
+  OutputSpec outputs(const OpDesc& d) const override {
+    OutputSpec out;
+    auto dims = residualDims(d, "residual");
+    if (!dims) return out;
+    out["x"] = {DType::BF16, {dims->T, kStreams, dims->C}};
+    out["sqrsum"] = {DType::F32, {dims->T}};
+    return out;
+  }
+
+  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
+    std::vector<KernelConfig> out;
+    auto dims = residualDims(d, "residual");
+    if (!dims) return out;
+    const int64_t chunks = dims->C / kChunk;
+    for (int warps : warpChoices(dims->T)) {
+      const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
+      std::set<int64_t> slices;
+      slices.insert(defaultSlices(t, tiles, chunks, warps));
+      for (int64_t s : {1, 2, 4, 8, 16, 32, 64, 128}) slices.insert(evenSlices(chunks, s));
+      slices.insert(chunks);
+      for (int64_t s : slices) {
+        if (s * dims->T * 4 > kMaxWorkspaceBytes) continue;
+        out.push_back({{"threads", 32 * warps}, {"k_slices", s}});
+      }
+    }
+    return out;
+  }
+
+  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
+    ResourceEstimate r;
+    auto g = geometry(c, d);
+    if (!g) return r;
+    r.smemBytes = streamSmemBytes(Mode::Post, g->warps);
+    r.threadsPerCta = 32 * g->warps;  // the optional reduction step is far lighter
+    r.regsPerThread = streamRegs(Mode::Post, false, g->warps);
+    return r;
+  }
+
+  // Default heuristic: one 16-token tile per warp, up to 4 warps per CTA (fewer when T is small
+  // so no warp idles); k_slices by occupancy as in mhc_pre (SMs x resident CTAs per SM, from
+  // the target's CTA/warp/register/shared-memory limits, divided by the token tiles). When the
+  // token tiles alone fill the machine this gives 1 slice and the plan is a single launch that
+  // writes sqrsum directly.
+  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+    auto dims = residualDims(d, "residual");
+    if (!dims) return {{"threads", 128}, {"k_slices", 1}};
+    const int warps = defaultWarps(dims->T);
+    const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
+    int64_t slices = defaultSlices(t, tiles, dims->C / kChunk, warps);
+    while (slices > 1 && slices * dims->T * 4 > kMaxWorkspaceBytes) {
+      slices = evenSlices(dims->C / kChunk, slices / 2);
+    }
+    return {{"threads", 32 * warps}, {"k_slices", slices}};
+  }
+
+  // The unit always defines both entries, so configs that differ only in k_slices share one
+  // binary; the plan launches the reduction only when the pass is split.
+  CudaUnit emit(const KernelConfig& c, const OpDesc& d,
+                const std::string& baseName) const override {
+    CudaUnit u;
+    auto g = geometry(c, d);
+    if (!g) {
+      u.source = fmt::format("#error \"{}\"\n", g.error().message);
+      return u;
+    }
+    u.source = "#include \"MhcStream.cuh\"\n#include \"MhcFinalize.cuh\"\n";
+    u.source += streamEntry(Mode::Post, *g, baseName);
+    u.source += fmt::format(
+        "extern \"C\" __global__ void __launch_bounds__({0}) {1}_sqrsum(const di::MhcParams p) {{\n"
+        "  di::mhc_sqrsum_kernel<{0}>(p);\n}}\n",
+        kSqrsumThreads, baseName);
+    u.entries = {baseName, baseName + "_sqrsum"};
+    return u;
+  }
+
+  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
+                                     const std::string& baseName) const override {
+    auto g = geometry(c, d);
+    if (!g) return {};
+    const int64_t T = d.dim("residual", 0);
+    std::vector<LaunchStep> plan{{baseName,
+                                  {uint32_t(g->tiles), uint32_t(g->slices), 1},
+                                  {uint32_t(32 * g->warps), 1, 1},
+                                  0}};
+    if (g->slices > 1) {
+      plan.push_back({baseName + "_sqrsum",
+                      {uint32_t((T + kSqrsumThreads - 1) / kSqrsumThreads), 1, 1},
+                      {uint32_t(kSqrsumThreads), 1, 1},
+                      0});
+    }
+    return plan;
+  }
+
+  int64_t workspaceBytes(const KernelConfig& c, const OpDesc& d) const override {
+    auto g = geometry(c, d);
+    if (!g || g->slices == 1) return 0;
+    return g->slices * d.dim("residual", 0) * int64_t(sizeof(float));
+  }
+
+  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
+                                          const DeviceAddrMap& addrs) const override {
+    DI_TRY(validate(d));
+    auto g = geometry(c, d);
+    if (!g) return g.error();
+    const Dims dims = residualDims(d, "residual").value();
+    const std::string op = opName();
+    di::MhcParams p{};
+    DI_TRY(bindAddr(p.residual, addrs, "residual", op, 16));
+    DI_TRY(bindAddr(p.f_out, addrs, "f_out", op, 16));
+    DI_TRY(bindAddr(p.post_in, addrs, "post", op, 16));
+    DI_TRY(bindAddr(p.comb_in, addrs, "comb", op, 16));
+    DI_TRY(bindAddr(p.x_out, addrs, "x", op, 16));
+    DI_TRY(bindAddr(p.sqrsum_out, addrs, "sqrsum", op, 4));
+    if (g->slices > 1) {
+      DI_TRY(bindAddr(p.partials, addrs, "__workspace", op, 16));
+    } else {
+      p.partials = p.sqrsum_out;  // one slice: the pass writes the final sums itself
+    }
+    setShapes(p, dims, *g);
+    return paramBytes(p);
+  }
+
+ private:
+  Result<StreamGeometry> geometry(const KernelConfig& c, const OpDesc& d) const {
+    auto dims = residualDims(d, "residual");
+    if (!dims) return dims.error();
+    return streamGeometry(Mode::Post, c, *dims, opName());
+  }
+
+  static int64_t defaultSlices(const TargetProfile& t, int64_t tiles, int64_t chunks, int warps) {
+    return occupancySlices(t, tiles, chunks, 32 * warps, streamRegs(Mode::Post, false, warps),
+                           streamSmemBytes(Mode::Post, warps));
+  }
+};
+
+}  // namespace
+
+const KernelFamily& mhcPostFamily() {
+  static const MhcPostFamily f;
+  return f;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,507 @@
+// Kernel family of sparse_mla_decode (spec/ops.md §6): validation, configs, resources, emission,
+// launch plan and parameter packing for templates/SparseMlaDecode.cuh.
+//
+// Config knobs:
+//   heads_per_cta  heads of one query per CTA (multiple of 8 dividing H, <= 32 in candidates);
+//                  rounded up to m-tiles of 16 mma rows (zero rows pad 8 and 24)
+//   threads        32 * m_tiles * dim_slices; dim_slices 4 (128 head dims per warp) or 8 (64)
+//   keys_per_tile  keys dequantized and consumed per pipeline step (16 or 32)
+//   stages         raw cp.async buffers in flight (1..3)
+//   kv_splits      parts of the key list per query; > 1 adds the merge launch and a workspace
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "Families.h"
+#include "KvCacheLayout.h"
+#include "deepinfer/KernelFamily.h"
+#include "params/SparseMlaDecodeParams.h"
+
+namespace deepinfer {
+namespace {
+
+constexpr const char* kOp = "sparse_mla_decode";
+constexpr int64_t kHeadDim = 512;
+constexpr int64_t kStaticSmemCap = 48 * 1024;  // above this the unit uses dynamic shared memory
+constexpr int kMergeThreads = 128;             // 4 of the 512 dims per thread
+constexpr int64_t kPartialLseAlign = 256;
+
+std::string shapeStr(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+int64_t knob(const KernelConfig& c, const char* name) {
+  auto it = c.find(name);
+  return it == c.end() ? 0 : it->second;
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// log2 of a power-of-two block size (the kernel then shifts instead of dividing), else -1.
+int32_t blockShift(int64_t bs) {
+  if (bs < 1 || (bs & (bs - 1)) != 0) return -1;
+  int32_t s = 0;
+  while ((int64_t(1) << s) < bs) ++s;
+  return s;
+}
+
+// Sizes of an op instance that passed validate().
+struct Dims {
+  int64_t B = 0, Sq = 0, H = 0;
+  int64_t swaK = 0, extraK = 0;  // index row widths (extraK = 0 without the compressed cache)
+  bool hasExtra = false;
+};
+
+Dims dimsOf(const OpDesc& d) {
+  Dims r;
+  const auto& q = d.shapes.at("q");
+  r.B = q[0];
+  r.Sq = q[1];
+  r.H = q[2];
+  r.swaK = d.dim("swa_indices", 2);
+  r.hasExtra = d.hasTensor("extra_indices");
+  r.extraK = r.hasExtra ? d.dim("extra_indices", 2) : 0;
+  return r;
+}
+
+// What a config instantiates.
+struct Geometry {
+  int heads = 0, mTiles = 0, dimSlices = 0, threads = 0, keys = 0, stages = 0, splits = 0;
+  di::SparseMlaDecodeSmem smem{};
+  bool dynamicSmem = false;
+};
+
+Geometry geometryOf(const KernelConfig& c) {
+  Geometry g;
+  g.heads = int(knob(c, "heads_per_cta"));
+  g.mTiles = (g.heads + 15) / 16;
+  g.threads = int(knob(c, "threads"));
+  g.dimSlices = g.mTiles > 0 ? g.threads / (32 * g.mTiles) : 0;
+  g.keys = int(knob(c, "keys_per_tile"));
+  g.stages = int(knob(c, "stages"));
+  g.splits = int(knob(c, "kv_splits"));
+  g.smem = di::sparseMlaDecodeSmem(g.heads, g.dimSlices, g.keys, g.stages);
+  g.dynamicSmem = g.smem.total > kStaticSmemCap;
+  return g;
+}
+
+// Registers per thread as ptxas reports them for CUDA 13 on sm_80/86/89/90 (the largest of the
+// four): q fragments (SW/4) + o accumulators (SW/2) + scores and addressing. 8 slices run under
+// a 128-register bound; 4 slices need ~170-220.
+int registerEstimate(const Geometry& g) {
+  if (g.dimSlices == 8) return g.keys == 16 ? 120 : 128;
+  return g.keys == 16 ? 190 : 220;
+}
+
+// __launch_bounds__ minimum CTAs per SM: with 8 slices, cap registers at 128 (no spills
+// measured); with 4 slices leave room for the ~190 registers they need.
+int minBlocksPerSm(const Geometry& g) {
+  if (g.dimSlices == 8) return std::max(1, 512 / g.threads);
+  return g.threads <= 128 ? 2 : 1;
+}
+
+Status checkConfig(const KernelConfig& c, const OpDesc& d) {
+  const Dims dm = dimsOf(d);
+  const Geometry g = geometryOf(c);
+  if (g.heads < 8 || g.heads > 64 || g.heads % 8 != 0 || dm.H % g.heads != 0)
+    return Error{fmt::format("{}: config heads_per_cta={} must be a multiple of 8 in 8..64 dividing "
+                             "the {} heads",
+                             kOp, g.heads, dm.H)};
+  if (g.threads != 128 * g.mTiles && g.threads != 256 * g.mTiles)
+    return Error{fmt::format("{}: config threads={} must be {} or {} for heads_per_cta={}", kOp,
+                             g.threads, 128 * g.mTiles, 256 * g.mTiles, g.heads)};
+  if (g.threads > 1024)
+    return Error{fmt::format("{}: config threads={} exceeds 1024", kOp, g.threads)};
+  if (g.keys != 16 && g.keys != 32)
+    return Error{fmt::format("{}: config keys_per_tile={} must be 16 or 32", kOp, g.keys)};
+  if (g.stages < 1 || g.stages > 4)
+    return Error{fmt::format("{}: config stages={} must be in 1..4", kOp, g.stages)};
+  if (g.splits < 1 || g.splits > 1024)
+    return Error{fmt::format("{}: config kv_splits={} must be in 1..1024", kOp, g.splits)};
+  return {};
+}
+
+// Workspace: normalized partial outputs [B*Sq*H*splits, 512] fp32, then partial lse.
+int64_t partialOBytes(const Dims& dm, int splits) {
+  return dm.B * dm.Sq * dm.H * splits * kHeadDim * 4;
+}
+int64_t partialLseOffset(const Dims& dm, int splits) {
+  return ceilDiv(partialOBytes(dm, splits), kPartialLseAlign) * kPartialLseAlign;
+}
+
+// CTAs of this geometry that fit on one multiprocessor of the target.
+int ctasPerSm(const Geometry& g, const TargetProfile& t) {
+  const ArchFacts& f = t.facts;
+  const int warps = g.threads / 32;
+  int n = f.maxCtasPerSm > 0 ? f.maxCtasPerSm : 1;
+  if (f.maxWarpsPerSm > 0) n = std::min(n, f.maxWarpsPerSm / warps);
+  if (f.smemPerSm > 0) n = std::min<int64_t>(n, f.smemPerSm / std::max(1, g.smem.total));
+  n = std::min(n, f.regsPerSm / (registerEstimate(g) * g.threads));
+  return std::max(1, n);
+}
+
+class SparseMlaDecodeFamily final : public KernelFamily {
+ public:
+  std::string opName() const override { return kOp; }
+
+  std::vector<std::string> templateHeaders() const override {
+    return {"SparseMlaDecode.cuh", "params/SparseMlaDecodeParams.h", "common/Mma.cuh",
+            "common/Numerics.cuh", "common/Types.h"};
+  }
+
+  Status validate(const OpDesc& d) const override {
+    for (const char* n : {"q", "swa_cache", "swa_indices", "swa_lens", "attn_sink"})
+      if (!d.hasTensor(n)) return Error{fmt::format("{}: missing input tensor '{}'", kOp, n)};
+    const auto& q = d.shapes.at("q");
+    if (q.size() != 4)
+      return Error{fmt::format("{}: q has shape {}; expected [B, Sq, H, 512]", kOp, shapeStr(q))};
+    const int64_t B = q[0], Sq = q[1], H = q[2];
+    if (q[3] != kHeadDim)
+      return Error{fmt::format("{}: q has head dim {}; the head dim must be 512", kOp, q[3])};
+    if (B < 1) return Error{fmt::format("{}: q has batch {}; B must be >= 1", kOp, B)};
+    if (Sq < 1) return Error{fmt::format("{}: q has {} query tokens; Sq must be >= 1", kOp, Sq)};
+    if (H < 8 || H > 128 || H % 8 != 0)
+      return Error{fmt::format("{}: q has {} heads; heads must be a multiple of 8 in 8..128", kOp, H)};
+    if (B * Sq > 65535)
+      return Error{fmt::format("{}: B * Sq = {} exceeds 65535 (grid limit)", kOp, B * Sq)};
+    if (d.attrs.has("sm_scale")) {
+      const double s = d.attrs.getFloat("sm_scale", 0);
+      if (!std::isfinite(s) || s <= 0)
+        return Error{fmt::format("{}: attribute sm_scale={} must be finite and > 0", kOp, s)};
+    }
+
+    DI_TRY(validateSource(d, "swa", B, Sq));
+    const bool anyExtra = d.hasTensor("extra_cache") || d.hasTensor("extra_indices") ||
+                          d.hasTensor("extra_lens");
+    if (anyExtra) {
+      for (const char* n : {"extra_cache", "extra_indices", "extra_lens"})
+        if (!d.hasTensor(n))
+          return Error{fmt::format("{}: '{}' is missing; extra_cache, extra_indices and extra_lens "
+                                   "come together",
+                                   kOp, n)};
+      DI_TRY(validateSource(d, "extra", B, Sq));
+    }
+
+    const auto& sink = d.shapes.at("attn_sink");
+    if (sink != std::vector<int64_t>{H})
+      return Error{fmt::format("{}: attn_sink has shape {}; expected [{}]", kOp, shapeStr(sink), H)};
+    // Outputs given with the description must match what the op writes.
+    for (const auto& [name, spec] : outputs(d)) {
+      auto it = d.shapes.find(name);
+      if (it != d.shapes.end() && it->second != spec.second)
+        return Error{fmt::format("{}: {} has shape {}; expected {}", kOp, name, shapeStr(it->second),
+                                 shapeStr(spec.second))};
+    }
+    return {};
+  }
+
+  OutputSpec outputs(const OpDesc& d) const override {
+    const auto& q = d.shapes.at("q");
+    OutputSpec o;
+    o["out"] = {DType::BF16, {q[0], q[1], q[2], kHeadDim}};
+    o["lse"] = {DType::F32, {q[0], q[1], q[2]}};
+    return o;
+  }
+
+  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
+    const Dims dm = dimsOf(d);
+    std::vector<int> headOptions;
+    for (int h : {16, 32})
+      if (dm.H % h == 0) headOptions.push_back(h);
+    // 8 and 24 pad the m-tile: only worth it when no multiple of 16 divides H.
+    if (headOptions.empty())
+      for (int h : {8, 24})
+        if (dm.H % h == 0) headOptions.push_back(h);
+
+    std::vector<KernelConfig> out;
+    for (int heads : headOptions) {
+      const int mTiles = (heads + 15) / 16;
+      for (int slices : {4, 8}) {
+        const int threads = 32 * mTiles * slices;
+        if (threads > 512) continue;
+        for (int keys : {16, 32}) {
+          if (slices == 8 && keys == 32) continue;  // > 128 registers: spills under the bound
+          for (int stages : {1, 2, 3}) {
+            KernelConfig c{{"heads_per_cta", heads}, {"threads", threads}, {"keys_per_tile", keys},
+                           {"stages", stages}, {"kv_splits", 1}};
+            if (estimate(c, d).smemBytes > t.smemPerCtaCap) continue;
+            for (int splits : splitOptions(dm, keys)) {
+              c["kv_splits"] = splits;
+              out.push_back(c);
+            }
+          }
+        }
+      }
+    }
+    return out;
+  }
+
+  ResourceEstimate estimate(const KernelConfig& c, const OpDesc&) const override {
+    const Geometry g = geometryOf(c);
+    ResourceEstimate r;
+    r.smemBytes = g.smem.total;
+    r.threadsPerCta = g.threads;
+    r.regsPerThread = registerEstimate(g);
+    return r;
+  }
+
+  // Heuristic (the tuner's timings override it):
+  //  * threads: 8 head-dim slices per m-tile (64 dims per warp, ~120 registers, no spills).
+  //  * keys_per_tile 16 and the most cp.async stages that keep static shared memory within the
+  //    target's cap and 48 KB (no dynamic-smem opt-in needed).
+  //  * heads_per_cta and kv_splits together minimize a modeled time (modelTimeUs): 32 or 16
+  //    heads when they divide H (a bigger group dequantizes each key once for more heads but
+  //    runs one 512-thread CTA per SM), else 24 or 8 (padded m-tiles).
+  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+    const Dims dm = dimsOf(d);
+    std::vector<int> headOptions;
+    for (int h : {32, 16})
+      if (dm.H % h == 0) headOptions.push_back(h);
+    if (headOptions.empty()) headOptions.push_back(dm.H % 24 == 0 ? 24 : 8);
+    const int64_t cap = std::min(t.smemPerCtaCap, kStaticSmemCap);
+    KernelConfig best;
+    double bestUs = 0;
+    for (int heads : headOptions) {
+      const int mTiles = (heads + 15) / 16;
+      KernelConfig c{{"heads_per_cta", heads}, {"threads", 256 * mTiles}, {"keys_per_tile", 16},
+                     {"stages", 1}, {"kv_splits", 1}};
+      for (int stages : {3, 2, 1}) {
+        c["stages"] = stages;
+        if (estimate(c, d).smemBytes <= cap) break;
+      }
+      for (int splits : splitOptions(dm, 16)) {
+        c["kv_splits"] = splits;
+        const double us = modelTimeUs(dm, geometryOf(c), t);
+        if (best.empty() || us < bestUs) {
+          best = c;
+          bestUs = us;
+        }
+      }
+    }
+    return best;
+  }
+
+  CudaUnit emit(const KernelConfig& c, const OpDesc&, const std::string& baseName) const override {
+    const Geometry g = geometryOf(c);
+    const bool split = g.splits > 1;
+    CudaUnit u;
+    u.source = fmt::format(
+        "#include \"SparseMlaDecode.cuh\"\n"
+        "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::SparseMlaDecodeParams p) "
+        "{{ di::sparse_mla_decode_kernel<{}, {}, {}, {}, {}, {}>(p); }}\n",
+        g.threads, minBlocksPerSm(g), baseName, g.heads, g.dimSlices, g.keys, g.stages,
+        split ? "true" : "false", g.dynamicSmem ? "true" : "false");
+    u.entries.push_back(baseName);
+    if (split) {
+      u.source += fmt::format(
+          "extern \"C\" __global__ void __launch_bounds__({}) {}_merge(const di::SparseMlaDecodeParams p) "
+          "{{ di::sparse_mla_decode_merge_kernel(p); }}\n",
+          kMergeThreads, baseName);
+      u.entries.push_back(baseName + "_merge");
+    }
+    return u;
+  }
+
+  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
+                                     const std::string& baseName) const override {
+    const Dims dm = dimsOf(d);
+    const Geometry g = geometryOf(c);
+    std::vector<LaunchStep> steps;
+    LaunchStep main;
+    main.entry = baseName;
+    main.grid = {uint32_t(g.splits), uint32_t(dm.H / g.heads), uint32_t(dm.B * dm.Sq)};
+    main.block = {uint32_t(g.threads), 1, 1};
+    main.dynamicSmem = g.dynamicSmem ? uint32_t(g.smem.total) : 0;
+    steps.push_back(main);
+    if (g.splits > 1) {
+      LaunchStep merge;
+      merge.entry = baseName + "_merge";
+      merge.grid = {uint32_t(dm.H), uint32_t(dm.B * dm.Sq), 1};
+      merge.block = {uint32_t(kMergeThreads), 1, 1};
+      steps.push_back(merge);
+    }
+    return steps;
+  }
+
+  int64_t workspaceBytes(const KernelConfig& c, const OpDesc& d) const override {
+    const Geometry g = geometryOf(c);
+    if (g.splits <= 1) return 0;
+    const Dims dm = dimsOf(d);
+    return partialLseOffset(dm, g.splits) + dm.B * dm.Sq * dm.H * g.splits * 4;
+  }
+
+  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
+                                          const DeviceAddrMap& addrs) const override {
+    DI_TRY(validate(d));
+    DI_TRY(checkConfig(c, d));
+    const Dims dm = dimsOf(d);
+    const Geometry g = geometryOf(c);
+    auto need = [&](const char* name) -> Result<uint64_t> {
+      auto it = addrs.find(name);
+      if (it == addrs.end() || it->second == 0)
+        return Error{fmt::format("{}: no device address for tensor '{}'", kOp, name)};
+      return it->second;
+    };
+    auto opt = [&](const char* name) -> uint64_t {
+      auto it = addrs.find(name);
+      return it == addrs.end() ? 0 : it->second;
+    };
+
+    di::SparseMlaDecodeParams p{};
+    Result<uint64_t> a = need("q");
+    if (!a) return a.error();
+    p.q = reinterpret_cast<const uint16_t*>(*a);
+    if (!(a = need("swa_cache"))) return a.error();
+    p.swa_cache = reinterpret_cast<const uint8_t*>(*a);
+    if (!(a = need("swa_indices"))) return a.error();
+    p.swa_indices = reinterpret_cast<const int32_t*>(*a);
+    if (!(a = need("swa_lens"))) return a.error();
+    p.swa_lens = reinterpret_cast<const int32_t*>(*a);
+    if (!(a = need("attn_sink"))) return a.error();
+    p.attn_sink = reinterpret_cast<const float*>(*a);
+    if (!(a = need("out"))) return a.error();
+    p.out = reinterpret_cast<uint16_t*>(*a);
+    if (!(a = need("lse"))) return a.error();
+    p.lse = reinterpret_cast<float*>(*a);
+    if (dm.hasExtra) {
+      if (!(a = need("extra_cache"))) return a.error();
+      p.extra_cache = reinterpret_cast<const uint8_t*>(*a);
+      if (!(a = need("extra_indices"))) return a.error();
+      p.extra_indices = reinterpret_cast<const int32_t*>(*a);
+      if (!(a = need("extra_lens"))) return a.error();
+      p.extra_lens = reinterpret_cast<const int32_t*>(*a);
+    } else if (opt("extra_cache") || opt("extra_indices") || opt("extra_lens")) {
+      return Error{fmt::format("{}: device addresses for extra_* given but the op description has "
+                               "no compressed cache",
+                               kOp)};
+    }
+    if (g.splits > 1) {
+      if (!(a = need("__workspace"))) return a.error();
+      p.partial_o = reinterpret_cast<float*>(*a);
+      p.partial_lse = reinterpret_cast<float*>(*a + uint64_t(partialLseOffset(dm, g.splits)));
+    }
+
+    const int64_t swaBs = d.attrs.getInt("swa_block_size", 0);
+    p.swa_block_size = int32_t(swaBs);
+    p.swa_block_shift = blockShift(swaBs);
+    p.swa_page_bytes = kvcache::pageBytes(swaBs);
+    p.swa_num_slots = d.dim("swa_cache", 0) * swaBs;
+    p.swa_k = int32_t(dm.swaK);
+    p.swa_lens_per_query = d.shapes.at("swa_lens").size() == 2 ? 1 : 0;
+    if (dm.hasExtra) {
+      const int64_t extraBs = d.attrs.getInt("extra_block_size", 0);
+      p.extra_block_size = int32_t(extraBs);
+      p.extra_block_shift = blockShift(extraBs);
+      p.extra_page_bytes = kvcache::pageBytes(extraBs);
+      p.extra_num_slots = d.dim("extra_cache", 0) * extraBs;
+      p.extra_k = int32_t(dm.extraK);
+      p.extra_lens_per_query = d.shapes.at("extra_lens").size() == 2 ? 1 : 0;
+    }
+    if (!dm.hasExtra) p.extra_block_shift = -1;
+    p.sq = int32_t(dm.Sq);
+    p.heads = int32_t(dm.H);
+    p.num_splits = g.splits;
+    const double smScale = d.attrs.getFloat("sm_scale", 1.0 / std::sqrt(double(kHeadDim)));
+    p.scale_log2 = float(smScale * 1.4426950408889634);
+    return paramBytes(p);
+  }
+
+ private:
+  // One source (prefix "swa" or "extra"): cache [P, page_bytes(BS)], indices [B, Sq, K], lens
+  // [B] or [B, Sq], block size attribute >= 1.
+  static Status validateSource(const OpDesc& d, const std::string& src, int64_t B, int64_t Sq) {
+    const std::string bsAttr = src + "_block_size";
+    if (!d.attrs.has(bsAttr))
+      return Error{fmt::format("{}: attribute {} is required", kOp, bsAttr)};
+    const int64_t bs = d.attrs.getInt(bsAttr, 0);
+    if (bs < 1 || bs > kvcache::kMaxBlockSize)
+      return Error{fmt::format("{}: attribute {}={} must be in 1..{}", kOp, bsAttr, bs,
+                               kvcache::kMaxBlockSize)};
+
+    const std::string cacheName = src + "_cache";
+    const auto& cache = d.shapes.at(cacheName);
+    const int64_t pageBytes = kvcache::pageBytes(bs);
+    if (cache.size() != 2 || cache[1] != pageBytes)
+      return Error{fmt::format("{}: {} has shape {}; expected [pages, {}] (ceil({} * 584 / 576) * 576 "
+                               "bytes per page of {} tokens)",
+                               kOp, cacheName, shapeStr(cache), pageBytes, bs, bs)};
+    if (cache[0] < 1)
+      return Error{fmt::format("{}: {} has {} pages; at least 1 is required", kOp, cacheName, cache[0])};
+
+    const std::string idxName = src + "_indices";
+    const auto& idx = d.shapes.at(idxName);
+    if (idx.size() != 3 || idx[0] != B || idx[1] != Sq || idx[2] < 1)
+      return Error{fmt::format("{}: {} has shape {}; expected [{}, {}, K] with K >= 1", kOp, idxName,
+                               shapeStr(idx), B, Sq)};
+    if (idx[2] > (int64_t(1) << 30))
+      return Error{fmt::format("{}: {} has {} entries per row; at most 2^30 are supported", kOp,
+                               idxName, idx[2])};
+
+    const std::string lensName = src + "_lens";
+    const auto& lens = d.shapes.at(lensName);
+    if (lens != std::vector<int64_t>{B} && lens != std::vector<int64_t>{B, Sq})
+      return Error{fmt::format("{}: {} has shape {}; expected [{}] or [{}, {}]", kOp, lensName,
+                               shapeStr(lens), B, B, Sq)};
+    return {};
+  }
+
+  // Split counts worth trying: one per distinct number of tiles per split (at least 2 tiles per
+  // split, at most 32 splits), so no split is empty for a full-length key list.
+  static std::vector<int> splitOptions(const Dims& dm, int keys) {
+    const int64_t tiles = std::max<int64_t>(1, ceilDiv(dm.swaK + dm.extraK, keys));
+    std::vector<int> r{1};
+    for (int64_t perSplit = tiles - 1; perSplit >= 2; --perSplit) {
+      const int64_t s = ceilDiv(tiles, perSplit);
+      if (s > 32) break;
+      if (s != r.back()) r.push_back(int(s));
+    }
+    return r;
+  }
+
+  // Modeled run time of a config (microseconds), issue-bound:
+  //  * one CTA tile costs (dequant + per-warp work) / 4 schedulers in SM cycles: dequant is
+  //    keys * 64 chunks * ~46 instructions / 32 lanes, each warp ~200 instructions of mma,
+  //    score exchange, softmax and copies per tile; a lone CTA cannot go below kLatencyCycles;
+  //  * the busiest SM holds ceil(CTAs / SMs) CTAs; up to ctasPerSm (warps, CTA slots, shared
+  //    memory and registers: 64 vs 48 warps and 164 vs 100 KB make sm_80 and sm_86 differ) run
+  //    at once and share the issue slots; each streams its tiles plus kFixedTiles of prologue
+  //    and epilogue;
+  //  * splits > 1 add the merge launch and the workspace written and read back (at twice the
+  //    DRAM bandwidth when it fits in L2).
+  static double modelTimeUs(const Dims& dm, const Geometry& g, const TargetProfile& t) {
+    constexpr double kDequantInstr = 46, kWarpInstr = 200, kLatencyCycles = 900;
+    constexpr double kFixedTiles = 2, kMergeLaunchUs = 1.5, kClockGHz = 1.5;
+    const double tileCycles =
+        (g.keys * 64 * kDequantInstr / 32 + (g.threads / 32) * kWarpInstr) / 4;
+    const int64_t sms = std::max(1, t.smCount);
+    const int64_t tiles = std::max<int64_t>(1, ceilDiv(dm.swaK + dm.extraK, g.keys));
+    const int64_t ctas = dm.B * dm.Sq * (dm.H / g.heads) * g.splits;
+    const int64_t perSm = ceilDiv(ctas, sms);
+    const int64_t together = std::min<int64_t>(perSm, ctasPerSm(g, t));
+    const int64_t rounds = ceilDiv(perSm, together);
+    const double perTile = std::max(kLatencyCycles, double(together) * tileCycles);
+    double us = double(rounds) * (double(ceilDiv(tiles, g.splits)) + kFixedTiles) * perTile /
+                (kClockGHz * 1e3);
+    if (g.splits > 1) {
+      const double wsBytes = double(dm.B * dm.Sq * dm.H * g.splits) * (kHeadDim * 4 + 4);
+      double bandwidthGBs = t.memBandwidthGBs > 0 ? t.memBandwidthGBs : 1000.0;
+      if (t.l2Bytes > 0 && wsBytes < 0.5 * double(t.l2Bytes)) bandwidthGBs *= 2;
+      us += kMergeLaunchUs + 2 * wsBytes / (bandwidthGBs * 1e3);
+    }
+    return us;
+  }
+};
+
+}  // namespace
+
+const KernelFamily& sparseMlaDecodeFamily() {
+  static const SparseMlaDecodeFamily f;
+  return f;
+}
+
+}  // namespace deepinfer

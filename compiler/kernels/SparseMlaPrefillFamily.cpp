@@ -1,0 +1,301 @@
+// Kernel family of sparse_mla_prefill (spec/ops.md §5): shape rules, configs, resources, the
+// emitted unit and its launch. The kernel itself is templates/SparseMlaPrefill.cuh; the CTA
+// geometry and shared-memory arithmetic live in templates/params/SparseMlaPrefillParams.h and are
+// shared with the kernel, so the estimate is the instantiated kernel's exact byte count.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "Families.h"
+#include "params/SparseMlaPrefillParams.h"
+
+namespace deepinfer {
+namespace {
+
+constexpr int64_t kHeadDim = 512;
+constexpr double kDefaultSmScale = 0.04419417382415922;  // 512^-0.5, as in OpSignatures.cpp
+constexpr const char* kOp = "sparse_mla_prefill";
+
+// Config knobs, in the order the template takes them.
+constexpr const char* kHeadsPerCta = "heads_per_cta";
+constexpr const char* kWarps = "warps";
+constexpr const char* kBlockN = "block_n";
+constexpr const char* kStages = "stages";
+
+struct Shapes {
+  int64_t T = 0, H = 0, S = 0, kmax = 0;
+};
+Shapes shapesOf(const OpDesc& d) {
+  return {d.dim("q", 0), d.dim("q", 1), d.dim("kv", 0), d.dim("indices", 1)};
+}
+
+std::string shapeStr(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += fmt::format("{}{}", i ? ", " : "", s[i]);
+  return r + "]";
+}
+
+Status requireTensor(const OpDesc& d, const std::string& name, size_t rank, const char* layout) {
+  auto it = d.shapes.find(name);
+  if (it == d.shapes.end())
+    return Error{fmt::format("{}: missing tensor '{}' {}", kOp, name, layout)};
+  if (it->second.size() != rank)
+    return Error{fmt::format("{}: tensor '{}' has shape {} (rank {}); expected {}", kOp, name,
+                             shapeStr(it->second), it->second.size(), layout)};
+  for (size_t i = 0; i < rank; ++i)
+    if (it->second[i] < 0)
+      return Error{fmt::format("{}: tensor '{}' has shape {}; dim {} must be static and >= 0", kOp,
+                               name, shapeStr(it->second), i)};
+  return {};
+}
+
+// The geometry of a config, or why the config is not one the template supports.
+Result<di::SparseMlaPrefillGeometry> geometryOf(const KernelConfig& c) {
+  int v[4];
+  const char* keys[4] = {kHeadsPerCta, kWarps, kBlockN, kStages};
+  for (int i = 0; i < 4; ++i) {
+    auto it = c.find(keys[i]);
+    if (it == c.end())
+      return Error{fmt::format("{}: config {{{}}} lacks '{}'", kOp, configToString(c), keys[i])};
+    if (it->second < 0 || it->second > 4096)
+      return Error{fmt::format("{}: config {{{}}}: '{}' = {} is out of range", kOp,
+                               configToString(c), keys[i], it->second)};
+    v[i] = int(it->second);
+  }
+  const auto g = di::sparseMlaPrefillGeometry(v[0], v[1], v[2], v[3]);
+  if (!g.valid)
+    return Error{fmt::format(
+        "{}: config {{{}}} is not a supported CTA shape (heads_per_cta 16/32/64; warps = head "
+        "groups x 2/4/8 dim splits with at most 256 dims x 16-row tiles per warp; block_n 16/32/64; "
+        "stages 2..8)",
+        kOp, configToString(c))};
+  return g;
+}
+
+// Registers per thread, calibrated on ptxas -v (CUDA 13.0, sm_80..sm_90): the Q slice
+// (mTiles*dims/4) and the fp32 output accumulator (mTiles*dims/2) live for the whole kernel, plus
+// ~72 for addresses, softmax state and fragments in flight (more when block_n > 16 unrolls
+// further). ptxas stops at 255. A need above 65536 / threads is reported as is, so the occupancy
+// check drops the config instead of the kernel spilling.
+int estimateRegisters(const di::SparseMlaPrefillGeometry& g) {
+  const int regs = g.mTiles * g.dimsPerWarp * 3 / 4 + 72 + (g.blockN > 16 ? 32 : 0);
+  return std::min((regs + 7) & ~7, 255);
+}
+
+bool fitsRegisterFile(const di::SparseMlaPrefillGeometry& g) {
+  return int64_t(estimateRegisters(g)) * 32 * g.warps <= 65536;
+}
+
+// A shape worth compiling: supported, within the register file, and not one ptxas spills. Where
+// Q + accumulator already take 192 registers (mTiles x dims = 256), block_n > 16 spills 8-16 bytes
+// on sm_90 (NVRTC, CUDA 13.0), so those shapes take their prefetch depth from stages instead.
+bool worthCompiling(const di::SparseMlaPrefillGeometry& g) {
+  return g.valid && fitsRegisterFile(g) && !(g.blockN > 16 && g.mTiles * g.dimsPerWarp >= 256);
+}
+
+KernelConfig makeConfig(int heads, int warps, int blockN, int stages) {
+  return {{kHeadsPerCta, heads}, {kWarps, warps}, {kBlockN, blockN}, {kStages, stages}};
+}
+
+// Largest heads_per_cta worth using for H heads: all of a token's heads in as few CTAs as possible.
+int maxHeadsPerCta(int64_t H) {
+  const int64_t padded = (H + 15) / 16 * 16;
+  return int(std::clamp<int64_t>(padded >= 64 ? 64 : (padded >= 32 ? 32 : 16), 16, 64));
+}
+
+// CTAs of this config resident on one SM of the target (registers, warps, CTAs, shared memory;
+// 1 KB of shared memory per CTA is reserved by the driver).
+int residentCtas(const di::SparseMlaPrefillGeometry& g, const TargetProfile& t) {
+  const int regsPerWarp = ((estimateRegisters(g) * 32 + 255) / 256) * 256;
+  int ctas = std::min(t.facts.maxCtasPerSm, t.facts.maxWarpsPerSm / g.warps);
+  ctas = std::min(ctas, t.facts.regsPerSm / (regsPerWarp * g.warps));
+  ctas = int(std::min<int64_t>(ctas, t.facts.smemPerSm / (g.smemBytes + 1024)));
+  return std::max(ctas, 0);
+}
+
+class SparseMlaPrefillFamily final : public KernelFamily {
+ public:
+  std::string opName() const override { return kOp; }
+
+  std::vector<std::string> templateHeaders() const override {
+    return {"SparseMlaPrefill.cuh", "params/SparseMlaPrefillParams.h", "common/Mma.cuh",
+            "common/Numerics.cuh", "common/Types.h"};
+  }
+
+  Status validate(const OpDesc& d) const override {
+    if (d.op != kOp) return Error{fmt::format("{}: op description is for '{}'", kOp, d.op)};
+    DI_TRY(requireTensor(d, "q", 3, "[T, H, 512] BF16"));
+    DI_TRY(requireTensor(d, "kv", 2, "[S, 512] BF16"));
+    DI_TRY(requireTensor(d, "indices", 2, "[T, Kmax] I32"));
+    DI_TRY(requireTensor(d, "lens", 1, "[T] I32"));
+    DI_TRY(requireTensor(d, "attn_sink", 1, "[H] F32"));
+    const Shapes s = shapesOf(d);
+    if (d.dim("q", 2) != kHeadDim)
+      return Error{fmt::format("{}: q has head dim {} ({}); the head dim must be 512", kOp,
+                               d.dim("q", 2), shapeStr(d.shapes.at("q")))};
+    if (s.H < 8 || s.H > 128 || s.H % 8 != 0)
+      return Error{fmt::format("{}: q has {} heads; heads must be a multiple of 8 in 8..128", kOp, s.H)};
+    if (d.dim("kv", 1) != kHeadDim)
+      return Error{fmt::format("{}: kv has row width {} ({}); rows must be 512 wide (MQA, one KV head)",
+                               kOp, d.dim("kv", 1), shapeStr(d.shapes.at("kv")))};
+    if (d.dim("indices", 0) != s.T)
+      return Error{fmt::format("{}: indices has {} rows ({}) but q has {} tokens", kOp,
+                               d.dim("indices", 0), shapeStr(d.shapes.at("indices")), s.T)};
+    if (s.kmax > std::numeric_limits<int32_t>::max())
+      return Error{fmt::format("{}: indices rows hold {} entries; at most 2^31-1", kOp, s.kmax)};
+    if (d.dim("lens", 0) != s.T)
+      return Error{fmt::format("{}: lens has {} entries but q has {} tokens", kOp, d.dim("lens", 0), s.T)};
+    if (d.dim("attn_sink", 0) != s.H)
+      return Error{fmt::format("{}: attn_sink has {} entries but q has {} heads", kOp,
+                               d.dim("attn_sink", 0), s.H)};
+    // Outputs, when the description carries them, must match what the kernel writes.
+    if (d.hasTensor("out") && d.shapes.at("out") != std::vector<int64_t>{s.T, s.H, kHeadDim})
+      return Error{fmt::format("{}: out has shape {}; expected [{}, {}, 512]", kOp,
+                               shapeStr(d.shapes.at("out")), s.T, s.H)};
+    if (d.hasTensor("lse") && d.shapes.at("lse") != std::vector<int64_t>{s.T, s.H})
+      return Error{fmt::format("{}: lse has shape {}; expected [{}, {}]", kOp,
+                               shapeStr(d.shapes.at("lse")), s.T, s.H)};
+    const double scale = d.attrs.getFloat("sm_scale", kDefaultSmScale);
+    if (!std::isfinite(scale) || std::fabs(scale) > 3.0e38)
+      return Error{fmt::format("{}: attribute sm_scale = {} is not a finite fp32 number", kOp, scale)};
+    // One CTA per (token, head block) in grid.x.
+    const int64_t ctas = s.T * ((s.H + 15) / 16);
+    if (ctas > std::numeric_limits<int32_t>::max())
+      return Error{fmt::format("{}: {} tokens x {} heads need {} CTAs; at most 2^31-1", kOp, s.T,
+                               s.H, ctas)};
+    return {};
+  }
+
+  OutputSpec outputs(const OpDesc& d) const override {
+    const Shapes s = shapesOf(d);
+    return {{"out", {DType::BF16, {s.T, s.H, kHeadDim}}}, {"lse", {DType::F32, {s.T, s.H}}}};
+  }
+
+  // Every CTA shape of the template worth compiling (see worthCompiling); the pass drops those over
+  // the target's shared-memory cap.
+  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile&) const override {
+    std::vector<KernelConfig> out;
+    const int maxHeads = maxHeadsPerCta(d.dim("q", 1));
+    for (int heads : {16, 32, 64}) {
+      if (heads > maxHeads) continue;
+      for (int warps : {2, 4, 8, 16})
+        for (int blockN : {16, 32, 64})
+          for (int stages : {2, 3, 4, 6, 8})
+            if (worthCompiling(di::sparseMlaPrefillGeometry(heads, warps, blockN, stages)))
+              out.push_back(makeConfig(heads, warps, blockN, stages));
+    }
+    return out;
+  }
+
+  ResourceEstimate estimate(const KernelConfig& c, const OpDesc&) const override {
+    auto g = geometryOf(c);
+    if (!g.ok()) return {};  // 0 threads: no occupancy, so the pass drops it
+    return {g->smemBytes, 32 * g->warps, estimateRegisters(*g)};
+  }
+
+  // Heuristic:
+  //  1. heads_per_cta: the largest of 64/32/16 that H (rounded up to 16) fills. Each CTA gathers
+  //     its token's key rows once, so fewer head blocks mean less L2 -> SM traffic; halve it while
+  //     the grid (T x head blocks) would leave SMs idle, since a CTA's keys are walked serially.
+  //  2. warps: the shape with the most resident warps per SM on this target (registers, warps and
+  //     CTAs per SM, shared memory per SM at the 16-key/2-stage tile); ties go to fewer warps per
+  //     CTA (a smaller partial-score exchange). This is where sm_80 (64 warps, 32 CTAs, 164 KB per
+  //     SM) and sm_86 (48 warps, 16 CTAs, 100 KB) part ways for the small-head shapes.
+  //  3. block_n / stages: the first of (32,4), (16,6), (32,3), (16,4), (32,2), (16,3), (16,2) that
+  //     the shape allows (worthCompiling) and that fits the per-CTA cap without costing resident
+  //     CTAs; (16,2) fits 48 KB in every shape. Larger tiles amortise the exchange barriers; >= 3
+  //     stages with two head groups switch on the ping-pong schedule, which hides the softmax
+  //     (keys in flight: (stages-2) x block_n; otherwise (stages-1) x block_n).
+  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+    const Shapes s = shapesOf(d);
+    int heads = maxHeadsPerCta(s.H);
+    while (heads > 16 && s.T * ((s.H + heads - 1) / heads) < t.smCount) heads /= 2;
+
+    int bestWarps = 0, bestResident = -1;
+    for (int warps : {2, 4, 8, 16}) {
+      const auto g = di::sparseMlaPrefillGeometry(heads, warps, 16, 2);
+      if (!worthCompiling(g) || g.smemBytes > t.smemPerCtaCap) continue;
+      const int resident = residentCtas(g, t) * warps;
+      if (resident > bestResident) {
+        bestResident = resident;
+        bestWarps = warps;
+      }
+    }
+    if (bestWarps == 0) bestWarps = heads == 64 ? 8 : 4;  // unreachable for the supported shapes
+    const auto base = di::sparseMlaPrefillGeometry(heads, bestWarps, 16, 2);
+    const int baseCtas = residentCtas(base, t);
+    const std::pair<int, int> tiles[] = {{32, 4}, {16, 6}, {32, 3}, {16, 4}, {32, 2}, {16, 3}};
+    for (auto [blockN, stages] : tiles) {
+      const auto g = di::sparseMlaPrefillGeometry(heads, bestWarps, blockN, stages);
+      if (worthCompiling(g) && g.smemBytes <= t.smemPerCtaCap &&
+          residentCtas(g, t) >= baseCtas)
+        return makeConfig(heads, bestWarps, blockN, stages);
+    }
+    return makeConfig(heads, bestWarps, 16, 2);
+  }
+
+  CudaUnit emit(const KernelConfig& c, const OpDesc&, const std::string& baseName) const override {
+    auto g = geometryOf(c);
+    if (!g.ok())  // candidates never produce this; make a hand-written bad config fail loudly
+      return {fmt::format("#error \"{}\"\n", g.error().message), {baseName}};
+    return {fmt::format("#include \"SparseMlaPrefill.cuh\"\n"
+                        "extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const "
+                        "di::SparseMlaPrefillParams p) {{\n"
+                        "  di::sparse_mla_prefill_kernel<{}, {}, {}, {}>(p);\n"
+                        "}}\n",
+                        32 * g->warps, baseName, g->heads, g->warps, g->blockN, g->stages),
+            {baseName}};
+  }
+
+  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
+                                     const std::string& baseName) const override {
+    auto g = geometryOf(c);
+    const Shapes s = shapesOf(d);
+    if (!g.ok() || s.T == 0) return {};  // nothing to launch for an empty batch
+    LaunchStep step;
+    step.entry = baseName;
+    const int64_t headBlocks = (s.H + g->heads - 1) / g->heads;
+    step.grid = {uint32_t(s.T * headBlocks), 1, 1};
+    step.block = {uint32_t(32 * g->warps), 1, 1};
+    step.dynamicSmem =
+        g->smemBytes > di::kSparseMlaPrefillStaticSmemLimit ? uint32_t(g->smemBytes) : 0u;
+    return {step};
+  }
+
+  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
+                                          const DeviceAddrMap& addrs) const override {
+    auto g = geometryOf(c);
+    if (!g.ok()) return g.error();
+    for (const char* name : {"q", "kv", "indices", "lens", "attn_sink", "out", "lse"})
+      if (!addrs.count(name))
+        return Error{fmt::format("{}: no device address for tensor '{}'", kOp, name)};
+    const Shapes s = shapesOf(d);
+    di::SparseMlaPrefillParams p{};
+    p.q = reinterpret_cast<const uint16_t*>(addrs.at("q"));
+    p.kv = reinterpret_cast<const uint16_t*>(addrs.at("kv"));
+    p.indices = reinterpret_cast<const int32_t*>(addrs.at("indices"));
+    p.lens = reinterpret_cast<const int32_t*>(addrs.at("lens"));
+    p.attn_sink = reinterpret_cast<const float*>(addrs.at("attn_sink"));
+    p.out = reinterpret_cast<uint16_t*>(addrs.at("out"));
+    p.lse = reinterpret_cast<float*>(addrs.at("lse"));
+    p.num_tokens = s.T;
+    p.kv_rows = s.S;
+    p.num_heads = int32_t(s.H);
+    p.kmax = int32_t(s.kmax);
+    p.head_blocks = int32_t((s.H + g->heads - 1) / g->heads);
+    p.scale_log2 = float(d.attrs.getFloat("sm_scale", kDefaultSmScale) * 1.4426950408889634);
+    return paramBytes(p);
+  }
+};
+
+}  // namespace
+
+const KernelFamily& sparseMlaPrefillFamily() {
+  static const SparseMlaPrefillFamily f;
+  return f;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,260 @@
+// Kernel family of topk (spec/ops.md §7, §11; template templates/Topk.cuh).
+//
+// Knobs: threads (per CTA), radix_bits (8 or 11 bits per radix pass), pool_keys (keys cached in
+// shared memory; derived from the target's per-CTA cap, which emit() does not see), splits
+// (chunks per row: 1 = one CTA per row and one launch; > 1 = a chunk step writing per-chunk
+// top-k candidates to the workspace and a merge step).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "Families.h"
+#include "params/TopkParams.h"
+
+namespace deepinfer {
+namespace {
+
+constexpr int64_t kStaticSmemCap = 48 * 1024;  // the template uses static shared memory only
+constexpr int kMaxRegs = 64;                     // the launch bounds cap every config at this
+constexpr int64_t kMaxK = int64_t(1) << 24;
+constexpr int kMaxSplits = 64;
+
+int64_t knob(const KernelConfig& c, const char* name, int64_t dflt) {
+  auto it = c.find(name);
+  return it == c.end() ? dflt : it->second;
+}
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Mirrors di::topk::Smem: pool, histogram, two 32-word scan buffers, res[3] + pool_fill.
+int64_t smemBytesFor(int64_t poolKeys, int radixBits) {
+  const int64_t b = poolKeys * 4 + (int64_t(1) << radixBits) * 4 + 2 * 32 * 4 + 4 * 4;
+  return (b + 15) / 16 * 16;
+}
+// The largest pool (a multiple of 256 keys) that fits `cap` bytes.
+int64_t poolFor(int64_t cap, int radixBits) {
+  const int64_t rest = std::min(cap, kStaticSmemCap) - smemBytesFor(0, radixBits);
+  return std::max<int64_t>(256, rest / 4 / 256 * 256);
+}
+
+struct Geometry {
+  int threads = 0, radixBits = 0;
+  int64_t poolKeys = 0;
+  int64_t splits = 1, chunkLen = 0;  // effective splits after rounding the chunk to 4
+};
+
+Result<Geometry> geometry(const KernelConfig& c, const OpDesc& d) {
+  Geometry g;
+  g.threads = int(knob(c, "threads", 512));
+  g.radixBits = int(knob(c, "radix_bits", 11));
+  g.poolKeys = knob(c, "pool_keys", poolFor(kStaticSmemCap, g.radixBits));
+  const int64_t splits = knob(c, "splits", 1);
+  const std::string cfg = configToString(c);
+  if (g.threads != 128 && g.threads != 256 && g.threads != 512 && g.threads != 1024)
+    return Error{fmt::format("topk: threads = {} must be 128, 256, 512 or 1024 ({})", g.threads, cfg)};
+  if (g.radixBits != 8 && g.radixBits != 11)
+    return Error{fmt::format("topk: radix_bits = {} must be 8 or 11 ({})", g.radixBits, cfg)};
+  if (g.poolKeys < 256 || g.poolKeys % 256 != 0)
+    return Error{fmt::format("topk: pool_keys = {} must be a positive multiple of 256 ({})",
+                             g.poolKeys, cfg)};
+  if (splits < 1 || splits > kMaxSplits)
+    return Error{fmt::format("topk: splits = {} must be in 1..{} ({})", splits, kMaxSplits, cfg)};
+  const int64_t T = d.dim("scores", 0), N = d.dim("scores", 1);
+  if (splits > 1 && T > 65535)
+    return Error{fmt::format("topk: splits = {} needs T <= 65535 rows (grid y); T = {} ({})",
+                             splits, T, cfg)};
+  g.chunkLen = std::max<int64_t>(4, ceilDiv(ceilDiv(std::max<int64_t>(N, 1), splits), 4) * 4);
+  g.splits = splits > 1 ? ceilDiv(std::max<int64_t>(N, 1), g.chunkLen) : 1;
+  return g;
+}
+
+class TopkFamily final : public KernelFamily {
+ public:
+  std::string opName() const override { return "topk"; }
+
+  std::vector<std::string> templateHeaders() const override {
+    return {"Topk.cuh", "params/TopkParams.h", "common/Mma.cuh", "common/Types.h"};
+  }
+
+  Status validate(const OpDesc& d) const override {
+    if (!d.attrs.has("k")) return Error{"topk: missing attribute 'k'"};
+    const int64_t k = d.attrs.getInt("k", 0);
+    if (k < 1 || k > kMaxK)
+      return Error{fmt::format("topk: k = {} must be in 1..{}", k, kMaxK)};
+    DI_TRY(expectRank(d, "scores", 2));
+    const int64_t T = d.dim("scores", 0), N = d.dim("scores", 1);
+    if (N > INT32_MAX - 4096)
+      return Error{fmt::format("topk: scores rows have {} entries; at most {}", N, INT32_MAX - 4096)};
+    if (T > INT32_MAX)
+      return Error{fmt::format("topk: scores has {} rows; at most {}", T, INT32_MAX)};
+    DI_TRY(expectShape(d, "lens", {T}));
+    return {};
+  }
+
+  OutputSpec outputs(const OpDesc& d) const override {
+    return {{"indices", {DType::I32, {d.dim("scores", 0), d.attrs.getInt("k", 1)}}}};
+  }
+
+  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
+    const KernelConfig base = defaultConfig(d, t);
+    std::vector<int64_t> splitSet = {1};
+    if (base.at("splits") > 1) splitSet = {1, std::max<int64_t>(2, base.at("splits") / 2),
+                                           base.at("splits"), std::min<int64_t>(kMaxSplits, base.at("splits") * 2)};
+    std::vector<KernelConfig> out;
+    for (int threads : {256, 512, 1024})
+      for (int bits : {8, 11})
+        for (int64_t s : splitSet) {
+          KernelConfig c{{"threads", threads}, {"radix_bits", bits},
+                         {"pool_keys", poolFor(t.smemPerCtaCap, bits)}, {"splits", s}};
+          if (geometry(c, d).ok() && std::find(out.begin(), out.end(), c) == out.end())
+            out.push_back(c);
+        }
+    if (std::find(out.begin(), out.end(), base) == out.end()) out.push_back(base);
+    return out;
+  }
+
+  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
+    ResourceEstimate e;
+    auto g = geometry(c, d);
+    if (!g.ok()) {  // not instantiable: make the specialization pass drop it
+      e.smemBytes = INT64_MAX / 2;
+      e.threadsPerCta = 1024;
+      e.regsPerThread = 256;
+      return e;
+    }
+    e.smemBytes = smemBytesFor(g->poolKeys, g->radixBits);
+    e.threadsPerCta = g->threads;
+    e.regsPerThread = 40;  // ptxas: 34-40 on sm_80/86/90
+    return e;
+  }
+
+  // Heuristic:
+  //  - radix_bits = 11: three passes over 32-bit keys, 8 KB of histogram; the rest of the
+  //    per-CTA cap (48 KB on sm_80/86) caches up to pool_keys keys, so rows of ~10K candidates
+  //    (V4.1's 8K compressed positions) are read from memory once.
+  //  - threads: 512 when two such CTAs fit an SM (sm_80: 164 KB / 64 warps, sm_86: 100 KB /
+  //    48 warps, sm_90: 228 KB), else 1024 (one CTA per SM either way, the wider one is faster).
+  //  - splits: a row longer than the pool is cut into pool-sized chunks, so every score is
+  //    read once (a long row in one CTA re-reads it once per radix pass); when the batch has
+  //    fewer rows than the GPU holds CTAs, rows are cut further to fill it. At most 64 chunks,
+  //    each at least 2k long (a chunk shorter than k passes through whole).
+  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+    const int bits = 11;
+    const int64_t pool = poolFor(t.smemPerCtaCap, bits);
+    const int64_t smem = smemBytesFor(pool, bits) + 1024;  // + the per-CTA reservation
+    auto ctasPerSm = [&](int threads) {
+      const int64_t bySmem = t.facts.smemPerSm / smem;
+      const int64_t byWarps = t.facts.maxWarpsPerSm / (threads / 32);
+      const int64_t byRegs = t.facts.regsPerSm / (int64_t(threads) * kMaxRegs);
+      return std::max<int64_t>(1, std::min({bySmem, byWarps, byRegs, int64_t(t.facts.maxCtasPerSm)}));
+    };
+    const int threads = ctasPerSm(512) >= 2 ? 512 : 1024;
+    const int64_t resident = std::max(1, t.smCount) * ctasPerSm(threads);
+    const int64_t T = d.dim("scores", 0), N = d.dim("scores", 1);
+    const int64_t k = d.attrs.getInt("k", 1);
+    int64_t splits = 1;
+    if (N > pool && T >= 1 && T <= 65535) {
+      const int64_t want = std::max(ceilDiv(N, pool), ceilDiv(resident, T));
+      splits = std::clamp<int64_t>(std::min(want, N / (2 * k)), 1, kMaxSplits);
+    }
+    return {{"threads", threads}, {"radix_bits", bits}, {"pool_keys", pool}, {"splits", splits}};
+  }
+
+  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
+    CudaUnit u;
+    auto g = geometry(c, d);
+    if (!g.ok()) {
+      u.source = fmt::format("#error \"{}\"\n", g.error().message);
+      return u;
+    }
+    const int minBlocks = std::max(1, 65536 / (g->threads * kMaxRegs));
+    auto entry = [&](const std::string& name, const char* step) {
+      return fmt::format(
+          "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::TopkParams p) {{\n"
+          "  di::topk_kernel<{}, {}, {}, {}>(p);\n"
+          "}}\n",
+          g->threads, minBlocks, name, g->threads, g->radixBits, g->poolKeys, step);
+    };
+    u.source = "#include \"Topk.cuh\"\n";
+    if (g->splits == 1) {
+      u.source += entry(baseName, "di::topk::kDirect");
+      u.entries = {baseName};
+    } else {
+      u.source += entry(baseName + "_chunk", "di::topk::kSplitChunk");
+      u.source += entry(baseName + "_merge", "di::topk::kSplitMerge");
+      u.entries = {baseName + "_chunk", baseName + "_merge"};
+    }
+    return u;
+  }
+
+  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
+                                     const std::string& baseName) const override {
+    auto g = geometry(c, d);
+    const int64_t T = d.dim("scores", 0);
+    if (!g.ok() || T == 0) return {};
+    LaunchStep s;
+    s.block = {uint32_t(g->threads), 1, 1};
+    if (g->splits == 1) {
+      s.entry = baseName;
+      s.grid = {uint32_t(T), 1, 1};
+      return {s};
+    }
+    LaunchStep chunk = s, merge = s;
+    chunk.entry = baseName + "_chunk";
+    chunk.grid = {uint32_t(g->splits), uint32_t(T), 1};
+    merge.entry = baseName + "_merge";
+    merge.grid = {uint32_t(T), 1, 1};
+    return {chunk, merge};
+  }
+
+  int64_t workspaceBytes(const KernelConfig& c, const OpDesc& d) const override {
+    auto g = geometry(c, d);
+    if (!g.ok() || g->splits == 1) return 0;
+    return d.dim("scores", 0) * g->splits * d.attrs.getInt("k", 1) * 8;  // keys + indices
+  }
+
+  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
+                                          const DeviceAddrMap& addrs) const override {
+    auto g = geometry(c, d);
+    if (!g.ok()) return g.error();
+    auto addr = [&](const char* n) -> Result<uint64_t> {
+      auto it = addrs.find(n);
+      if (it == addrs.end()) return Error{fmt::format("topk: no device address for tensor '{}'", n)};
+      return it->second;
+    };
+    auto scores = addr("scores");
+    if (!scores.ok()) return scores.error();
+    auto lens = addr("lens");
+    if (!lens.ok()) return lens.error();
+    auto indices = addr("indices");
+    if (!indices.ok()) return indices.error();
+    if (scores.value() & 15) return Error{"topk: 'scores' must be a 16-byte aligned device buffer"};
+    di::TopkParams p{};
+    p.scores = reinterpret_cast<const float*>(scores.value());
+    p.lens = reinterpret_cast<const int32_t*>(lens.value());
+    p.indices = reinterpret_cast<int32_t*>(indices.value());
+    const int64_t T = d.dim("scores", 0), k = d.attrs.getInt("k", 1);
+    if (g->splits > 1) {
+      auto ws = addr("__workspace");
+      if (!ws.ok()) return ws.error();
+      if (ws.value() & 15) return Error{"topk: the workspace must be 16-byte aligned"};
+      p.cand_keys = reinterpret_cast<uint32_t*>(ws.value());
+      p.cand_idx = reinterpret_cast<int32_t*>(ws.value() + uint64_t(T * g->splits * k) * 4);
+    }
+    p.num_rows = int32_t(T);
+    p.row_len = int32_t(d.dim("scores", 1));
+    p.k = int32_t(k);
+    p.splits = int32_t(g->splits);
+    p.chunk_len = int32_t(g->chunkLen);
+    return paramBytes(p);
+  }
+};
+
+}  // namespace
+
+const KernelFamily& topkFamily() {
+  static const TopkFamily f;
+  return f;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,181 @@
+// `deepinfer-jit compile`: every op x target x candidate config through NVRTC, with the
+// resource report and the checks CI enforces (cap, spills, tensor-core and shift-decode PTX).
+#include <fmt/format.h>
+
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "OpArgs.h"
+#include "Verbs.h"
+#include "deepinfer/Nvrtc.h"
+#include "deepinfer/OpShapes.h"
+#include "deepinfer/OpSignature.h"
+#include "deepinfer/Specialize.h"
+
+using namespace deepinfer;
+
+namespace {
+
+struct Job {
+  std::string shapeName;
+  OpDesc desc;
+  TargetProfile target;
+  ConfigChoice choice;
+  bool isDefault = false;
+  // results
+  std::string error;
+  int regs = 0;
+  int64_t smem = 0, spills = 0;
+  bool hasMma = false, hasTranscendental = false;
+  std::vector<std::string> failures;
+};
+
+// The shapes compiled per op: the V4.1 defaults, plus the mHC tensor-core path (T >= 16) and
+// the head-count extremes of the attention kernels.
+std::vector<std::pair<std::string, std::map<std::string, int64_t>>> shapeSets(const std::string& op) {
+  std::vector<std::pair<std::string, std::map<std::string, int64_t>>> s = {{"default", {}}};
+  if (op.rfind("mhc_", 0) == 0) s.push_back({"T=64", {{"T", 64}}});
+  if (op == "sparse_mla_decode" || op == "sparse_mla_prefill") {
+    s.push_back({"H=8", {{"H", 8}}});
+    s.push_back({"H=128", {{"H", 128}}});
+  }
+  return s;
+}
+
+bool needsMma(const Job& j) {
+  const std::string& op = j.desc.op;
+  if (op == "sparse_mla_prefill" || op == "sparse_mla_decode" || op == "indexer_logits") return true;
+  if (op == "mhc_pre" || op == "mhc_fused_post_pre") return j.desc.shapes.at(j.desc.op == "mhc_pre" ? "x" : "residual")[0] >= 16;
+  return false;
+}
+
+void runJob(Job& j) {
+  auto k = emitKernel(j.desc, j.choice.config);
+  if (!k.ok()) {
+    j.error = k.error().message;
+    j.failures.push_back("emit failed");
+    return;
+  }
+  auto c = compileUnit(k->unit, k->baseName + ".cu", j.target.arch(), /*cubin=*/true);
+  if (!c.ok()) {
+    j.error = c.error().message;
+    j.failures.push_back("NVRTC failed");
+    return;
+  }
+  uint32_t maxDyn = 0;
+  for (const auto& st : k->plan) maxDyn = std::max(maxDyn, st.dynamicSmem);
+  for (const auto& [e, r] : c->resources) {
+    j.regs = std::max(j.regs, r.registers);
+    j.smem = std::max<int64_t>(j.smem, r.smemBytes + maxDyn);
+    j.spills += r.spillStores + r.spillLoads;
+  }
+  j.hasMma = c->ptx.find("mma.sync.aligned.m16n8k16") != std::string::npos;
+  j.hasTranscendental = c->ptx.find("ex2.") != std::string::npos || c->ptx.find("lg2.") != std::string::npos;
+  if (j.smem > j.target.smemPerCtaCap)
+    j.failures.push_back(fmt::format("smem {} > cap {}", j.smem, j.target.smemPerCtaCap));
+  if (j.isDefault && j.spills > 0) j.failures.push_back(fmt::format("default config spills {} B", j.spills));
+  if (needsMma(j) && !j.hasMma) j.failures.push_back("no mma.sync.m16n8k16 in PTX");
+  if (j.desc.op == "gather_kcache" && j.hasTranscendental) j.failures.push_back("ex2/lg2 in gather PTX");
+}
+
+}  // namespace
+
+int verbCompile(const std::vector<std::string>& argv) {
+  cli::Args args("compile", "compile [--op NAME ...] [--target T ...] [--defaults-only] [--jobs N] [--json FILE]");
+  args.option("op", "NAME", "only these ops (default: all)", true)
+      .option("target", "T", "only these targets (default: sm_80 sm_86 sm_89 sm_90)", true)
+      .flag("defaults-only", "compile only each op's default config")
+      .option("jobs", "N", "parallel NVRTC compiles (default: CPU count)")
+      .option("json", "FILE", "write every row as JSON")
+      .flag("quiet", "print only failures and the summary");
+  if (int rc = args.parse(argv); rc != 0) return rc < 0 ? 0 : rc;
+
+  std::vector<std::string> ops = args.getAll("op");
+  if (ops.empty())
+    for (const auto& s : opSignatures()) ops.push_back(s.op);
+  std::vector<std::string> targetNames = args.getAll("target");
+  if (targetNames.empty()) targetNames = defaultTargetNames();
+
+  std::vector<Job> jobs;
+  int setupErrors = 0;
+  for (const auto& tn : targetNames) {
+    auto t = cli::resolveTarget(tn);
+    if (!t.ok()) return fmt::print(stderr, "error: {}\n", t.error().message), 2;
+    for (const auto& op : ops) {
+      if (!findOpSignature(op)) return args.usageError(fmt::format("unknown op '{}'", op));
+      for (const auto& [shapeName, shape] : shapeSets(op)) {
+        auto d = makeOpDesc(op, shape, {});
+        if (!d.ok()) { fmt::print(stderr, "error: {}\n", d.error().message); ++setupErrors; continue; }
+        auto spec = specialize(*d, *t);
+        if (!spec.ok()) {
+          fmt::print(stderr, "FAIL {} [{}] on {}: {}\n", op, shapeName, t->name, spec.error().message);
+          ++setupErrors;
+          continue;
+        }
+        auto add = [&](const ConfigChoice& c, bool isDefault) {
+          Job j;
+          j.shapeName = shapeName;
+          j.desc = *d;
+          j.target = *t;
+          j.choice = c;
+          j.isDefault = isDefault;
+          jobs.push_back(std::move(j));
+        };
+        add(spec->chosen, true);
+        if (!args.has("defaults-only"))
+          for (const auto& c : spec->fitting)
+            if (c.config != spec->chosen.config) add(c, false);
+      }
+    }
+  }
+
+  unsigned nThreads = std::max(1u, std::thread::hardware_concurrency());
+  if (args.has("jobs")) nThreads = std::max(1, std::atoi(args.get("jobs").c_str()));
+  std::atomic<size_t> next{0};
+  std::mutex printMu;
+  size_t done = 0;
+  auto worker = [&] {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      runJob(jobs[i]);
+      std::lock_guard<std::mutex> lock(printMu);
+      ++done;
+      if (!args.has("quiet")) fmt::print(stderr, "\r[{}/{}] compiled", done, jobs.size());
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < nThreads; ++i) pool.emplace_back(worker);
+  for (auto& th : pool) th.join();
+  if (!args.has("quiet")) fmt::print(stderr, "\n");
+
+  int failures = setupErrors;
+  fmt::print("{:<20} {:<8} {:<7} {:<52} {:>4} {:>7} {:>6} {:>4} {}\n", "op", "shape", "target", "config",
+             "regs", "smem", "spill", "mma", "status");
+  for (const auto& j : jobs) {
+    const bool ok = j.failures.empty();
+    failures += !ok;
+    if (args.has("quiet") && ok) continue;
+    std::string status = ok ? (j.isDefault ? "ok (default)" : "ok") : "FAIL: ";
+    for (const auto& f : j.failures) status += f + "; ";
+    fmt::print("{:<20} {:<8} {:<7} {:<52} {:>4} {:>7} {:>6} {:>4} {}\n", j.desc.op, j.shapeName, j.target.name,
+               configToString(j.choice.config), j.regs, j.smem, j.spills, j.hasMma ? "yes" : "-", status);
+    if (!j.error.empty()) fmt::print("    {}\n", j.error);
+  }
+  if (args.has("json")) {
+    std::ofstream f(args.get("json"));
+    f << "[\n";
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const auto& j = jobs[i];
+      f << fmt::format(
+          "  {{\"op\": \"{}\", \"shape\": \"{}\", \"target\": \"{}\", \"config\": \"{}\", \"default\": {}, "
+          "\"regs\": {}, \"smem\": {}, \"spill_bytes\": {}, \"mma\": {}, \"ok\": {}}}{}\n",
+          j.desc.op, j.shapeName, j.target.name, configToString(j.choice.config), j.isDefault, j.regs, j.smem,
+          j.spills, j.hasMma, j.failures.empty(), i + 1 < jobs.size() ? "," : "");
+    }
+    f << "]\n";
+  }
+  fmt::print("{} kernels compiled for {} target(s): {} passed, {} failed\n", jobs.size(), targetNames.size(),
+             int(jobs.size()) - (failures - setupErrors), failures);
+  return failures ? 1 : 0;
+}
