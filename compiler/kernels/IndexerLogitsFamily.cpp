@@ -18,7 +18,7 @@ namespace {
 
 constexpr int64_t kIndexDim = 128;
 constexpr int64_t kKeyBytes = 132;
-constexpr int kSlots = 3;           // per-tile score/scale ring of the template
+constexpr int kSlots = 3;            // per-tile score/scale ring of the template
 constexpr int kRegsPerThread = 128;  // the launch bounds cap every config at this
 
 int64_t knob(const KernelConfig& c, const char* name, int64_t dflt) {
@@ -59,39 +59,53 @@ Result<Geometry> geometry(const KernelConfig& c, const OpDesc& d) {
   g.positionsPerCta = knob(c, "positions_per_cta", 1024);
   const std::string cfg = configToString(c);
   if (g.tpc != 1 && g.tpc != 2 && g.tpc != 4 && g.tpc != 8)
-    return Error{fmt::format("indexer_logits: tokens_per_cta = {} must be 1, 2, 4 or 8 ({})", g.tpc, cfg)};
+    return Error{
+        fmt::format("indexer_logits: tokens_per_cta = {} must be 1, 2, 4 or 8 ({})", g.tpc, cfg)};
   if (g.warps < 1 || g.warps > 16)
     return Error{fmt::format("indexer_logits: warps = {} must be in 1..16 ({})", g.warps, cfg)};
   if (g.blockN != 32 && g.blockN != 64 && g.blockN != 128)
-    return Error{fmt::format("indexer_logits: block_n = {} must be 32, 64 or 128 ({})", g.blockN, cfg)};
+    return Error{
+        fmt::format("indexer_logits: block_n = {} must be 32, 64 or 128 ({})", g.blockN, cfg)};
   if (g.stages != 1 && g.stages != 2)
     return Error{fmt::format("indexer_logits: stages = {} must be 1 or 2 ({})", g.stages, cfg)};
   const int mt = g.tpc * g.hpad / 16;
   // Two m16 tiles per warp when possible (B fragments then feed two mma each).
-  if (mt % 2 == 0 && g.warps % (mt / 2) == 0) g.warpsM = mt / 2;
-  else if (g.warps % mt == 0) g.warpsM = mt;
+  if (mt % 2 == 0 && g.warps % (mt / 2) == 0)
+    g.warpsM = mt / 2;
+  else if (g.warps % mt == 0)
+    g.warpsM = mt;
   else
-    return Error{fmt::format("indexer_logits: {} warps cannot split {} m16 tiles ({} tokens x {} "
-                             "padded heads) into one or two per warp ({})",
-                             g.warps, mt, g.tpc, g.hpad, cfg)};
+    return Error{
+        fmt::format("indexer_logits: {} warps cannot split {} m16 tiles ({} tokens x {} "
+                    "padded heads) into one or two per warp ({})",
+                    g.warps, mt, g.tpc, g.hpad, cfg)};
   g.warpsN = g.warps / g.warpsM;
   if (g.blockN % (16 * g.warpsN) != 0)
-    return Error{fmt::format("indexer_logits: block_n = {} does not give each of {} key-splitting "
-                             "warps a pair of n8 tiles ({})", g.blockN, g.warpsN, cfg)};
+    return Error{
+        fmt::format("indexer_logits: block_n = {} does not give each of {} key-splitting "
+                    "warps a pair of n8 tiles ({})",
+                    g.blockN, g.warpsN, cfg)};
   if ((g.blockN * 8) % g.threads() != 0)
-    return Error{fmt::format("indexer_logits: block_n = {} gives {} 16-byte loads, not a multiple "
-                             "of {} threads ({})", g.blockN, g.blockN * 8, g.threads(), cfg)};
+    return Error{
+        fmt::format("indexer_logits: block_n = {} gives {} 16-byte loads, not a multiple "
+                    "of {} threads ({})",
+                    g.blockN, g.blockN * 8, g.threads(), cfg)};
   if (int64_t(g.warps) * 4096 > int64_t(g.stages) * g.blockN * 256)
-    return Error{fmt::format("indexer_logits: {} warps need {} bytes to stage query rows, more than "
-                             "the {}-byte key buffer ({})",
-                             g.warps, g.warps * 4096, g.stages * g.blockN * 256, cfg)};
+    return Error{
+        fmt::format("indexer_logits: {} warps need {} bytes to stage query rows, more than "
+                    "the {}-byte key buffer ({})",
+                    g.warps, g.warps * 4096, g.stages * g.blockN * 256, cfg)};
   if (g.positionsPerCta < g.blockN || g.positionsPerCta % g.blockN != 0)
-    return Error{fmt::format("indexer_logits: positions_per_cta = {} must be a positive multiple of "
-                             "block_n = {} ({})", g.positionsPerCta, g.blockN, cfg)};
+    return Error{
+        fmt::format("indexer_logits: positions_per_cta = {} must be a positive multiple of "
+                    "block_n = {} ({})",
+                    g.positionsPerCta, g.blockN, cfg)};
   const int64_t nmax = d.dim("block_table", 1) * d.attrs.getInt("block_size", 1);
   if (ceilDiv(nmax, g.positionsPerCta) > 65535)
-    return Error{fmt::format("indexer_logits: positions_per_cta = {} splits Nmax = {} into more "
-                             "than 65535 chunks ({})", g.positionsPerCta, nmax, cfg)};
+    return Error{
+        fmt::format("indexer_logits: positions_per_cta = {} splits Nmax = {} into more "
+                    "than 65535 chunks ({})",
+                    g.positionsPerCta, nmax, cfg)};
   return g;
 }
 
@@ -105,8 +119,7 @@ class IndexerLogitsFamily final : public KernelFamily {
   }
 
   Status validate(const OpDesc& d) const override {
-    if (!d.attrs.has("block_size"))
-      return Error{"indexer_logits: missing attribute 'block_size'"};
+    if (!d.attrs.has("block_size")) return Error{"indexer_logits: missing attribute 'block_size'"};
     const int64_t bs = d.attrs.getInt("block_size", 0);
     if (bs < 1 || bs > 4096)
       return Error{fmt::format("indexer_logits: block_size = {} must be in 1..4096", bs)};
@@ -120,8 +133,10 @@ class IndexerLogitsFamily final : public KernelFamily {
     DI_TRY(expectShape(d, "weights", {T, hi}));
     DI_TRY(expectRank(d, "k_cache", 2));
     if (d.dim("k_cache", 1) != bs * kKeyBytes)
-      return Error{fmt::format("indexer_logits: k_cache pages have {} bytes; block_size = {} needs "
-                               "block_size*132 = {}", d.dim("k_cache", 1), bs, bs * kKeyBytes)};
+      return Error{
+          fmt::format("indexer_logits: k_cache pages have {} bytes; block_size = {} needs "
+                      "block_size*132 = {}",
+                      d.dim("k_cache", 1), bs, bs * kKeyBytes)};
     if (d.dim("k_cache", 0) > INT32_MAX)
       return Error{fmt::format("indexer_logits: k_cache has {} pages; at most {} are addressable",
                                d.dim("k_cache", 0), INT32_MAX)};
@@ -130,11 +145,14 @@ class IndexerLogitsFamily final : public KernelFamily {
     if (T > 0 && R < 1)
       return Error{"indexer_logits: block_table has no rows (R = 0) but q has tokens"};
     if (R > INT32_MAX)
-      return Error{fmt::format("indexer_logits: block_table has {} rows; at most {}", R, INT32_MAX)};
+      return Error{
+          fmt::format("indexer_logits: block_table has {} rows; at most {}", R, INT32_MAX)};
     const int64_t nmax = maxPages * bs;
     if (nmax > INT32_MAX - 128)
-      return Error{fmt::format("indexer_logits: Nmax = max_pages*block_size = {}*{} = {} is over "
-                               "the supported {}", maxPages, bs, nmax, INT32_MAX - 128)};
+      return Error{
+          fmt::format("indexer_logits: Nmax = max_pages*block_size = {}*{} = {} is over "
+                      "the supported {}",
+                      maxPages, bs, nmax, INT32_MAX - 128)};
     if (T > INT32_MAX)
       return Error{fmt::format("indexer_logits: q has {} tokens; at most {}", T, INT32_MAX)};
     DI_TRY(expectShape(d, "token_to_req", {T}));
@@ -156,9 +174,12 @@ class IndexerLogitsFamily final : public KernelFamily {
         for (int blockN : {32, 64})
           for (int stages : {1, 2})
             for (int64_t ppc : {ppc0 / 2, ppc0, ppc0 * 2}) {
-              KernelConfig c{{"tokens_per_cta", tpc}, {"warps", warps}, {"block_n", blockN},
-                             {"stages", stages},
-                             {"positions_per_cta", std::max<int64_t>(blockN, ppc / blockN * blockN)}};
+              KernelConfig c{
+                  {"tokens_per_cta", tpc},
+                  {"warps", warps},
+                  {"block_n", blockN},
+                  {"stages", stages},
+                  {"positions_per_cta", std::max<int64_t>(blockN, ppc / blockN * blockN)}};
               if (!geometry(c, d).ok()) continue;
               if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
             }
@@ -204,15 +225,26 @@ class IndexerLogitsFamily final : public KernelFamily {
     while (tpc < 8 && int64_t(tpc) * 2 <= T / R && tpc * 2 * hpad <= 256) tpc *= 2;
     const int mt = tpc * hpad / 16;
     const int warps = mt >= 4 ? 8 : 4;
-    KernelConfig c{{"tokens_per_cta", tpc}, {"warps", warps}, {"block_n", 64}, {"stages", 2},
+    KernelConfig c{{"tokens_per_cta", tpc},
+                   {"warps", warps},
+                   {"block_n", 64},
+                   {"stages", 2},
                    {"positions_per_cta", 1024}};
     auto fits = [&](const KernelConfig& k) {
       auto g = geometry(k, d);
       return g.ok() && g->smemBytes() <= t.smemPerCtaCap;
     };
     if (!fits(c)) c["stages"] = 1;
-    if (!fits(c)) { c["block_n"] = 32; c["warps"] = 4; }
-    if (!fits(c)) { c["tokens_per_cta"] = 1; c["warps"] = 4; c["block_n"] = 64; c["stages"] = 2; }
+    if (!fits(c)) {
+      c["block_n"] = 32;
+      c["warps"] = 4;
+    }
+    if (!fits(c)) {
+      c["tokens_per_cta"] = 1;
+      c["warps"] = 4;
+      c["block_n"] = 64;
+      c["stages"] = 2;
+    }
 
     auto g = geometry(c, d);
     const int64_t bn = c["block_n"];
@@ -223,8 +255,8 @@ class IndexerLogitsFamily final : public KernelFamily {
       const int64_t byRegs = t.facts.regsPerSm / (int64_t(threads) * kRegsPerThread);
       const int64_t byWarps = t.facts.maxWarpsPerSm / (threads / 32);
       const int64_t bySmem = t.facts.smemPerSm / std::max<int64_t>(1, g->smemBytes() + 1024);
-      ctasPerSm = int(std::max<int64_t>(
-          1, std::min({byRegs, byWarps, bySmem, int64_t(t.facts.maxCtasPerSm)})));
+      ctasPerSm = int(
+          std::max<int64_t>(1, std::min({byRegs, byWarps, bySmem, int64_t(t.facts.maxCtasPerSm)})));
     }
     const int64_t groups = ceilDiv(T, c["tokens_per_cta"]);
     const int64_t wanted = 4LL * std::max(1, t.smCount) * ctasPerSm;
@@ -236,7 +268,8 @@ class IndexerLogitsFamily final : public KernelFamily {
     return c;
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
+  CudaUnit emit(const KernelConfig& c, const OpDesc& d,
+                const std::string& baseName) const override {
     CudaUnit u;
     auto g = geometry(c, d);
     if (!g.ok()) {  // the pipeline validates configs first; make a bad one fail loudly at compile
@@ -247,7 +280,8 @@ class IndexerLogitsFamily final : public KernelFamily {
     const int minBlocks = std::max(1, 65536 / (g->threads() * kRegsPerThread));
     u.source = fmt::format(
         "#include \"IndexerLogits.cuh\"\n"
-        "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::IndexerLogitsParams p) {{\n"
+        "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::IndexerLogitsParams "
+        "p) {{\n"
         "  di::indexer_logits_kernel<{}, {}, {}, {}, {}, {}, {}>(p);\n"
         "}}\n",
         g->threads(), minBlocks, baseName, g->hpad, g->tpc, g->warpsM, g->warpsN, g->blockN,
@@ -280,7 +314,8 @@ class IndexerLogitsFamily final : public KernelFamily {
       return it->second;
     };
     di::IndexerLogitsParams p{};
-    const char* names[] = {"q", "weights", "k_cache", "block_table", "token_to_req", "visible", "scores"};
+    const char* names[] = {"q",       "weights", "k_cache", "block_table", "token_to_req",
+                           "visible", "scores"};
     uint64_t a[7];
     for (int i = 0; i < 7; ++i) {
       auto r = addr(names[i]);

@@ -69,19 +69,19 @@ Result<di::SparseMlaPrefillGeometry> geometryOf(const KernelConfig& c) {
   if (!g.valid)
     return Error{fmt::format(
         "{}: config {{{}}} is not a supported CTA shape (heads_per_cta 16/32/64; warps = head "
-        "groups x 2/4/8 dim splits with at most 256 dims x 16-row tiles per warp; block_n 16/32/64; "
-        "stages 2..8)",
+        "groups x 2/4/8 dim splits with at most 256 dims x 16-row tiles per warp; "
+        "block_n 16/32/64; stages 2..8)",
         kOp, configToString(c))};
   return g;
 }
 
 // Registers per thread, calibrated on ptxas -v (CUDA 13.0, sm_80..sm_90): the Q slice
 // (mTiles*dims/4) and the fp32 output accumulator (mTiles*dims/2) live for the whole kernel, plus
-// ~72 for addresses, softmax state and fragments in flight (more when block_n > 16 unrolls
+// ~80 for addresses, softmax state and fragments in flight (more when block_n > 16 unrolls
 // further). ptxas stops at 255. A need above 65536 / threads is reported as is, so the occupancy
 // check drops the config instead of the kernel spilling.
 int estimateRegisters(const di::SparseMlaPrefillGeometry& g) {
-  const int regs = g.mTiles * g.dimsPerWarp * 3 / 4 + 72 + (g.blockN > 16 ? 32 : 0);
+  const int regs = g.mTiles * g.dimsPerWarp * 3 / 4 + 80 + (g.blockN > 16 ? 32 : 0);
   return std::min((regs + 7) & ~7, 255);
 }
 
@@ -103,7 +103,7 @@ KernelConfig makeConfig(int heads, int warps, int blockN, int stages) {
 // Largest heads_per_cta worth using for H heads: all of a token's heads in as few CTAs as possible.
 int maxHeadsPerCta(int64_t H) {
   const int64_t padded = (H + 15) / 16 * 16;
-  return int(std::clamp<int64_t>(padded >= 64 ? 64 : (padded >= 32 ? 32 : 16), 16, 64));
+  return padded >= 64 ? 64 : (padded >= 32 ? 32 : 16);
 }
 
 // CTAs of this config resident on one SM of the target (registers, warps, CTAs, shared memory;
@@ -137,17 +137,20 @@ class SparseMlaPrefillFamily final : public KernelFamily {
       return Error{fmt::format("{}: q has head dim {} ({}); the head dim must be 512", kOp,
                                d.dim("q", 2), shapeStr(d.shapes.at("q")))};
     if (s.H < 8 || s.H > 128 || s.H % 8 != 0)
-      return Error{fmt::format("{}: q has {} heads; heads must be a multiple of 8 in 8..128", kOp, s.H)};
+      return Error{
+          fmt::format("{}: q has {} heads; heads must be a multiple of 8 in 8..128", kOp, s.H)};
     if (d.dim("kv", 1) != kHeadDim)
-      return Error{fmt::format("{}: kv has row width {} ({}); rows must be 512 wide (MQA, one KV head)",
-                               kOp, d.dim("kv", 1), shapeStr(d.shapes.at("kv")))};
+      return Error{fmt::format(
+          "{}: kv has row width {} ({}); rows must be 512 wide (MQA, one KV head)", kOp,
+          d.dim("kv", 1), shapeStr(d.shapes.at("kv")))};
     if (d.dim("indices", 0) != s.T)
       return Error{fmt::format("{}: indices has {} rows ({}) but q has {} tokens", kOp,
                                d.dim("indices", 0), shapeStr(d.shapes.at("indices")), s.T)};
     if (s.kmax > std::numeric_limits<int32_t>::max())
       return Error{fmt::format("{}: indices rows hold {} entries; at most 2^31-1", kOp, s.kmax)};
     if (d.dim("lens", 0) != s.T)
-      return Error{fmt::format("{}: lens has {} entries but q has {} tokens", kOp, d.dim("lens", 0), s.T)};
+      return Error{fmt::format("{}: lens has {} entries but q has {} tokens", kOp,
+                               d.dim("lens", 0), s.T)};
     if (d.dim("attn_sink", 0) != s.H)
       return Error{fmt::format("{}: attn_sink has {} entries but q has {} heads", kOp,
                                d.dim("attn_sink", 0), s.H)};
@@ -160,7 +163,8 @@ class SparseMlaPrefillFamily final : public KernelFamily {
                                shapeStr(d.shapes.at("lse")), s.T, s.H)};
     const double scale = d.attrs.getFloat("sm_scale", kDefaultSmScale);
     if (!std::isfinite(scale) || std::fabs(scale) > 3.0e38)
-      return Error{fmt::format("{}: attribute sm_scale = {} is not a finite fp32 number", kOp, scale)};
+      return Error{
+          fmt::format("{}: attribute sm_scale = {} is not a finite fp32 number", kOp, scale)};
     // One CTA per (token, head block) in grid.x.
     const int64_t ctas = s.T * ((s.H + 15) / 16);
     if (ctas > std::numeric_limits<int32_t>::max())
@@ -174,18 +178,20 @@ class SparseMlaPrefillFamily final : public KernelFamily {
     return {{"out", {DType::BF16, {s.T, s.H, kHeadDim}}}, {"lse", {DType::F32, {s.T, s.H}}}};
   }
 
-  // Every CTA shape of the template worth compiling (see worthCompiling); the pass drops those over
-  // the target's shared-memory cap.
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile&) const override {
+  // Every CTA shape of the template worth compiling (see worthCompiling) within the architecture's
+  // opt-in shared memory; the pass drops those over the target's (possibly lower) per-CTA cap.
+  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
     std::vector<KernelConfig> out;
     const int maxHeads = maxHeadsPerCta(d.dim("q", 1));
     for (int heads : {16, 32, 64}) {
       if (heads > maxHeads) continue;
       for (int warps : {2, 4, 8, 16})
         for (int blockN : {16, 32, 64})
-          for (int stages : {2, 3, 4, 6, 8})
-            if (worthCompiling(di::sparseMlaPrefillGeometry(heads, warps, blockN, stages)))
+          for (int stages : {2, 3, 4, 6, 8}) {
+            const auto g = di::sparseMlaPrefillGeometry(heads, warps, blockN, stages);
+            if (worthCompiling(g) && g.smemBytes <= t.facts.smemPerCtaOptIn)
               out.push_back(makeConfig(heads, warps, blockN, stages));
+          }
     }
     return out;
   }
@@ -269,9 +275,19 @@ class SparseMlaPrefillFamily final : public KernelFamily {
                                           const DeviceAddrMap& addrs) const override {
     auto g = geometryOf(c);
     if (!g.ok()) return g.error();
-    for (const char* name : {"q", "kv", "indices", "lens", "attn_sink", "out", "lse"})
-      if (!addrs.count(name))
+    // kv rows are gathered and out rows stored with 16-byte vector accesses; q is read as bf16
+    // pairs; the int32 / fp32 tensors element-wise.
+    const std::pair<const char*, uint64_t> bindings[] = {
+        {"q", 4},         {"kv", 16}, {"indices", 4}, {"lens", 4},
+        {"attn_sink", 4}, {"out", 16}, {"lse", 4}};
+    for (const auto& [name, align] : bindings) {
+      auto it = addrs.find(name);
+      if (it == addrs.end())
         return Error{fmt::format("{}: no device address for tensor '{}'", kOp, name)};
+      if (it->second % align != 0)
+        return Error{fmt::format("{}: tensor '{}' at 0x{:x} is not {}-byte aligned", kOp, name,
+                                 it->second, align)};
+    }
     const Shapes s = shapesOf(d);
     di::SparseMlaPrefillParams p{};
     p.q = reinterpret_cast<const uint16_t*>(addrs.at("q"));

@@ -16,7 +16,7 @@ namespace deepinfer {
 namespace {
 
 constexpr int64_t kStaticSmemCap = 48 * 1024;  // the template uses static shared memory only
-constexpr int kMaxRegs = 64;                     // the launch bounds cap every config at this
+constexpr int kMaxRegs = 64;                   // the launch bounds cap every config at this
 constexpr int64_t kMaxK = int64_t(1) << 24;
 constexpr int kMaxSplits = 64;
 
@@ -51,7 +51,8 @@ Result<Geometry> geometry(const KernelConfig& c, const OpDesc& d) {
   const int64_t splits = knob(c, "splits", 1);
   const std::string cfg = configToString(c);
   if (g.threads != 128 && g.threads != 256 && g.threads != 512 && g.threads != 1024)
-    return Error{fmt::format("topk: threads = {} must be 128, 256, 512 or 1024 ({})", g.threads, cfg)};
+    return Error{
+        fmt::format("topk: threads = {} must be 128, 256, 512 or 1024 ({})", g.threads, cfg)};
   if (g.radixBits != 8 && g.radixBits != 11)
     return Error{fmt::format("topk: radix_bits = {} must be 8 or 11 ({})", g.radixBits, cfg)};
   if (g.poolKeys < 256 || g.poolKeys % 256 != 0)
@@ -79,12 +80,12 @@ class TopkFamily final : public KernelFamily {
   Status validate(const OpDesc& d) const override {
     if (!d.attrs.has("k")) return Error{"topk: missing attribute 'k'"};
     const int64_t k = d.attrs.getInt("k", 0);
-    if (k < 1 || k > kMaxK)
-      return Error{fmt::format("topk: k = {} must be in 1..{}", k, kMaxK)};
+    if (k < 1 || k > kMaxK) return Error{fmt::format("topk: k = {} must be in 1..{}", k, kMaxK)};
     DI_TRY(expectRank(d, "scores", 2));
     const int64_t T = d.dim("scores", 0), N = d.dim("scores", 1);
     if (N > INT32_MAX - 4096)
-      return Error{fmt::format("topk: scores rows have {} entries; at most {}", N, INT32_MAX - 4096)};
+      return Error{
+          fmt::format("topk: scores rows have {} entries; at most {}", N, INT32_MAX - 4096)};
     if (T > INT32_MAX)
       return Error{fmt::format("topk: scores has {} rows; at most {}", T, INT32_MAX)};
     DI_TRY(expectShape(d, "lens", {T}));
@@ -98,14 +99,17 @@ class TopkFamily final : public KernelFamily {
   std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
     const KernelConfig base = defaultConfig(d, t);
     std::vector<int64_t> splitSet = {1};
-    if (base.at("splits") > 1) splitSet = {1, std::max<int64_t>(2, base.at("splits") / 2),
-                                           base.at("splits"), std::min<int64_t>(kMaxSplits, base.at("splits") * 2)};
+    if (base.at("splits") > 1)
+      splitSet = {1, std::max<int64_t>(2, base.at("splits") / 2), base.at("splits"),
+                  std::min<int64_t>(kMaxSplits, base.at("splits") * 2)};
     std::vector<KernelConfig> out;
     for (int threads : {256, 512, 1024})
       for (int bits : {8, 11})
         for (int64_t s : splitSet) {
-          KernelConfig c{{"threads", threads}, {"radix_bits", bits},
-                         {"pool_keys", poolFor(t.smemPerCtaCap, bits)}, {"splits", s}};
+          KernelConfig c{{"threads", threads},
+                         {"radix_bits", bits},
+                         {"pool_keys", poolFor(t.smemPerCtaCap, bits)},
+                         {"splits", s}};
           if (geometry(c, d).ok() && std::find(out.begin(), out.end(), c) == out.end())
             out.push_back(c);
         }
@@ -146,7 +150,8 @@ class TopkFamily final : public KernelFamily {
       const int64_t bySmem = t.facts.smemPerSm / smem;
       const int64_t byWarps = t.facts.maxWarpsPerSm / (threads / 32);
       const int64_t byRegs = t.facts.regsPerSm / (int64_t(threads) * kMaxRegs);
-      return std::max<int64_t>(1, std::min({bySmem, byWarps, byRegs, int64_t(t.facts.maxCtasPerSm)}));
+      return std::max<int64_t>(1,
+                               std::min({bySmem, byWarps, byRegs, int64_t(t.facts.maxCtasPerSm)}));
     };
     const int threads = ctasPerSm(512) >= 2 ? 512 : 1024;
     const int64_t resident = std::max(1, t.smCount) * ctasPerSm(threads);
@@ -160,7 +165,8 @@ class TopkFamily final : public KernelFamily {
     return {{"threads", threads}, {"radix_bits", bits}, {"pool_keys", pool}, {"splits", splits}};
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
+  CudaUnit emit(const KernelConfig& c, const OpDesc& d,
+                const std::string& baseName) const override {
     CudaUnit u;
     auto g = geometry(c, d);
     if (!g.ok()) {
@@ -219,7 +225,8 @@ class TopkFamily final : public KernelFamily {
     if (!g.ok()) return g.error();
     auto addr = [&](const char* n) -> Result<uint64_t> {
       auto it = addrs.find(n);
-      if (it == addrs.end()) return Error{fmt::format("topk: no device address for tensor '{}'", n)};
+      if (it == addrs.end())
+        return Error{fmt::format("topk: no device address for tensor '{}'", n)};
       return it->second;
     };
     auto scores = addr("scores");

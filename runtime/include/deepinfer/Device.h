@@ -1,0 +1,86 @@
+// Device, memory, streams and events over the CUDA driver API (no runtime API, no cuda.h in
+// this header). Errors are values carrying the CUDA error name and what was being done.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deepinfer/Error.h"
+#include "deepinfer/LocalGpu.h"
+
+namespace deepinfer {
+
+// The primary context of one GPU, made current on the calling thread by `use()`.
+class Device {
+ public:
+  static Result<std::shared_ptr<Device>> open(int ordinal = 0);
+  ~Device();
+  Status use() const;           // make the primary context current on this thread
+  Status synchronize() const;
+  const LocalGpuInfo& info() const { return info_; }
+  int ordinal() const { return info_.ordinal; }
+  // Free and total device memory in bytes.
+  Result<std::pair<size_t, size_t>> memInfo() const;
+
+ private:
+  Device() = default;
+  LocalGpuInfo info_;
+  void* ctx_ = nullptr;  // CUcontext
+  int dev_ = 0;          // CUdevice
+};
+
+// Owned device memory (cuMemAlloc); movable, freed on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  static Result<DeviceBuffer> alloc(size_t bytes);
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+  uint64_t addr() const { return addr_; }
+  size_t size() const { return size_; }
+  Status upload(const void* src, size_t bytes, size_t offset = 0) const;
+  Status download(void* dst, size_t bytes, size_t offset = 0) const;
+  Status fill(uint8_t byte) const;           // e.g. poison before a launch
+  Status fill32(uint32_t word) const;        // size must be a multiple of 4
+
+ private:
+  uint64_t addr_ = 0;
+  size_t size_ = 0;
+};
+
+class Stream {
+ public:
+  static Result<Stream> create();
+  Stream() = default;
+  Stream(Stream&& o) noexcept : s_(o.s_) { o.s_ = nullptr; }
+  Stream& operator=(Stream&& o) noexcept;
+  ~Stream();
+  void* handle() const { return s_; }    // CUstream (nullptr = the legacy default stream)
+  Status synchronize() const;
+
+ private:
+  void* s_ = nullptr;
+};
+
+class Event {
+ public:
+  static Result<Event> create();
+  Event() = default;
+  Event(Event&& o) noexcept : e_(o.e_) { o.e_ = nullptr; }
+  Event& operator=(Event&& o) noexcept;
+  ~Event();
+  Status record(void* stream) const;
+  Status synchronize() const;
+  // Milliseconds from `start` to this event (both recorded and complete).
+  Result<float> elapsedSince(const Event& start) const;
+
+ private:
+  void* e_ = nullptr;
+};
+
+}  // namespace deepinfer

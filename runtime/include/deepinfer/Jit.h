@@ -1,0 +1,53 @@
+// The JIT: ask for an op with shapes and a target, get a loaded kernel (compiled on first use
+// through the di passes and NVRTC), and launch it on device buffers. Loaded kernels are keyed
+// by content (source, every template header, NVRTC version, options, arch), never by name.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "deepinfer/Device.h"
+#include "deepinfer/Nvrtc.h"
+#include "deepinfer/Pipeline.h"
+
+namespace deepinfer {
+
+struct LoadedKernel {
+  std::string key;                          // content key (hex SHA-256)
+  OpDesc desc;
+  TargetProfile target;
+  ConfigChoice config;
+  EmittedKernel kernel;
+  std::map<std::string, ResourceReport> resources;  // when compiled to a cubin
+  bool fromPtx = false;                     // loaded as PTX (target arch != the GPU's)
+  void* module = nullptr;                   // CUmodule
+  std::map<std::string, void*> functions;   // CUfunction by entry name
+};
+
+class Jit {
+ public:
+  explicit Jit(std::shared_ptr<Device> dev) : dev_(std::move(dev)) {}
+  ~Jit();
+  // The kernel for this op on this target: cubin when the target is the GPU's own arch, PTX
+  // otherwise (so sm_80/sm_86 specializations run on newer GPUs).
+  Result<std::shared_ptr<const LoadedKernel>> get(const OpDesc& d, const TargetProfile& t,
+                                                  const std::optional<KernelConfig>& config = std::nullopt);
+  // Launch every step of the kernel's plan on `stream` with tensors bound by canonical name
+  // (and "__workspace" when the plan needs one).
+  Status launch(const LoadedKernel& k, const DeviceAddrMap& addrs, void* stream) const;
+  int compiles() const { return compiles_; }
+  const Device& device() const { return *dev_; }
+
+ private:
+  std::shared_ptr<Device> dev_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<LoadedKernel>> byKey_;
+  int compiles_ = 0;
+};
+
+// The content key of a unit compiled for an arch (also the binary cache's key).
+std::string kernelContentKey(const CudaUnit& unit, int arch, bool cubin);
+
+}  // namespace deepinfer

@@ -1,0 +1,111 @@
+#include "deepinfer/Jit.h"
+
+#include <fmt/format.h>
+
+#include "CudaDriver.h"
+#include "deepinfer/EmbeddedTemplates.h"
+
+namespace deepinfer {
+
+static const std::string& templatesDigest() {
+  static const std::string digest = [] {
+    std::string all;
+    for (const auto& f : embeddedTemplates()) {
+      all += f.path;
+      all += '\0';
+      all += f.contents;
+      all += '\0';
+    }
+    return sha256Hex(all);
+  }();
+  return digest;
+}
+
+std::string kernelContentKey(const CudaUnit& unit, int arch, bool cubin) {
+  std::string k = fmt::format("nvrtc={}\narch={}\ncubin={}\nheaders={}\n", nvrtcVersionString(), arch, cubin,
+                              templatesDigest());
+  for (const auto& o : nvrtcOptions(arch, cubin)) k += o + "\n";
+  k += unit.source;
+  return sha256Hex(k);
+}
+
+Jit::~Jit() {
+  auto d = cuda::driver();
+  if (!d.ok()) return;
+  for (auto& [k, lk] : byKey_)
+    if (lk->module) (*d)->cuModuleUnload(static_cast<CUmodule>(lk->module));
+}
+
+Result<std::shared_ptr<const LoadedKernel>> Jit::get(const OpDesc& d, const TargetProfile& t,
+                                                    const std::optional<KernelConfig>& config) {
+  auto p = runKernelPipeline(d, t, config);
+  if (!p.ok()) return p.error();
+  const bool native = t.arch() == dev_->info().profile.arch();
+  const std::string key = kernelContentKey(p->kernel.unit, t.arch(), native);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = byKey_.find(key); it != byKey_.end()) {
+    // Same code; the plan (grid sizes) may differ with runtime shapes, so refresh it.
+    auto lk = std::make_shared<LoadedKernel>(*it->second);
+    lk->desc = d;
+    lk->kernel = p->kernel;
+    lk->config = p->config;
+    return std::shared_ptr<const LoadedKernel>(lk);
+  }
+  auto c = compileUnit(p->kernel.unit, p->kernel.baseName + ".cu", t.arch(), native);
+  if (!c.ok()) return c.error();
+  ++compiles_;
+  auto lk = std::make_shared<LoadedKernel>();
+  lk->key = key;
+  lk->desc = d;
+  lk->target = t;
+  lk->config = p->config;
+  lk->kernel = p->kernel;
+  lk->resources = c->resources;
+  lk->fromPtx = !native;
+  auto drv = cuda::driver();
+  if (!drv.ok()) return drv.error();
+  const cuda::Driver& dr = **drv;
+  DI_TRY(dev_->use());
+  CUmodule mod;
+  const void* image = native ? static_cast<const void*>(c->cubin.data()) : static_cast<const void*>(c->ptx.c_str());
+  DI_CU(dr.cuModuleLoadData(&mod, image),
+        fmt::format("loading {} ({} for {})", p->kernel.baseName, native ? "cubin" : "PTX", t.archName()));
+  lk->module = mod;
+  for (const auto& e : p->kernel.unit.entries) {
+    CUfunction f;
+    DI_CU(dr.cuModuleGetFunction(&f, mod, e.c_str()), fmt::format("cuModuleGetFunction({})", e));
+    lk->functions[e] = f;
+  }
+  byKey_[key] = lk;
+  return std::shared_ptr<const LoadedKernel>(lk);
+}
+
+Status Jit::launch(const LoadedKernel& k, const DeviceAddrMap& addrs, void* stream) const {
+  const KernelFamily* fam = findKernelFamily(k.desc.op);
+  if (!fam) return Error{fmt::format("no kernel family for '{}'", k.desc.op)};
+  if (k.kernel.workspaceBytes > 0 && !addrs.count("__workspace"))
+    return Error{fmt::format("{} needs a {} byte workspace (\"__workspace\")", k.kernel.baseName,
+                             k.kernel.workspaceBytes)};
+  auto params = fam->packParams(k.config.config, k.desc, addrs);
+  if (!params.ok()) return params.error();
+  auto drv = cuda::driver();
+  if (!drv.ok()) return drv.error();
+  const cuda::Driver& dr = **drv;
+  for (const auto& st : k.kernel.plan) {
+    auto it = k.functions.find(st.entry);
+    if (it == k.functions.end()) return Error{fmt::format("launch plan names unknown entry {}", st.entry)};
+    CUfunction f = static_cast<CUfunction>(it->second);
+    if (st.dynamicSmem > 48 * 1024)
+      DI_CU(dr.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(st.dynamicSmem)),
+            fmt::format("raising {}'s dynamic shared memory to {} bytes", st.entry, st.dynamicSmem));
+    if (st.grid[0] == 0 || st.grid[1] == 0 || st.grid[2] == 0) continue;  // nothing to do (empty batch)
+    void* args[] = {params->data()};
+    DI_CU(dr.cuLaunchKernel(f, st.grid[0], st.grid[1], st.grid[2], st.block[0], st.block[1], st.block[2],
+                            st.dynamicSmem, static_cast<CUstream>(stream), args, nullptr),
+          fmt::format("launching {} grid ({},{},{}) block ({},{},{}) smem {}", st.entry, st.grid[0], st.grid[1],
+                      st.grid[2], st.block[0], st.block[1], st.block[2], st.dynamicSmem));
+  }
+  return {};
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,84 @@
+// A model directory's weights (spec/model.md §3): one `model.safetensors` or shards listed by
+// `model.safetensors.index.json` ("weight_map": name -> file). Quantized tensors are
+// dequantized exactly on load; engram tables are read row by row from the mapping.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deepinfer/Error.h"
+#include "deepinfer/Tensor.h"
+#include "Safetensors.h"
+
+namespace deepinfer {
+
+// How a stored tensor becomes real numbers.
+enum class WeightFormat {
+  Plain,     // BF16 / F32 / F16 / integer: the values as stored
+  Fp8Block,  // F8_E4M3 [out, in] + `<module>.scale` F8_E8M0 [ceil(out/32), ceil(in/32)]
+  Fp8Row,    // F8_E4M3 [rows, in] + `<module>.scale` F8_E8M0 [rows, ceil(in/32)] (engram tables)
+  Fp4,       // I8 [out, in/2], two e2m1 codes per byte (low nibble = even column)
+             // + `<module>.scale` F8_E8M0 [out, in/32]
+};
+const char* weightFormatName(WeightFormat f);
+
+struct TensorInfo {
+  std::string name;
+  std::string dtype;                  // stored safetensors dtype
+  std::vector<int64_t> storedShape;   // as in the file
+  std::vector<int64_t> logicalShape;  // after dequantization ([out, in] for fp4)
+  WeightFormat format = WeightFormat::Plain;
+  std::string scaleName;              // "<module>.scale" for quantized formats, else empty
+  std::string file;                   // path of the shard holding the data
+};
+
+// The scale tensor's name for a quantized weight: "a.b.weight" -> "a.b.scale".
+std::string scaleNameFor(const std::string& weightName);
+
+class Checkpoint {
+ public:
+  // Opens `<modelDir>/model.safetensors.index.json` if present, else `<modelDir>/model.safetensors`.
+  static Result<Checkpoint> open(const std::string& modelDir);
+
+  Checkpoint(Checkpoint&&) noexcept;
+  Checkpoint& operator=(Checkpoint&&) noexcept;
+  ~Checkpoint();
+
+  const std::string& dir() const { return dir_; }
+  bool has(const std::string& name) const;
+  // Dtype, shapes, format and file of a tensor; a quantized weight whose scale is missing or
+  // has the wrong dtype/shape is an error here already.
+  Result<TensorInfo> info(const std::string& name) const;
+  std::vector<std::string> names() const;  // every tensor, scales included, sorted
+
+  // Loads a tensor as fp32 [expectedShape] (logical shape; an empty expectedShape is an
+  // error). bf16/f16/f32 convert exactly; fp8 and fp4 dequantize exactly (code x 2^(e-127)).
+  Result<HostTensor> loadF32(const std::string& name, const std::vector<int64_t>& expectedShape) const;
+  // As loadF32 but bf16. Quantized values are rounded once to bf16 (exact for e4m3/e2m1 with
+  // in-range scales; NaN -> 0x7FC0); f32 tensors are rounded to nearest even.
+  Result<HostTensor> loadBf16(const std::string& name, const std::vector<int64_t>& expectedShape) const;
+
+  // Gathers `n` rows of a 2-D table (fp8 row-scaled, bf16 or f32) into out[n * cols] fp32,
+  // reading only those rows from the mapping. Rows out of range are an error naming the row.
+  Status readEngramRows(const std::string& name, const int64_t* rows, size_t n, float* out) const;
+
+  // Raw stored bytes of a tensor (inside the mapping, valid while this object lives) for loaders
+  // that upload quantized weights as they are.
+  Result<const uint8_t*> rawData(const std::string& name, SafetensorsEntry* entryOut) const;
+
+ private:
+  Checkpoint() = default;
+  struct Located {
+    const SafetensorsFile* file;
+    const SafetensorsEntry* entry;
+  };
+  Result<Located> locate(const std::string& name) const;
+
+  std::string dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, Located> tensors_;
+};
+
+}  // namespace deepinfer

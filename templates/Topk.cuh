@@ -1,0 +1,344 @@
+// topk (spec/ops.md §7, §11): per row t, the indices of the k largest of the first lens[t] scores
+// (exact ties: lower index first), sorted ascending by index and padded with -1; a row with
+// lens[t] <= k is 0..lens[t]-1 then -1 without looking at the scores.
+//
+// Radix select, one CTA per row (or per chunk of a row, see below):
+//   1. Scores become order-preserving uint32 keys (larger float -> larger key). -0 and +0 map to
+//      the same key, since the reference compares floats. NaN (rejected by the reference) is
+//      given key 1: below -inf, so NaN scores are the smallest and tie among themselves; key 0
+//      is reserved for padding.
+//   2. A list of at most POOL keys is copied to shared memory once; longer lists are re-read
+//      from global memory (L2) each pass until one bucket's keys fit the pool.
+//   3. Passes over RADIX_BITS-wide digits, most significant first: a shared histogram of the
+//      digit among keys that match the prefix found so far (warp-aggregated atomics, since
+//      scores cluster in few buckets), a CTA scan of the histogram, and the bucket holding the
+//      kk-th largest key. A bucket that is taken whole ends the search early.
+//   4. The result is a threshold key `thr` and `need_eq`: select every key > thr and the first
+//      need_eq keys == thr in index order. One more pass in index order compacts the selected
+//      indices with a CTA prefix sum of (greater, equal) counts, which also sorts them.
+//
+// Long rows with few rows in the batch use a split plan: step 1 runs the same select on each of
+// `splits` chunks of a row and leaves the chunk's top-k as (key, index) pairs in index order
+// (padded with key 0); step 2 selects the row's top-k from the concatenated candidates. A row's
+// top-k is contained in the union of its chunks' top-k (an element beaten by k others overall is
+// beaten by at most k-1 in its own chunk), and the candidates stay in index order, so step 2's
+// tie order is the index order.
+#pragma once
+#include "common/Mma.cuh"
+#include "common/Types.h"
+#include "params/TopkParams.h"
+
+namespace di {
+namespace topk {
+
+enum Step : int { kDirect = 0, kSplitChunk = 1, kSplitMerge = 2 };
+
+__device__ __forceinline__ uint32_t order_key(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 1u;  // NaN: the smallest real key
+  if (u == 0x80000000u) u = 0u;                    // -0 ties with +0
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+template <int BINS, int POOL>
+struct Smem {
+  uint32_t pool[POOL];    // keys of the list (or of the current bucket)
+  uint32_t hist[BINS];
+  uint32_t scan[2][32];   // per-warp totals of block scans, two buffers used alternately
+  int32_t res[3];         // the bucket found: digit, keys still needed from it, its count
+  int32_t pool_fill;
+};
+
+// Exclusive sum over the CTA of one value per thread; `total` gets the sum. Two consecutive
+// calls must use different `buf`s (the caller alternates): the single barrier inside orders a
+// call's reads before the next-but-one call's writes.
+template <int THREADS>
+__device__ __forceinline__ uint32_t block_exclusive_scan(uint32_t v, uint32_t& total,
+                                                         uint32_t* buf) {
+  constexpr int NW = THREADS / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint32_t x = v;
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, x, d);
+    if (lane >= d) x += y;
+  }
+  if (lane == 31) buf[warp] = x;
+  __syncthreads();
+  uint32_t w = lane < NW ? buf[lane] : 0u;
+#pragma unroll
+  for (int d = 1; d < NW; d *= 2) {
+    const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, w, d);
+    if (lane >= d) w += y;
+  }
+  total = __shfl_sync(0xFFFFFFFFu, w, NW - 1);
+  const uint32_t before = __shfl_sync(0xFFFFFFFFu, w, (warp + 31) & 31);
+  return (warp > 0 ? before : 0u) + x - v;
+}
+
+// A row of scores (or a chunk of one): item i is scores[i], index base + i.
+struct RowSource {
+  const float* row;
+  int32_t base;
+  bool vec;  // row + i is 16-byte aligned for i % 4 == 0
+  __device__ __forceinline__ void load4(int i, int n, uint32_t (&kv)[4]) const {
+    if (vec && i + 3 < n) {
+      const U32x4 v = ld_global_nc_v4(row + i);
+      kv[0] = order_key(__uint_as_float(v.x));
+      kv[1] = order_key(__uint_as_float(v.y));
+      kv[2] = order_key(__uint_as_float(v.z));
+      kv[3] = order_key(__uint_as_float(v.w));
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) kv[j] = i + j < n ? order_key(__ldg(row + i + j)) : 0u;
+    }
+  }
+  __device__ __forceinline__ int32_t index(int i) const { return base + i; }
+};
+
+// Candidates of the split plan: keys and indices as written by the chunk step.
+struct CandSource {
+  const uint32_t* keys;
+  const int32_t* idx;
+  bool vec;
+  __device__ __forceinline__ void load4(int i, int n, uint32_t (&kv)[4]) const {
+    if (vec && i + 3 < n) {
+      const U32x4 v = ld_global_nc_v4(keys + i);
+      kv[0] = v.x; kv[1] = v.y; kv[2] = v.z; kv[3] = v.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) kv[j] = i + j < n ? __ldg(keys + i + j) : 0u;
+    }
+  }
+  __device__ __forceinline__ int32_t index(int i) const { return __ldg(idx + i); }
+};
+
+// Adds one to hist[bin] for every lane with `take`; lanes with the same bin add together.
+__device__ __forceinline__ void hist_add(uint32_t* hist, bool take, uint32_t bin) {
+  const uint32_t lanes = __ballot_sync(0xFFFFFFFFu, take);
+  if (lanes == 0u) return;
+  const uint32_t peers = __match_any_sync(0xFFFFFFFFu, take ? bin : 0xFFFFFFFFu);
+  const int lane = threadIdx.x & 31;
+  if (take && lane == __ffs(peers) - 1) atomicAdd(hist + bin, uint32_t(__popc(peers)));
+}
+
+// Selects the k largest keys of items [0, n) of `src` (n > k) and calls
+// emit(position, key, item) for each, position = rank of the item in index order among the
+// selected (0..k-1). Called by the whole CTA, uniformly.
+template <int THREADS, int RADIX_BITS, int POOL, class Source, class Emit>
+__device__ __forceinline__ void select_topk(const Source& src, int n, int k,
+                                            Smem<(1 << RADIX_BITS), POOL>& sm, Emit emit) {
+  constexpr int BINS = 1 << RADIX_BITS;
+  constexpr int NPASS = (32 + RADIX_BITS - 1) / RADIX_BITS;
+  constexpr int BPT = BINS >= THREADS ? BINS / THREADS : 1;  // bins per scanning thread
+  constexpr int ACTIVE = BINS / BPT;                         // threads that own bins
+  static_assert(THREADS % 32 == 0 && THREADS <= 1024, "threads");
+  static_assert(POOL % 4 == 0, "pool holds whole groups of 4");
+  const int tid = threadIdx.x, lane = tid & 31;
+  int parity = 0;
+
+  // ---- short lists: every key to shared memory once ----
+  const bool cached = n <= POOL;
+  int pool_n = 0;          // keys the passes read from the pool (when from_pool)
+  bool from_pool = cached;
+  if (tid == 0) sm.pool_fill = 0;
+  if (cached) {
+    for (int i = tid * 4; i < n; i += THREADS * 4) {
+      uint32_t kv[4];
+      src.load4(i, n, kv);
+      if (i + 3 < n) {
+        *reinterpret_cast<U32x4*>(sm.pool + i) = U32x4{kv[0], kv[1], kv[2], kv[3]};
+      } else {
+        for (int j = 0; j < 4 && i + j < n; ++j) sm.pool[i + j] = kv[j];
+      }
+    }
+    pool_n = n;
+  }
+
+  // ---- radix passes: the threshold key ----
+  uint32_t prefix = 0u, pmask = 0u, thr = 0u;
+  int kk = k, need_eq = 0;
+  bool settled = false;
+#pragma unroll 1
+  for (int pass = 0; pass < NPASS; ++pass) {
+    const int width = pass < NPASS - 1 ? RADIX_BITS : 32 - (NPASS - 1) * RADIX_BITS;
+    const int shift = 32 - pass * RADIX_BITS - width;
+    const uint32_t dmask = (1u << width) - 1u;
+    for (int b = tid; b < BINS; b += THREADS) sm.hist[b] = 0u;
+    __syncthreads();  // also publishes the pool
+    if (from_pool) {
+      // Trip count rounded up to whole warps so every lane reaches the warp-wide votes.
+      for (int i = tid; i < ((pool_n + 31) & ~31); i += THREADS) {
+        const uint32_t key = i < pool_n ? sm.pool[i] : 0u;
+        hist_add(sm.hist, i < pool_n && (key & pmask) == prefix, (key >> shift) & dmask);
+      }
+    } else {
+      for (int i = tid * 4; i < ((n + 127) & ~127); i += THREADS * 4) {
+        uint32_t kv[4];
+        src.load4(i, n, kv);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          hist_add(sm.hist, i + j < n && (kv[j] & pmask) == prefix, (kv[j] >> shift) & dmask);
+      }
+    }
+    __syncthreads();
+
+    // The bucket holding the kk-th largest matching key: scan of per-thread bin sums, then each
+    // thread walks its own bins from high to low.
+    uint32_t local = 0u;
+    if (tid < ACTIVE) {
+#pragma unroll
+      for (int j = 0; j < BPT; ++j) local += sm.hist[tid * BPT + j];
+    }
+    uint32_t total;
+    const uint32_t excl = block_exclusive_scan<THREADS>(local, total, sm.scan[parity]);
+    parity ^= 1;
+    if (tid < ACTIVE) {
+      uint32_t above = total - excl - local;  // matching keys in higher bins
+#pragma unroll
+      for (int j = BPT - 1; j >= 0; --j) {
+        const uint32_t c = sm.hist[tid * BPT + j];
+        if (above < uint32_t(kk) && above + c >= uint32_t(kk)) {
+          sm.res[0] = tid * BPT + j;
+          sm.res[1] = kk - int(above);
+          sm.res[2] = int(c);
+        }
+        above += c;
+      }
+    }
+    __syncthreads();
+    const uint32_t digit = uint32_t(sm.res[0]);
+    const int need = sm.res[1], count = sm.res[2];
+    prefix |= digit << shift;
+    pmask |= dmask << shift;
+    if (count == need) {  // the whole bucket is selected: every key >= prefix
+      thr = prefix;
+      need_eq = k;
+      settled = true;
+      break;
+    }
+    kk = need;
+    // A long list: once a bucket fits, its keys move to the pool for the remaining passes.
+    if (!from_pool && count <= POOL && pass + 1 < NPASS) {
+      for (int i = tid * 4; i < ((n + 127) & ~127); i += THREADS * 4) {
+        uint32_t kv[4];
+        src.load4(i, n, kv);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const bool take = i + j < n && (kv[j] & pmask) == prefix;
+          const uint32_t lanes = __ballot_sync(0xFFFFFFFFu, take);
+          if (lanes == 0u) continue;
+          int base = 0;
+          if (lane == __ffs(lanes) - 1) base = atomicAdd(&sm.pool_fill, __popc(lanes));
+          base = __shfl_sync(0xFFFFFFFFu, base, __ffs(lanes) - 1);
+          if (take) sm.pool[base + __popc(lanes & ((1u << lane) - 1u))] = kv[j];
+        }
+      }
+      // The next pass's first barrier publishes the pool.
+      pool_n = count;
+      from_pool = true;
+    }
+  }
+  if (!settled) {
+    thr = prefix;  // all 32 bits known: the k-th largest key itself
+    need_eq = kk;
+  }
+
+  // ---- collect in index order: CTA scan of (greater, equal) counts, 4 items per thread ----
+  constexpr int E = 4, TILE = THREADS * E;
+  int gt_base = 0, eq_base = 0;
+#pragma unroll 1
+  for (int t0 = 0; t0 < n; t0 += TILE) {
+    const int i0 = t0 + tid * E;
+    uint32_t kv[E];
+    if (cached) {
+      if (i0 + 3 < n) {
+        const U32x4 v = *reinterpret_cast<const U32x4*>(sm.pool + i0);
+        kv[0] = v.x; kv[1] = v.y; kv[2] = v.z; kv[3] = v.w;
+      } else {
+#pragma unroll
+        for (int j = 0; j < E; ++j) kv[j] = i0 + j < n ? sm.pool[i0 + j] : 0u;
+      }
+    } else {
+      src.load4(i0, n, kv);
+    }
+    uint32_t cg = 0u, ce = 0u;
+#pragma unroll
+    for (int j = 0; j < E; ++j) {
+      cg += kv[j] > thr ? 1u : 0u;  // padding (key 0) is never > thr or == thr: thr >= 1
+      ce += kv[j] == thr ? 1u : 0u;
+    }
+    uint32_t total;  // a tile has at most 4096 items: 16-bit fields do not overflow
+    const uint32_t excl = block_exclusive_scan<THREADS>((cg << 16) | ce, total, sm.scan[parity]);
+    parity ^= 1;
+    int g = gt_base + int(excl >> 16), e = eq_base + int(excl & 0xFFFFu);
+#pragma unroll
+    for (int j = 0; j < E; ++j) {
+      if (kv[j] > thr) {
+        emit(g + min(e, need_eq), kv[j], src.index(i0 + j));
+        ++g;
+      } else if (kv[j] == thr) {
+        if (e < need_eq) emit(g + e, kv[j], src.index(i0 + j));
+        ++e;
+      }
+    }
+    gt_base += int(total >> 16);
+    eq_base += int(total & 0xFFFFu);
+    if (gt_base + min(eq_base, need_eq) >= k) break;  // uniform: all k written
+  }
+}
+
+}  // namespace topk
+
+// THREADS per CTA; RADIX_BITS per pass (8 or 11); POOL keys cached in shared memory; STEP: the
+// plan step (topk::kDirect, kSplitChunk, kSplitMerge).
+template <int THREADS, int RADIX_BITS, int POOL, int STEP>
+__device__ __forceinline__ void topk_kernel(const TopkParams& p) {
+  using namespace topk;
+  __shared__ __align__(16) Smem<(1 << RADIX_BITS), POOL> sm;
+  const int tid = threadIdx.x;
+  const int row = STEP == kSplitChunk ? blockIdx.y : blockIdx.x;
+  if (row >= p.num_rows) return;
+  const int N = p.row_len, k = p.k;
+  const int L = min(max(__ldg(p.lens + row), 0), N);
+  const float* srow = p.scores + int64_t(row) * N;
+
+  if constexpr (STEP == kSplitChunk) {
+    if (L <= k) return;  // the merge step writes the trivial row
+    const int64_t cbase = (int64_t(row) * p.splits + blockIdx.x) * k;
+    uint32_t* okeys = p.cand_keys + cbase;
+    int32_t* oidx = p.cand_idx + cbase;
+    const int s0 = int(blockIdx.x) * p.chunk_len;
+    const int m = max(0, min(L - s0, p.chunk_len));
+    if (m <= k) {  // the whole chunk is a candidate; pad with key 0
+      for (int i = tid; i < k; i += THREADS) {
+        okeys[i] = i < m ? order_key(__ldg(srow + s0 + i)) : 0u;
+        oidx[i] = i < m ? s0 + i : -1;
+      }
+      return;
+    }
+    const RowSource src{srow + s0, s0, (N & 3) == 0 && (p.chunk_len & 3) == 0};
+    auto emit = [&](int pos, uint32_t key, int32_t index) {
+      okeys[pos] = key;
+      oidx[pos] = index;
+    };
+    select_topk<THREADS, RADIX_BITS, POOL>(src, m, k, sm, emit);
+  } else {
+    int32_t* out = p.indices + int64_t(row) * k;
+    if (L <= k) {  // everything is selected: no scoring needed
+      for (int i = tid; i < k; i += THREADS) out[i] = i < L ? i : -1;
+      return;
+    }
+    auto emit = [&](int pos, uint32_t, int32_t index) { out[pos] = index; };
+    if constexpr (STEP == kDirect) {
+      const RowSource src{srow, 0, (N & 3) == 0};
+      select_topk<THREADS, RADIX_BITS, POOL>(src, L, k, sm, emit);
+    } else {
+      const int64_t cbase = int64_t(row) * p.splits * k;
+      const CandSource src{p.cand_keys + cbase, p.cand_idx + cbase, (k & 3) == 0};
+      select_topk<THREADS, RADIX_BITS, POOL>(src, p.splits * k, k, sm, emit);
+    }
+  }
+}
+
+}  // namespace di

@@ -1,0 +1,21 @@
+// Parameters of gather_kcache (spec/ops.md §3): dequantize paged fp8_ds_mla rows into out[R, M, 512].
+// Shared by host C++ (packing) and device code; the block size is a template constant.
+#pragma once
+#include "common/Types.h"
+
+namespace di {
+
+struct GatherKcacheParams {
+  const uint8_t* k_cache;        // [num_pages, page_bytes]
+  const int32_t* seq_lens;       // [R]
+  const int32_t* gather_lens;    // [R], or nullptr when absent (gather seq_lens[r] rows)
+  const int32_t* block_table;    // [R, max_pages]
+  uint16_t* out;                 // [R, M, 512] bf16; only rows offset .. offset+g-1 are written
+  int64_t num_pages;             // page ids outside [0, num_pages) leave their row untouched
+  int32_t num_reqs;              // R
+  int32_t max_pages;             // block_table row length
+  int32_t rows;                  // M
+  int32_t offset;                // first written row of each request
+};
+
+}  // namespace di

@@ -1,0 +1,46 @@
+// casesFor and outputNames: op name -> generator, op name -> outputs (from OpSignature.h).
+#include <stdexcept>
+#include <utility>
+
+#include "cases/CaseGenerators.h"
+#include "deepinfer/OpSignature.h"
+
+namespace deepinfer::testing {
+namespace {
+
+using Generator = std::vector<OpCase> (*)(uint64_t, bool);
+
+const std::vector<std::pair<std::string, Generator>>& generators() {
+  static const std::vector<std::pair<std::string, Generator>> g = {
+      {"kv_quant_insert", kvQuantInsertCases},
+      {"gather_kcache", gatherKcacheCases},
+      {"combine_topk_swa", combineTopkSwaCases},
+      {"sparse_mla_prefill", sparseMlaPrefillCases},
+      {"sparse_mla_decode", sparseMlaDecodeCases},
+      {"indexer_logits", indexerLogitsCases},
+      {"topk", topkCases},
+      {"mhc_pre", mhcPreCases},
+      {"mhc_post", mhcPostCases},
+      {"mhc_fused_post_pre", mhcFusedPostPreCases},
+      {"mhc_collapse", mhcCollapseCases},
+  };
+  return g;
+}
+
+}  // namespace
+
+std::vector<OpCase> casesFor(const std::string& op, uint64_t seed, bool large) {
+  for (const auto& [name, gen] : generators())
+    if (name == op) return gen(seed, large);
+  throw std::invalid_argument("casesFor: no test cases for op '" + op + "'");
+}
+
+std::vector<std::string> outputNames(const std::string& op) {
+  const OpSignature* sig = findOpSignature(op);
+  if (!sig) throw std::invalid_argument("outputNames: unknown op '" + op + "'");
+  std::vector<std::string> names;
+  for (const TensorSig& t : sig->outputs) names.push_back(t.name);
+  return names;
+}
+
+}  // namespace deepinfer::testing

@@ -1,0 +1,183 @@
+// compareOutputs: the accuracy contract of spec/ops.md per op output.
+//   bit-exact:  kv_quant_insert k_cache, gather_kcache out, combine_topk_swa rows/lens, topk
+//   attention:  out max abs error <= 5e-3; lse within 1e-3 abs, +inf exactly
+//   indexer:    -inf exactly where expected; else error <= 1e-4 of the row's largest |score|
+//   mHC:        pre/post/comb within 2e-3 abs; bf16 outputs within 2 bf16 ulps of the
+//               correctly rounded reference, or 2^-14 of the row's largest magnitude;
+//               sqrsum within 2e-5 relative
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cases/OpCases.h"
+#include "deepinfer/Formats.h"
+
+namespace deepinfer::testing {
+namespace {
+
+enum class Rule { Exact, Abs, Lse, RowRelative, Bf16Ulps, Relative };
+
+struct RuleSpec {
+  Rule rule;
+  double tol;
+  const char* metric;
+};
+
+RuleSpec ruleFor(const std::string& op, const std::string& out) {
+  if (op == "sparse_mla_prefill" || op == "sparse_mla_decode") {
+    if (out == "lse") return {Rule::Lse, 1e-3, "max abs error (+inf exact)"};
+    return {Rule::Abs, 5e-3, "max abs error"};
+  }
+  if (op == "indexer_logits") return {Rule::RowRelative, 1e-4, "error relative to the row's largest |score|"};
+  if (op.rfind("mhc_", 0) == 0) {
+    if (out == "pre" || out == "post" || out == "comb") return {Rule::Abs, 2e-3, "max abs error"};
+    if (out == "sqrsum") return {Rule::Relative, 2e-5, "max relative error"};
+    return {Rule::Bf16Ulps, 2, "bf16 ulps (beyond 2^-14 of the row's max)"};
+  }
+  return {Rule::Exact, 0, "mismatched elements"};
+}
+
+double valueAt(const HostTensor& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::BF16:
+      return bf16ToFloat(t.ptr<uint16_t>()[i]);
+    case DType::F32:
+      return t.ptr<float>()[i];
+    case DType::I32:
+      return t.ptr<int32_t>()[i];
+    case DType::I64:
+      return double(t.ptr<int64_t>()[i]);
+    case DType::U8:
+      return t.ptr<uint8_t>()[i];
+  }
+  return 0;
+}
+
+std::string indexString(const std::vector<int64_t>& shape, int64_t flat) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] ? flat % shape[d] : 0;
+    flat = shape[d] ? flat / shape[d] : 0;
+  }
+  std::string s = "[";
+  for (size_t d = 0; d < idx.size(); ++d) s += fmt::format("{}{}", d ? ", " : "", idx[d]);
+  return s + "]";
+}
+
+std::string valueString(const HostTensor& t, int64_t i) {
+  if (t.dtype == DType::BF16) return fmt::format("{} (0x{:04X})", valueAt(t, i), t.ptr<uint16_t>()[i]);
+  return fmt::format("{}", valueAt(t, i));
+}
+
+// Position of bf16 bits on a line where adjacent values differ by one (-0 and +0 both 0).
+int64_t bf16Ordinal(uint16_t b) { return (b & 0x8000) ? -int64_t(b & 0x7FFF) : int64_t(b); }
+
+// For gather_kcache: whether out[r, m, :] is one the op writes (else it must keep its poison).
+std::string gatherRowNote(const HostTensor& out, int64_t flat, const OpAttrs& attrs,
+                          const TensorMap& inputs) {
+  auto seq = inputs.find("seq_lens");
+  if (out.shape.size() != 3 || seq == inputs.end()) return "";
+  const int64_t M = out.shape[1], r = flat / (M * out.shape[2]), m = (flat / out.shape[2]) % M;
+  auto gl = inputs.find("gather_lens");
+  const int64_t g = gl != inputs.end() ? gl->second.ptr<int32_t>()[r] : seq->second.ptr<int32_t>()[r];
+  const int64_t offset = attrs.getInt("offset", 0);
+  return (m >= offset && m < offset + g) ? " (a written row)" : " (a row the op must not touch)";
+}
+
+}  // namespace
+
+CompareReport compareOutputs(const std::string& op, const std::string& outputName, const HostTensor& expected,
+                             const HostTensor& actual, const OpAttrs& attrs, const TensorMap& inputs) {
+  const RuleSpec spec = ruleFor(op, outputName);
+  CompareReport rep;
+  rep.metric = spec.metric;
+  if (expected.dtype != actual.dtype || expected.shape != actual.shape) {
+    rep.maxErr = std::numeric_limits<double>::infinity();
+    rep.detail = fmt::format("{} '{}': got {} {}, expected {} {}", op, outputName, dtypeName(actual.dtype),
+                             actual.shapeString(), dtypeName(expected.dtype), expected.shapeString());
+    return rep;
+  }
+  const int64_t n = expected.numel();
+  const int64_t rowLen = expected.shape.empty() ? 1 : std::max<int64_t>(expected.shape.back(), 1);
+  const size_t esize = dtypeSize(expected.dtype);
+  const double inf = std::numeric_limits<double>::infinity();
+
+  if (spec.rule == Rule::Exact) {
+    if (expected.bytes == actual.bytes) {  // the common case, fast even for a 2 GB cache
+      rep.ok = true;
+      return rep;
+    }
+    int64_t mismatches = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::memcmp(expected.bytes.data() + i * esize, actual.bytes.data() + i * esize, esize) == 0)
+        continue;
+      if (first < 0) first = i;
+      ++mismatches;
+    }
+    rep.ok = mismatches == 0;
+    rep.maxErr = double(mismatches);
+    if (!rep.ok) {
+      const std::string note = op == "gather_kcache" ? gatherRowNote(expected, first, attrs, inputs) : "";
+      rep.detail = fmt::format("{} '{}': {} of {} elements differ; first at {}{}: expected {}, got {}", op,
+                               outputName, mismatches, n, indexString(expected.shape, first), note,
+                               valueString(expected, first), valueString(actual, first));
+    }
+    return rep;
+  }
+
+  double worst = 0;
+  int64_t worstAt = -1;
+  double rowMax = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i % rowLen == 0) {  // the row's largest finite magnitude, for the row-relative rules
+      rowMax = 0;
+      for (int64_t j = i; j < i + rowLen; ++j) {
+        const double v = std::fabs(valueAt(expected, j));
+        if (std::isfinite(v)) rowMax = std::max(rowMax, v);
+      }
+    }
+    const double e = valueAt(expected, i), a = valueAt(actual, i);
+    double err = 0;
+    if (std::isnan(e) || std::isnan(a)) {
+      err = (std::isnan(e) && std::isnan(a)) ? 0 : inf;
+    } else if (std::isinf(e) || std::isinf(a)) {
+      err = (e == a) ? 0 : inf;  // +inf lse and -inf scores must match exactly
+    } else {
+      switch (spec.rule) {
+        case Rule::Abs:
+        case Rule::Lse:
+          err = std::fabs(a - e);
+          break;
+        case Rule::RowRelative:
+          err = rowMax > 0 ? std::fabs(a - e) / rowMax : (a == e ? 0 : inf);
+          break;
+        case Rule::Relative:
+          err = e != 0 ? std::fabs(a - e) / std::fabs(e) : (a == 0 ? 0 : inf);
+          break;
+        case Rule::Bf16Ulps:
+          if (std::fabs(a - e) > std::ldexp(rowMax, -14))
+            err = double(std::llabs(bf16Ordinal(expected.ptr<uint16_t>()[i]) -
+                                    bf16Ordinal(actual.ptr<uint16_t>()[i])));
+          break;
+        case Rule::Exact:
+          break;
+      }
+    }
+    if (worstAt < 0 || err > worst) {
+      worst = err;
+      worstAt = i;
+    }
+  }
+  rep.maxErr = worst;
+  rep.ok = worst <= spec.tol;
+  if (worstAt >= 0)
+    rep.detail = fmt::format("{} '{}': {} = {:.3g} (limit {:.3g}) at {}: expected {}, got {}", op, outputName,
+                             spec.metric, worst, spec.tol, indexString(expected.shape, worstAt),
+                             valueString(expected, worstAt), valueString(actual, worstAt));
+  return rep;
+}
+
+}  // namespace deepinfer::testing

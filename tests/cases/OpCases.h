@@ -1,0 +1,49 @@
+// The GPU test cases of every kernel op and the rule each output is compared with. The lead's
+// GPU runner runs each case through the generated kernel and through runReference
+// (deepinfer/Reference.h) and compares with compareOutputs.
+//
+// Cases are built from a seed (same seed, same bytes): random inputs of realistic scale, never
+// all zeros; outputs that are in/out tensors (`k_cache`, `out`) arrive poisoned with random
+// bytes so rows a kernel must not touch are checked too. `large` adds cases whose byte offsets
+// pass 2^31 (caches of ~2.2 GB whose block tables point at the high pages); every other case
+// stays well under 100 MB.
+//
+// These are test-support functions with no error channel in their signatures: an unknown op
+// throws std::invalid_argument, and a case the reference rejects (a generator bug) throws
+// std::runtime_error naming the case.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "deepinfer/Tensor.h"
+
+namespace deepinfer::testing {
+
+struct OpCase {
+  std::string name;  // short and unique within the op, e.g. "bs64_window_offset"
+  std::string op;
+  OpAttrs attrs;
+  TensorMap inputs;  // every input, in/out tensors included (poisoned where they are outputs)
+};
+
+// Fresh random inputs for `op` (seeded), covering the edges listed in each generator.
+std::vector<OpCase> casesFor(const std::string& op, uint64_t seed, bool large);
+
+struct CompareReport {
+  bool ok = false;
+  double maxErr = 0;   // the largest error seen, in `metric`
+  std::string metric;  // e.g. "mismatched elements", "max abs error", "bf16 ulps"
+  std::string detail;  // where the worst (or first) error is, or why the shapes differ
+};
+
+// Compares a kernel's output with the reference's by the op's rule (spec/ops.md): bit-exact for
+// kv_quant_insert, gather_kcache, combine_topk_swa and topk; tolerances for attention, indexer
+// and mHC outputs.
+CompareReport compareOutputs(const std::string& op, const std::string& outputName, const HostTensor& expected,
+                             const HostTensor& actual, const OpAttrs& attrs, const TensorMap& inputs);
+
+// The outputs of `op` to compare (its outputs in OpSignature.h, in/out tensors included).
+std::vector<std::string> outputNames(const std::string& op);
+
+}  // namespace deepinfer::testing

@@ -1,0 +1,124 @@
+// Every generated kernel against its C++ reference on a real GPU: the local arch's cubin and the
+// sm_80 / sm_86 specializations loaded as PTX, on fresh random inputs (seed printed), outputs
+// poisoned before each launch. Without a GPU every test skips with the reason.
+//
+// Environment: DI_TEST_SEED (reuse a seed), DI_GPU_RESULTS (write one JSON row per comparison),
+// DI_GPU_LARGE=0 (skip the > 2 GiB gather cases), DI_GPU_ALL_CONFIGS=1 (every candidate config
+// on the local arch, not only the default).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <random>
+
+#include "cases/OpCases.h"
+#include "deepinfer/OpRunner.h"
+#include "deepinfer/Reference.h"
+#include "deepinfer/Specialize.h"
+
+using namespace deepinfer;
+
+namespace {
+
+struct Env {
+  std::shared_ptr<Device> dev;
+  std::unique_ptr<Jit> jit;
+  std::string why;
+  uint64_t seed = 0;
+};
+
+Env& env() {
+  static Env e = [] {
+    Env e;
+    const char* s = std::getenv("DI_TEST_SEED");
+    e.seed = s ? std::strtoull(s, nullptr, 0) : std::random_device{}();
+    auto d = Device::open(0);
+    if (!d.ok()) {
+      e.why = d.error().message;
+      return e;
+    }
+    e.dev = *d;
+    e.jit = std::make_unique<Jit>(e.dev);
+    fmt::print("GPU: {} (sm_{}), seed {}\n", e.dev->info().profile.gpuName, e.dev->info().profile.arch(), e.seed);
+    return e;
+  }();
+  return e;
+}
+
+std::mutex resultsMu;
+void record(const std::string& row) {
+  const char* path = std::getenv("DI_GPU_RESULTS");
+  if (!path) return;
+  std::lock_guard<std::mutex> lock(resultsMu);
+  std::ofstream f(path, std::ios::app);
+  f << row << "\n";
+}
+
+std::vector<TargetProfile> targets() {
+  std::vector<TargetProfile> t = {env().dev->info().profile};
+  for (const char* n : {"sm_80", "sm_86"})
+    if (t[0].arch() != std::atoi(n + 3)) t.push_back(*findTarget(n));
+  return t;
+}
+
+class GpuOps : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuOps, MatchesReference) {
+  Env& e = env();
+  if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
+  const std::string op = GetParam();
+  const char* large = std::getenv("DI_GPU_LARGE");
+  const bool allConfigs = std::getenv("DI_GPU_ALL_CONFIGS") != nullptr;
+  auto cases = deepinfer::testing::casesFor(op, e.seed, !(large && std::string(large) == "0"));
+  ASSERT_FALSE(cases.empty());
+  int compared = 0;
+  for (const auto& target : targets()) {
+    for (const auto& c : cases) {
+      TensorMap ref = c.inputs;
+      auto rs = runReference(op, c.attrs, ref);
+      ASSERT_TRUE(rs.ok()) << c.name << ": reference failed: " << rs.error().message;
+      // The default config, plus (on the local arch, when asked) every other candidate.
+      std::vector<std::optional<KernelConfig>> configs = {std::nullopt};
+      if (allConfigs && target.name == "local") {
+        auto d = describeOp(op, c.attrs, c.inputs);
+        ASSERT_TRUE(d.ok()) << d.error().message;
+        auto spec = specialize(*d, target);
+        ASSERT_TRUE(spec.ok()) << spec.error().message;
+        for (const auto& ch : spec->fitting)
+          if (ch.config != spec->chosen.config) configs.push_back(ch.config);
+      }
+      for (const auto& cfg : configs) {
+        TensorMap gpu = c.inputs;
+        GpuRunOptions opts;
+        opts.config = cfg;
+        auto run = runOpOnGpu(*e.jit, op, c.attrs, target, gpu, opts);
+        ASSERT_TRUE(run.ok()) << op << " [" << c.name << "] on " << target.name << ": " << run.error().message;
+        const std::string cfgStr = configToString(run->kernel->config.config);
+        for (const auto& out : deepinfer::testing::outputNames(op)) {
+          auto rep = deepinfer::testing::compareOutputs(op, out, ref.at(out), gpu.at(out), c.attrs, c.inputs);
+          ++compared;
+          record(fmt::format(
+              "{{\"op\": \"{}\", \"case\": \"{}\", \"target\": \"{}\", \"arch\": {}, \"ptx\": {}, \"config\": \"{}\", "
+              "\"output\": \"{}\", \"shape\": \"{}\", \"ok\": {}, \"max_err\": {:.6g}, \"metric\": \"{}\"}}",
+              op, c.name, target.name, target.arch(), run->kernel->fromPtx, cfgStr, out, ref.at(out).shapeString(),
+              rep.ok, rep.maxErr, rep.metric));
+          EXPECT_TRUE(rep.ok) << op << " [" << c.name << "] on " << target.name << " {" << cfgStr << "} output '"
+                              << out << "': " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
+        }
+      }
+    }
+  }
+  fmt::print("{}: {} comparisons over {} cases x {} targets (seed {})\n", op, compared, cases.size(),
+             targets().size(), e.seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, GpuOps,
+                         ::testing::Values("kv_quant_insert", "gather_kcache", "combine_topk_swa",
+                                           "sparse_mla_prefill", "sparse_mla_decode", "indexer_logits", "topk",
+                                           "mhc_pre", "mhc_post", "mhc_fused_post_pre", "mhc_collapse"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
