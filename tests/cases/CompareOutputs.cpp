@@ -1,6 +1,8 @@
 // compareOutputs: the accuracy contract of spec/ops.md per op output.
 //   bit-exact:  kv_quant_insert k_cache, gather_kcache out, combine_topk_swa rows/lens, topk
-//   attention:  out max abs error <= 5e-3; lse within 1e-3 abs, +inf exactly
+//   attention:  out max abs error <= 5e-3 on unit-scale outputs: kernel and reference each round
+//               to bf16 once, so the error is measured beyond one bf16 step of the reference value
+//               (at |out| >= 2 one step alone is 0.0156); lse within 1e-3 abs, +inf exactly
 //   indexer:    -inf exactly where expected; else error <= 1e-4 of the row's largest |score|
 //   mHC:        pre/post/comb within 2e-3 abs; bf16 outputs within 2 bf16 ulps of the
 //               correctly rounded reference, or 2^-14 of the row's largest magnitude;
@@ -18,7 +20,7 @@
 namespace deepinfer::testing {
 namespace {
 
-enum class Rule { Exact, Abs, Lse, RowRelative, Bf16Ulps, Relative };
+enum class Rule { Exact, Abs, AttnOut, Lse, RowRelative, Bf16Ulps, Relative };
 
 struct RuleSpec {
   Rule rule;
@@ -29,7 +31,7 @@ struct RuleSpec {
 RuleSpec ruleFor(const std::string& op, const std::string& out) {
   if (op == "sparse_mla_prefill" || op == "sparse_mla_decode") {
     if (out == "lse") return {Rule::Lse, 1e-3, "max abs error (+inf exact)"};
-    return {Rule::Abs, 5e-3, "max abs error"};
+    return {Rule::AttnOut, 5e-3, "max abs error beyond one bf16 step"};
   }
   if (op == "indexer_logits") return {Rule::RowRelative, 1e-4, "error relative to the row's largest |score|"};
   if (op.rfind("mhc_", 0) == 0) {
@@ -151,6 +153,13 @@ CompareReport compareOutputs(const std::string& op, const std::string& outputNam
         case Rule::Lse:
           err = std::fabs(a - e);
           break;
+        case Rule::AttnOut: {
+          int exp = 0;
+          std::frexp(e, &exp);  // |e| in [2^(exp-1), 2^exp): one bf16 step is 2^(exp-8)
+          const double step = e == 0 ? 0 : std::ldexp(1.0, exp - 8);
+          err = std::max(0.0, std::fabs(a - e) - step);
+          break;
+        }
         case Rule::RowRelative:
           err = rowMax > 0 ? std::fabs(a - e) / rowMax : (a == e ? 0 : inf);
           break;
