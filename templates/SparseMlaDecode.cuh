@@ -10,8 +10,9 @@
 //   QK: S_partial = Q[:, slice] * K[:, slice]^T with mma m16n8k16 (heads = M, keys = N); the
 //       DS slice partials of an m-tile are summed through shared memory in a fixed order, so all
 //       warps of the m-tile derive bit-identical softmax state.
-//   PV: O[:, slice] += P * V[:, slice], P taken straight from the score fragments (bf16), V = the
-//       same dequantized rows read transposed by ldmatrix.trans.
+//   PV: O[:, slice] += P * V[:, slice], P taken straight from the score fragments (as a bf16
+//       hi + lo pair, so P keeps ~16 bits), V = the same dequantized rows read transposed by
+//       ldmatrix.trans.
 // Key tiles stream through STAGES cp.async buffers of raw cache bytes; each tile's bytes are
 // dequantized by integer work (e4m3 -> bf16 by bit placement, times the UE8M0 scale in fp32,
 // exact) into one swizzled bf16 tile.
@@ -96,8 +97,8 @@ __device__ __forceinline__ uint32_t bf16x2_zero_nan(uint32_t w) {
 
 // Eight e4m3 codes (little-endian in w0, w1) times the block scale -> four bf16x2 words.
 // The codes become bf16 values times 2^-120 by bit placement; multiplying by the power-of-two
-// factor(s) in fp32 is exact (also into the subnormal range, no flush), so the one rounding to
-// bf16 matches the reference bit for bit.
+// factor(s) in fp32 is exact (also into the subnormal range: this relies on -ftz=false, NVRTC's
+// default, i.e. no --use_fast_math), so the one rounding to bf16 matches the reference bit for bit.
 template <bool kTwoFactors>
 __device__ __forceinline__ U32x4 dequant8(uint32_t w0, uint32_t w1, float f1, float f2) {
   const uint32_t n0 = e4m3x4_nan_bits(w0), n1 = e4m3x4_nan_bits(w1);

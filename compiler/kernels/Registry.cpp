@@ -4,24 +4,13 @@
 
 namespace deepinfer {
 
-// TEMPORARY while the families land: weak references so a partial tree links.
-#define DI_WEAK(fn) const KernelFamily& fn() __attribute__((weak));
-DI_WEAK(kvQuantInsertFamily) DI_WEAK(gatherKcacheFamily) DI_WEAK(combineTopkSwaFamily)
-DI_WEAK(sparseMlaPrefillFamily) DI_WEAK(sparseMlaDecodeFamily) DI_WEAK(indexerLogitsFamily)
-DI_WEAK(topkFamily) DI_WEAK(mhcPreFamily) DI_WEAK(mhcPostFamily) DI_WEAK(mhcFusedPostPreFamily)
-DI_WEAK(mhcCollapseFamily)
-#define DI_FAM(fn) (&fn ? &fn() : nullptr)
-
 std::vector<const KernelFamily*> allKernelFamilies() {
-  static const std::vector<const KernelFamily*> all = [] {
-    std::vector<const KernelFamily*> v = {
-        DI_FAM(kvQuantInsertFamily),  DI_FAM(gatherKcacheFamily),    DI_FAM(combineTopkSwaFamily),
-        DI_FAM(sparseMlaPrefillFamily), DI_FAM(sparseMlaDecodeFamily), DI_FAM(indexerLogitsFamily),
-        DI_FAM(topkFamily),           DI_FAM(mhcPreFamily),          DI_FAM(mhcPostFamily),
-        DI_FAM(mhcFusedPostPreFamily), DI_FAM(mhcCollapseFamily)};
-    std::erase(v, nullptr);
-    return v;
-  }();
+  static const std::vector<const KernelFamily*> all = {
+      &kvQuantInsertFamily(),    &gatherKcacheFamily(),    &combineTopkSwaFamily(),
+      &sparseMlaPrefillFamily(), &sparseMlaDecodeFamily(), &indexerLogitsFamily(),
+      &topkFamily(),             &mhcPreFamily(),          &mhcPostFamily(),
+      &mhcFusedPostPreFamily(),  &mhcCollapseFamily(),
+  };
   return all;
 }
 

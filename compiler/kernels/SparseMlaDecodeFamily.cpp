@@ -91,11 +91,12 @@ Geometry geometryOf(const KernelConfig& c) {
 }
 
 // Registers per thread as ptxas reports them for CUDA 13 on sm_80/86/89/90 (the largest of the
-// four): q fragments (SW/4) + o accumulators (SW/2) + scores and addressing. 8 slices run under
-// a 128-register bound; 4 slices need ~170-220.
+// four, rounded up): q fragments (SW/4) + o accumulators (SW/2) + scores and addressing. 8 slices
+// run under a 128-register bound (105-122 measured); 4 slices need 165-185 (16 keys per tile)
+// or 199-222 (32).
 int registerEstimate(const Geometry& g) {
-  if (g.dimSlices == 8) return g.keys == 16 ? 120 : 128;
-  return g.keys == 16 ? 190 : 220;
+  if (g.dimSlices == 8) return g.keys == 16 ? 124 : 128;
+  return g.keys == 16 ? 190 : 224;
 }
 
 // __launch_bounds__ minimum CTAs per SM: with 8 slices, cap registers at 128 (no spills
@@ -141,7 +142,7 @@ int ctasPerSm(const Geometry& g, const TargetProfile& t) {
   int n = f.maxCtasPerSm > 0 ? f.maxCtasPerSm : 1;
   if (f.maxWarpsPerSm > 0) n = std::min(n, f.maxWarpsPerSm / warps);
   if (f.smemPerSm > 0) n = std::min<int64_t>(n, f.smemPerSm / std::max(1, g.smem.total));
-  n = std::min(n, f.regsPerSm / (registerEstimate(g) * g.threads));
+  n = std::min(n, kvcache::ctasByRegisters(t, g.threads, registerEstimate(g)));
   return std::max(1, n);
 }
 
@@ -465,7 +466,7 @@ class SparseMlaDecodeFamily final : public KernelFamily {
 
   // Modeled run time of a config (microseconds), issue-bound:
   //  * one CTA tile costs (dequant + per-warp work) / 4 schedulers in SM cycles: dequant is
-  //    keys * 64 chunks * ~46 instructions / 32 lanes, each warp ~200 instructions of mma,
+  //    keys * 64 chunks * ~46 instructions / 32 lanes, each warp ~230 instructions of mma,
   //    score exchange, softmax and copies per tile; a lone CTA cannot go below kLatencyCycles;
   //  * the busiest SM holds ceil(CTAs / SMs) CTAs; up to ctasPerSm (warps, CTA slots, shared
   //    memory and registers: 64 vs 48 warps and 164 vs 100 KB make sm_80 and sm_86 differ) run
@@ -474,7 +475,7 @@ class SparseMlaDecodeFamily final : public KernelFamily {
   //  * splits > 1 add the merge launch and the workspace written and read back (at twice the
   //    DRAM bandwidth when it fits in L2).
   static double modelTimeUs(const Dims& dm, const Geometry& g, const TargetProfile& t) {
-    constexpr double kDequantInstr = 46, kWarpInstr = 200, kLatencyCycles = 900;
+    constexpr double kDequantInstr = 46, kWarpInstr = 230, kLatencyCycles = 900;
     constexpr double kFixedTiles = 2, kMergeLaunchUs = 1.5, kClockGHz = 1.5;
     const double tileCycles =
         (g.keys * 64 * kDequantInstr / 32 + (g.threads / 32) * kWarpInstr) / 4;
