@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <future>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -51,14 +52,37 @@ bool needsMma(const Job& j) {
   return false;
 }
 
-void runJob(Job& j) {
+// Units are compiled once per (source, arch): candidates that differ only in launch geometry
+// (grid splits) share their binary and its report.
+struct UnitCache {
+  std::mutex mu;
+  std::map<std::string, std::shared_future<Result<CompiledUnit>>> byKey;
+};
+
+void runJob(Job& j, UnitCache& cache) {
   auto k = emitKernel(j.desc, j.choice.config);
   if (!k.ok()) {
     j.error = k.error().message;
     j.failures.push_back("emit failed");
     return;
   }
-  auto c = compileUnit(k->unit, k->baseName + ".cu", j.target.arch(), /*cubin=*/true);
+  const std::string key = fmt::format("{}\n{}", j.target.arch(), k->unit.source);
+  std::shared_future<Result<CompiledUnit>> fut;
+  std::promise<Result<CompiledUnit>> mine;
+  bool compileHere = false;
+  {
+    std::lock_guard<std::mutex> lock(cache.mu);
+    auto it = cache.byKey.find(key);
+    if (it == cache.byKey.end()) {
+      fut = mine.get_future().share();
+      cache.byKey.emplace(key, fut);
+      compileHere = true;
+    } else {
+      fut = it->second;
+    }
+  }
+  if (compileHere) mine.set_value(compileUnit(k->unit, k->baseName + ".cu", j.target.arch(), /*cubin=*/true));
+  const Result<CompiledUnit>& c = fut.get();
   if (!c.ok()) {
     j.error = c.error().message;
     j.failures.push_back("NVRTC failed");
@@ -133,12 +157,13 @@ int verbCompile(const std::vector<std::string>& argv) {
 
   unsigned nThreads = std::max(1u, std::thread::hardware_concurrency());
   if (args.has("jobs")) nThreads = std::max(1, std::atoi(args.get("jobs").c_str()));
+  UnitCache unitCache;
   std::atomic<size_t> next{0};
   std::mutex printMu;
   size_t done = 0;
   auto worker = [&] {
     for (size_t i = next++; i < jobs.size(); i = next++) {
-      runJob(jobs[i]);
+      runJob(jobs[i], unitCache);
       std::lock_guard<std::mutex> lock(printMu);
       ++done;
       if (!args.has("quiet")) fmt::print(stderr, "\r[{}/{}] compiled", done, jobs.size());
@@ -175,7 +200,7 @@ int verbCompile(const std::vector<std::string>& argv) {
     }
     f << "]\n";
   }
-  fmt::print("{} kernels compiled for {} target(s): {} passed, {} failed\n", jobs.size(), targetNames.size(),
-             int(jobs.size()) - (failures - setupErrors), failures);
+  fmt::print("{} kernel configs ({} distinct NVRTC units) for {} target(s): {} passed, {} failed\n", jobs.size(),
+             unitCache.byKey.size(), targetNames.size(), int(jobs.size()) - (failures - setupErrors), failures);
   return failures ? 1 : 0;
 }
