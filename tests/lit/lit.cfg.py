@@ -12,3 +12,5 @@ config.environment["PATH"] = os.pathsep.join(
 # Keep tests hermetic: no GPU is assumed and the kernel cache goes to a scratch folder.
 config.environment["DEEPINFER_JIT_CACHE_DIR"] = os.path.join(config.test_exec_root, "cache")
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(("%{di_tools}", config.di_tools_dir))
+config.substitutions.append(("%{di_obj}", config.di_obj_root))

@@ -24,3 +24,4 @@ int verbEmit(const std::vector<std::string>& args);
 int verbCompile(const std::vector<std::string>& args);
 int verbMakeModel(const std::vector<std::string>& args);
 int verbRun(const std::vector<std::string>& args);
+int verbRunOp(const std::vector<std::string>& args);

@@ -1,0 +1,27 @@
+// Command line of deepinfer-bench.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "BenchCase.h"
+
+namespace deepinfer::bench {
+
+struct BenchOptions {
+  std::vector<std::string> ops;  // empty: every op
+  bool quick = false;            // fewer samples, no candidate sweep
+  std::string out;               // JSON path (default benchmarks/results/<gpu-slug>-<date>.json)
+  std::string commit;            // --commit, else $DI_GIT_COMMIT, else "unknown"
+  int samples = -1;              // unset: 30 (10 with --quick)
+  int warmup = -1;               // unset: 3 (2 with --quick)
+  uint64_t seed = 0x5EED0B1Cull;
+  bool selfTest = false, fullSize = false, list = false, help = false;
+};
+
+Result<BenchOptions> parseBenchOptions(int argc, char** argv);
+std::string benchUsage();
+// The specs selected by --op (every spec when none); an unknown op is an error listing the ops.
+Result<std::vector<BenchSpec>> selectSpecs(const std::vector<BenchSpec>& all, const std::vector<std::string>& ops);
+
+}  // namespace deepinfer::bench

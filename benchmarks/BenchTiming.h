@@ -1,0 +1,36 @@
+// Device-time measurement (the workplace's method): warm-up calls, then samples each timed with
+// CUDA events around one call on the legacy default stream; before each sample the L2 is flushed
+// by rewriting a buffer of twice its size, and a short spin kernel keeps the GPU busy while the
+// host enqueues the start event and the launch, so no host latency lands inside the events.
+// Median, min and p90 reported.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "deepinfer/Device.h"
+#include "deepinfer/DeviceModule.h"
+
+namespace deepinfer::bench {
+
+struct TimingOptions {
+  int warmup = 3;
+  int samples = 30;
+  std::function<Status(int sample)> beforeSample;  // enqueued before each sample's start event
+};
+
+// The standard preparation of a sample: rewrite `flush` (2x the L2), then run the delay kernel
+// of `kernels` (kernels/BenchKernels.cu) for `delayUs` when available.
+std::function<Status(int)> flushAndDelay(const DeviceBuffer& flush, const DeviceModule* kernels, double delayUs);
+
+struct TimingStats {
+  int samples = 0;  // 0: not timed
+  double medianUs = 0, minUs = 0, p90Us = 0, maxUs = 0;
+};
+
+// Median (mean of the middle two for an even count), min, max and the nearest-rank p90.
+TimingStats summarize(std::vector<double> us);
+
+// `launch` enqueues the work on the legacy default stream; its errors end the measurement.
+Result<TimingStats> timeOnDevice(const std::function<Status()>& launch, const TimingOptions& o);
+
+}  // namespace deepinfer::bench

@@ -1,0 +1,33 @@
+// The measured ceilings of the local GPU (the roofline every row is compared with): the
+// bandwidth of a large device-to-device copy (bytes read + bytes written per second) and the
+// mma.sync bf16 tensor-core rate, both from microkernels (kernels/BenchKernels.cu).
+#pragma once
+#include <string>
+
+#include "BenchTiming.h"
+#include "deepinfer/DeviceModule.h"
+
+namespace deepinfer::bench {
+
+struct Ceilings {
+  double copyGBs = 0;     // 0: not measured (copyError says why)
+  int64_t copyBytes = 0;  // size of the copied buffer
+  TimingStats copyTiming;
+  std::string copyError;
+  double mmaTflops = 0;   // 0: not measured (mmaError says why)
+  double mmaFlops = 0;    // FLOPs of one launch (2*16*8*16 per mma)
+  TimingStats mmaTiming;
+  std::string mmaError;
+};
+
+// Never fails as a whole: a ceiling that cannot be measured carries its error, and rows then
+// report no roofline fraction. `kernels` is the loaded BenchKernels module (null: not available,
+// `unavailable` says why).
+Ceilings measureCeilings(const Device& dev, const DeviceModule* kernels, const std::string& unavailable,
+                         int samples);
+
+// The roofline floor of a row: the larger of bytes / copy bandwidth and FLOPs / mma rate
+// (0 when neither ceiling applies).
+double rooflineFloorUs(const Ceilings& c, double bytes, double flops);
+
+}  // namespace deepinfer::bench
