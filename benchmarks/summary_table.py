@@ -1,0 +1,23 @@
+#!/usr/bin/env python3
+"""Markdown table of a deepinfer-bench JSON (benchmarks/results/*.json) for the README."""
+import json, sys
+
+d = json.load(open(sys.argv[1]))
+rows = {(r["op"], r["shape"], "tuned"): r for r in d["rows"] if r.get("tuned")}
+c = d["ceilings"]
+print(f'{d["gpu"]["name"]}, driver {d["gpu"].get("driver", "?")}, commit {d["commit"]}, {d["date"]}; '
+      f'measured ceilings: copy {c["copy_gbs"]:.0f} GB/s, mma.sync bf16 {c["mma_bf16_tflops"]:.0f} TFLOP/s. '
+      'Device time, L2 flushed, median of 30.\n')
+print("| op | shape | sm_80 default (PTX) | local default | tuned | tuned vs sm_80 | roofline | target | best public |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+fmt = lambda v: "-" if v is None else f"{v:.1f}"
+for s in d["summary"]:
+    t = rows.get((s["op"], s["shape"], "tuned"))
+    roof = f'{100 * t["roofline_fraction"]:.0f}%' if t and t.get("roofline_fraction") else "-"
+    tuned = fmt(s.get("tuned_us")) if not s.get("failed_checks") else f'{fmt(s.get("tuned_us"))} (check FAILED)'
+    sp = s.get("tuned_vs_sm80_default")
+    target = s.get("target_us")
+    met = "" if target is None else (" met" if s.get("target_met") else " missed")
+    print(f'| {s["op"]} | {s["shape"]} | {fmt(s.get("sm80_default_us"))} | {fmt(s.get("local_default_us"))} | {tuned} | '
+          f'{"-" if sp is None else f"{sp:.2f}x"} | {roof} | {"-" if target is None else f"<= {target}{met}"} | '
+          f'{fmt(s.get("public_best_us"))} |')
