@@ -33,6 +33,8 @@ struct SpecializeTarget : impl::DiSpecializeTargetBase<SpecializeTarget> {
       Operation* o = op.getOperation();
       auto desc = buildOpDesc(op, /*requireStatic=*/true);
       if (failed(desc)) return WalkResult::interrupt();
+      if (!op.getKernelFamily()) return o->emitOpError("has no kernel family"), WalkResult::interrupt();
+      // Candidates, estimates and the default come from the op's kernel family.
       auto spec = deepinfer::specialize(*desc, *target);
       if (!spec.ok()) return o->emitOpError() << spec.error().message, WalkResult::interrupt();
       o->setAttr("di.target", targetAttr);

@@ -90,7 +90,7 @@ static LogicalResult verifyKernelOp(KernelOpInterface op) {
   for (auto& [name, shape] : desc->shapes)
     for (int64_t s : shape)
       if (s < 0) return success();  // shape rules wait until the shapes are known
-  const deepinfer::KernelFamily* fam = deepinfer::findKernelFamily(desc->op);
+  const deepinfer::KernelFamily* fam = op.getKernelFamily();
   if (!fam) return o->emitOpError("has no kernel family registered");
   auto st = fam->validate(*desc);
   if (!st.ok()) return o->emitOpError() << st.error().message;

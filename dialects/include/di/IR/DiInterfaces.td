@@ -28,6 +28,12 @@ def Di_KernelOpInterface : OpInterface<"KernelOpInterface"> {
         }
         return r;
       }]>,
+    InterfaceMethod<[{
+        The kernel family of the op: its candidate configs on a target, resource estimates,
+        template instantiation and launch geometry (compiler/kernels).}],
+      "const ::deepinfer::KernelFamily*", "getKernelFamily", (ins), [{}], [{
+        return ::deepinfer::findKernelFamily($_op->getName().stripDialect().str());
+      }]>,
   ];
 }
 
