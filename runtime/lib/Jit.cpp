@@ -29,6 +29,13 @@ std::string kernelContentKey(const CudaUnit& unit, int arch, bool cubin) {
   return sha256Hex(k);
 }
 
+Jit::Jit(std::shared_ptr<Device> dev, JitOptions opts) : dev_(std::move(dev)), requireHit_(opts.requireCacheHit) {
+  if (!opts.useDiskCache) return;
+  auto c = BinaryCache::open(opts.cacheDir.empty() ? BinaryCache::defaultDir() : opts.cacheDir);
+  if (c.ok()) cache_ = std::move(c.value());
+  else fmt::print(stderr, "deepinfer-jit: warning: kernel cache disabled: {}\n", c.error().message);
+}
+
 Jit::~Jit() {
   auto d = cuda::driver();
   if (!d.ok()) return;
@@ -51,9 +58,22 @@ Result<std::shared_ptr<const LoadedKernel>> Jit::get(const OpDesc& d, const Targ
     lk->config = p->config;
     return std::shared_ptr<const LoadedKernel>(lk);
   }
-  auto c = compileUnit(p->kernel.unit, p->kernel.baseName + ".cu", t.arch(), native);
+  auto compile = [&] { return compileUnit(p->kernel.unit, p->kernel.baseName + ".cu", t.arch(), native); };
+  const std::string what = fmt::format("{} for {} ({})", p->kernel.baseName, t.archName(), native ? "cubin" : "PTX");
+  Result<CompiledUnit> c = Error{"not compiled"};
+  bool compiledNow = false;
+  if (cache_) {
+    c = cache_->getOrCompile(key, what, compile, requireHit_, &compiledNow);
+  } else if (requireHit_) {
+    return Error{fmt::format("a cache hit is required for {}, but the kernel cache is not available", what)};
+  } else {
+    fmt::print(stderr, "deepinfer-jit: compiling {}\n", what);
+    c = compile();
+    compiledNow = true;
+  }
   if (!c.ok()) return c.error();
-  ++compiles_;
+  if (compiledNow) ++compiles_;
+  else ++diskHits_;
   auto lk = std::make_shared<LoadedKernel>();
   lk->key = key;
   lk->desc = d;

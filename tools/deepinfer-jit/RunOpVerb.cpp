@@ -19,7 +19,8 @@ int verbRunOp(const std::vector<std::string>& argv) {
       .option("target", "T", "specialization to run: auto (the local GPU, default), sm_80, sm_86, ...")
       .option("config", "k=v", "fix a config knob (cuda backend)", true)
       .option("attr", "k=v", "an attribute of the op (block_size=64, sm_scale=0.0442, ...)", true)
-      .option("backend", "B", "cuda (default with a GPU) or reference (the C++ reference)");
+      .option("backend", "B", "cuda (default with a GPU) or reference (the C++ reference)")
+      .flag("require-cache-hit", "fail instead of compiling on a kernel-cache miss (also DEEPINFER_JIT_REQUIRE_CACHE_HIT=1)");
   if (int rc = args.parse(argv); rc != 0) return rc < 0 ? 0 : rc;
   for (const char* f : {"op", "in", "out"})
     if (!args.has(f)) return args.usageError(fmt::format("--{} is required", f));
@@ -54,7 +55,9 @@ int verbRunOp(const std::vector<std::string>& argv) {
     if (!dev.ok()) return fmt::print(stderr, "error: --backend cuda: {}\n", dev.error().message), 1;
     auto target = cli::resolveTarget(args.get("target", "auto"));
     if (!target.ok()) return fmt::print(stderr, "error: {}\n", target.error().message), 1;
-    Jit jit(*dev);
+    JitOptions jo;
+    jo.requireCacheHit = jo.requireCacheHit || args.has("require-cache-hit");
+    Jit jit(*dev, jo);
     GpuRunOptions opts;
     if (!knobs.empty()) {
       auto d = describeOp(op, attrs, io);

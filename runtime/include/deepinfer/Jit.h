@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "deepinfer/BinaryCache.h"
 #include "deepinfer/Device.h"
 #include "deepinfer/Nvrtc.h"
 #include "deepinfer/Pipeline.h"
@@ -26,9 +27,15 @@ struct LoadedKernel {
   std::map<std::string, void*> functions;   // CUfunction by entry name
 };
 
+struct JitOptions {
+  bool useDiskCache = true;        // the content-keyed binary cache (BinaryCache.h)
+  std::string cacheDir;            // "" = BinaryCache::defaultDir()
+  bool requireCacheHit = BinaryCache::requireHitFromEnv();  // a miss is an error, not a compile
+};
+
 class Jit {
  public:
-  explicit Jit(std::shared_ptr<Device> dev) : dev_(std::move(dev)) {}
+  explicit Jit(std::shared_ptr<Device> dev, JitOptions opts = {});
   ~Jit();
   // The kernel for this op on this target: cubin when the target is the GPU's own arch, PTX
   // otherwise (so sm_80/sm_86 specializations run on newer GPUs).
@@ -37,14 +44,18 @@ class Jit {
   // Launch every step of the kernel's plan on `stream` with tensors bound by canonical name
   // (and "__workspace" when the plan needs one).
   Status launch(const LoadedKernel& k, const DeviceAddrMap& addrs, void* stream) const;
-  int compiles() const { return compiles_; }
+  int compiles() const { return compiles_; }       // NVRTC compiles this Jit ran
+  int diskHits() const { return diskHits_; }       // kernels loaded from the disk cache
   const Device& device() const { return *dev_; }
 
  private:
   std::shared_ptr<Device> dev_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<LoadedKernel>> byKey_;
+  std::optional<BinaryCache> cache_;
+  bool requireHit_ = false;
   int compiles_ = 0;
+  int diskHits_ = 0;
 };
 
 // The content key of a unit compiled for an arch (also the binary cache's key).

@@ -1,0 +1,219 @@
+#include "deepinfer/BinaryCache.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "deepinfer/Specialize.h"
+
+namespace deepinfer {
+namespace {
+
+constexpr char kMagic[] = "DEEPINFER-JIT-KERNEL-1\n";
+
+// A directory or file we may trust: ours, and not writable by group or others.
+Status checkOwnership(const std::string& path, bool isDir) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return Error{fmt::format("{}: {}", path, std::strerror(errno))};
+  if (isDir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+    return Error{fmt::format("{} is not a {} (a link or something else); refusing it", path, isDir ? "directory" : "file")};
+  if (st.st_uid != ::geteuid())
+    return Error{fmt::format("{} is owned by uid {}, not by this user (uid {}); refusing it", path, st.st_uid, ::geteuid())};
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return Error{fmt::format("{} is writable by group or others (mode {:o}); refusing it", path, st.st_mode & 0777)};
+  return {};
+}
+
+Status makeDir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+    return Error{fmt::format("cannot create the cache directory {}: {}", path, std::strerror(errno))};
+  return checkOwnership(path, true);
+}
+
+std::string payloadOf(const CompiledUnit& u) {
+  std::string p;
+  auto put = [&](const std::string& s) {
+    p += fmt::format("{}\n", s.size());
+    p += s;
+  };
+  put(u.ptx);
+  put(std::string(u.cubin.begin(), u.cubin.end()));
+  put(u.log);
+  std::string opts;
+  for (const auto& o : u.options) opts += o + "\n";
+  put(opts);
+  return p;
+}
+
+std::optional<CompiledUnit> parsePayload(const std::string& p) {
+  size_t at = 0;
+  auto get = [&](std::string* out) {
+    const size_t nl = p.find('\n', at);
+    if (nl == std::string::npos) return false;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(p.c_str() + at, &end, 10);
+    if (end != p.c_str() + nl || nl + 1 + n > p.size()) return false;
+    *out = p.substr(nl + 1, n);
+    at = nl + 1 + n;
+    return true;
+  };
+  CompiledUnit u;
+  std::string cubin, opts;
+  if (!get(&u.ptx) || !get(&cubin) || !get(&u.log) || !get(&opts) || at != p.size()) return std::nullopt;
+  u.cubin.assign(cubin.begin(), cubin.end());
+  std::istringstream in(opts);
+  for (std::string l; std::getline(in, l);) u.options.push_back(l);
+  u.resources = parsePtxasReport(u.log);
+  return u;
+}
+
+}  // namespace
+
+std::string BinaryCache::defaultDir() {
+  if (const char* d = std::getenv("DEEPINFER_JIT_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fmt::format("{}/deepinfer-jit", x);
+  const char* home = std::getenv("HOME");
+  return fmt::format("{}/.cache/deepinfer-jit", home && *home ? home : "/tmp");
+}
+
+bool BinaryCache::requireHitFromEnv() {
+  const char* v = std::getenv("DEEPINFER_JIT_REQUIRE_CACHE_HIT");
+  return v && *v && std::string(v) != "0";
+}
+
+Result<BinaryCache> BinaryCache::open(const std::string& dir) {
+  if (dir.empty()) return Error{"the cache directory is empty"};
+  // Create the parents as needed (e.g. ~/.cache), then our own directory strictly.
+  for (size_t p = dir.find('/', 1); p != std::string::npos; p = dir.find('/', p + 1)) {
+    const std::string parent = dir.substr(0, p);
+    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST)
+      return Error{fmt::format("cannot create {}: {}", parent, std::strerror(errno))};
+  }
+  DI_TRY(makeDir(dir));
+  DI_TRY(makeDir(dir + "/kernels"));
+  DI_TRY(makeDir(dir + "/locks"));
+  DI_TRY(makeDir(dir + "/staging"));
+  // Staged files of writers that died (killed mid-write) are never published; remove them.
+  if (DIR* d = ::opendir((dir + "/staging").c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      const size_t a = name.find('.'), b = name.rfind('.');
+      if (a == std::string::npos || b == a) continue;
+      const long pid = std::strtol(name.substr(a + 1, b - a - 1).c_str(), nullptr, 10);
+      if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) ::unlink((dir + "/staging/" + name).c_str());
+    }
+    ::closedir(d);
+  }
+  BinaryCache c;
+  c.dir_ = dir;
+  return c;
+}
+
+std::string BinaryCache::entryPath(const std::string& key) const {
+  return fmt::format("{}/kernels/{}.bin", dir_, key);
+}
+
+std::optional<CompiledUnit> BinaryCache::load(const std::string& key, std::string* warning) const {
+  const std::string path = entryPath(key);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;  // plain miss
+  auto reject = [&](const std::string& why, bool evict) -> std::optional<CompiledUnit> {
+    if (warning) *warning = fmt::format("cache entry {} {}; {}", path, why, evict ? "evicted, rebuilding" : "ignored");
+    if (evict) ::unlink(path.c_str());
+    return std::nullopt;
+  };
+  if (auto own = checkOwnership(path, false); !own.ok()) return reject(own.error().message, false);
+  std::ifstream f(path, std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), {});
+  const size_t magicLen = sizeof(kMagic) - 1;
+  if (all.compare(0, magicLen, kMagic) != 0) return reject("has no valid header (torn or foreign)", true);
+  // Header: magic, "<payload bytes> <sha256>\n", payload.
+  const size_t nl = all.find('\n', magicLen);
+  if (nl == std::string::npos) return reject("is truncated in its header", true);
+  std::istringstream hdr(all.substr(magicLen, nl - magicLen));
+  size_t size = 0;
+  std::string hash;
+  if (!(hdr >> size >> hash)) return reject("has a malformed header", true);
+  const std::string payload = all.substr(nl + 1);
+  if (payload.size() != size)
+    return reject(fmt::format("holds {} payload bytes, expected {} (torn write)", payload.size(), size), true);
+  if (sha256Hex(payload) != hash) return reject("fails its content hash (corrupt)", true);
+  auto u = parsePayload(payload);
+  if (!u) return reject("has a malformed payload", true);
+  return u;
+}
+
+Status BinaryCache::store(const std::string& key, const CompiledUnit& unit) const {
+  const std::string payload = payloadOf(unit);
+  const std::string body = fmt::format("{}{} {}\n", kMagic, payload.size(), sha256Hex(payload)) + payload;
+  std::random_device rd;
+  const std::string tmp = fmt::format("{}/staging/{}.{}.{:x}", dir_, key, ::getpid(), rd());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return Error{fmt::format("cannot stage {}: {}", tmp, std::strerror(errno))};
+  size_t done = 0;
+  while (done < body.size()) {
+    const ssize_t n = ::write(fd, body.data() + done, body.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Error{fmt::format("writing {}: {}", tmp, std::strerror(errno))};
+    }
+    done += size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Error{fmt::format("flushing {}: {}", tmp, std::strerror(errno))};
+  }
+  if (::rename(tmp.c_str(), entryPath(key).c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return Error{fmt::format("publishing {}: {}", entryPath(key), std::strerror(errno))};
+  }
+  return {};
+}
+
+Result<CompiledUnit> BinaryCache::getOrCompile(const std::string& key, const std::string& what,
+                                               const std::function<Result<CompiledUnit>()>& compile,
+                                               bool requireHit, bool* compiled) const {
+  if (compiled) *compiled = false;
+  std::string warning;
+  if (auto u = load(key, &warning)) return *u;
+  if (!warning.empty()) fmt::print(stderr, "deepinfer-jit: warning: {}\n", warning);
+  if (requireHit)
+    return Error{fmt::format("cache miss for {} (key {}) in {}, and a cache hit is required "
+                             "(--require-cache-hit / DEEPINFER_JIT_REQUIRE_CACHE_HIT); run `deepinfer-jit "
+                             "tune` or `compile` for this GPU first",
+                             what, key.substr(0, 16), dir_)};
+  const std::string lockPath = fmt::format("{}/locks/{}.lock", dir_, key);
+  const int lfd = ::open(lockPath.c_str(), O_RDWR | O_CREAT, 0600);
+  if (lfd < 0) return Error{fmt::format("cannot open the lock {}: {}", lockPath, std::strerror(errno))};
+  while (::flock(lfd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  // Another process may have published it while we waited.
+  warning.clear();
+  if (auto u = load(key, &warning)) {
+    ::close(lfd);
+    return *u;
+  }
+  fmt::print(stderr, "deepinfer-jit: compiling {} (cache miss)\n", what);
+  auto u = compile();
+  if (u.ok()) {
+    if (compiled) *compiled = true;
+    if (auto st = store(key, *u); !st.ok())
+      fmt::print(stderr, "deepinfer-jit: warning: not cached: {}\n", st.error().message);
+  }
+  ::close(lfd);  // releases the lock; the lock file stays (never deleted)
+  return u;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,47 @@
+// The on-disk cache of compiled kernels, keyed by content (kernelContentKey: emitted source,
+// every template header, NVRTC version, canonical options, arch; never paths or timestamps).
+//
+// Safety (spec/jit-and-cache.md): an entry is staged in a private temp file and published with
+// one atomic rename; it embeds its size and a SHA-256 of its payload, so a torn, corrupt or
+// unloadable entry is a miss that is evicted (with a warning) and rebuilt; a per-key flock
+// (lock files never deleted) serializes compiles of one key across processes, and the cache is
+// re-checked after the lock is taken. The directory is created 0700; a directory or entry owned
+// by another user, or writable by group/others, is refused with a warning and never loaded.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "deepinfer/Error.h"
+#include "deepinfer/Nvrtc.h"
+
+namespace deepinfer {
+
+class BinaryCache {
+ public:
+  // $DEEPINFER_JIT_CACHE_DIR, else $XDG_CACHE_HOME/deepinfer-jit, else ~/.cache/deepinfer-jit.
+  static std::string defaultDir();
+  // Opens (creating it 0700) or refuses the directory with a message saying why.
+  static Result<BinaryCache> open(const std::string& dir = defaultDir());
+  // $DEEPINFER_JIT_REQUIRE_CACHE_HIT set to anything but "" or "0".
+  static bool requireHitFromEnv();
+
+  const std::string& dir() const { return dir_; }
+  std::string entryPath(const std::string& key) const;
+
+  // The entry, or nullopt on a miss. A torn/corrupt/foreign entry is a miss: it is evicted
+  // (when it is ours) and `warning` says what was wrong.
+  std::optional<CompiledUnit> load(const std::string& key, std::string* warning = nullptr) const;
+  // Stage, fsync and publish atomically.
+  Status store(const std::string& key, const CompiledUnit& unit) const;
+  // Load, else take the key's lock, re-check, compile, store. With `requireHit`, a miss is an
+  // error naming the kernel instead of a compile. `compiled` says whether this call compiled.
+  Result<CompiledUnit> getOrCompile(const std::string& key, const std::string& what,
+                                    const std::function<Result<CompiledUnit>()>& compile, bool requireHit,
+                                    bool* compiled = nullptr) const;
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace deepinfer

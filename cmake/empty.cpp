@@ -1,1 +1,0 @@
-// Keeps an object library non-empty while its folder has no sources yet.
