@@ -116,8 +116,8 @@ TEST_P(GpuOps, MatchesReference) {
       }
     }
   }
-  fmt::print("{}: {} comparisons over {} cases x {} targets (seed {})\n", op, compared, cases.size(),
-             targets().size(), e.seed);
+  fmt::print("{}: {} comparisons over {} cases x {} targets (seed {}); JIT so far: {} NVRTC compiles, {} disk-cache hits\n",
+             op, compared, cases.size(), targets().size(), e.seed, e.jit->compiles(), e.jit->diskHits());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, GpuOps,
