@@ -2,7 +2,17 @@
 """Markdown table of a deepinfer-bench JSON (benchmarks/results/*.json) for the README."""
 import json, sys
 
+# Later files (re-runs of some ops) replace the earlier file's rows for the same op and shape.
 d = json.load(open(sys.argv[1]))
+for extra in sys.argv[2:]:
+    e = json.load(open(extra))
+    keys = {(s["op"], s["shape"]) for s in e["summary"]}
+    d["summary"] = [s for s in d["summary"] if (s["op"], s["shape"]) not in keys] + e["summary"]
+    d["rows"] = [r for r in d["rows"] if (r["op"], r["shape"]) not in keys] + e["rows"]
+order = {}
+for s in d["summary"]:
+    order.setdefault(s["op"], len(order))
+d["summary"].sort(key=lambda s: order[s["op"]])
 rows = {(r["op"], r["shape"], "tuned"): r for r in d["rows"] if r.get("tuned")}
 c = d["ceilings"]
 print(f'{d["gpu"]["name"]}, driver {d["gpu"].get("driver", "?")}, commit {d["commit"]}, {d["date"]}; '
