@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "deepinfer/KernelFamily.h"
+#include "deepinfer/OpShapes.h"
 
 namespace deepinfer::kvcache {
 
@@ -18,9 +19,7 @@ constexpr int64_t kScaleBytes = 8;    // 7 UE8M0 bytes + 1 pad byte
 constexpr int64_t kMaxBlockSize = int64_t(1) << 20;
 
 // Bytes of one page of `bs` tokens: data, scales, zero padding up to a multiple of 576.
-constexpr int64_t pageBytes(int64_t bs) {
-  return (bs * (kTokenBytes + kScaleBytes) + kTokenBytes - 1) / kTokenBytes * kTokenBytes;
-}
+constexpr int64_t pageBytes(int64_t bs) { return mlaPageBytes(bs); }
 static_assert(pageBytes(64) == 37440 && pageBytes(2) == 1728 && pageBytes(256) == 149760);
 
 // Registers are granted per warp in units of 256; CTAs of `threads` that fit one SM by registers.

@@ -5,6 +5,7 @@
 #include "CpuForwardCaches.h"
 #include "QuantEncode.h"
 #include "deepinfer/Formats.h"
+#include "deepinfer/OpShapes.h"
 
 namespace deepinfer {
 namespace {
@@ -22,9 +23,7 @@ float amaxOf(const float* x, int64_t n) {
 
 }  // namespace
 
-int64_t kvPageBytes(int64_t blockSize) {
-  return (blockSize * (kKvRowBytes + kKvScaleBytes) + kKvRowBytes - 1) / kKvRowBytes * kKvRowBytes;
-}
+int64_t kvPageBytes(int64_t blockSize) { return mlaPageBytes(blockSize); }
 
 void encodeKvRow(const float* row, uint8_t* page, int64_t blockSize, int64_t offset) {
   uint8_t* data = page + offset * kKvRowBytes;

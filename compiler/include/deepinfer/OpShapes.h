@@ -21,6 +21,6 @@ const std::vector<ShapeParam>& opShapeParams(const std::string& op);
 Result<OpDesc> makeOpDesc(const std::string& op, const std::map<std::string, int64_t>& shape,
                           const OpAttrs& attrOverrides);
 // fp8_ds_mla page size for a block size: ceil(BS*584/576)*576.
-inline int64_t mlaPageBytes(int64_t bs) { return (bs * 584 + 575) / 576 * 576; }
+constexpr int64_t mlaPageBytes(int64_t bs) { return (bs * 584 + 575) / 576 * 576; }
 
 }  // namespace deepinfer
