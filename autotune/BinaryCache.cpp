@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -180,6 +181,41 @@ Status BinaryCache::store(const std::string& key, const CompiledUnit& unit) cons
     return Error{fmt::format("publishing {}: {}", entryPath(key), std::strerror(errno))};
   }
   return {};
+}
+
+std::vector<BinaryCache::EntryInfo> BinaryCache::list() const {
+  std::vector<EntryInfo> out;
+  if (DIR* d = ::opendir((dir_ + "/kernels").c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() < 5 || name.substr(name.size() - 4) != ".bin") continue;
+      struct stat st;
+      if (::lstat((dir_ + "/kernels/" + name).c_str(), &st) != 0) continue;
+      out.push_back({name.substr(0, name.size() - 4), int64_t(st.st_size), int64_t(st.st_mtime)});
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end(), [](const EntryInfo& a, const EntryInfo& b) { return a.key < b.key; });
+  return out;
+}
+
+std::vector<std::string> BinaryCache::verify() const {
+  std::vector<std::string> problems;
+  for (const auto& e : list()) {
+    std::string warning;
+    if (!load(e.key, &warning)) problems.push_back(warning.empty() ? fmt::format("{}: unreadable", e.key) : warning);
+  }
+  return problems;
+}
+
+Result<int> BinaryCache::clear() const {
+  int n = 0;
+  for (const auto& e : list()) {
+    if (::unlink(entryPath(e.key).c_str()) != 0)
+      return Error{fmt::format("cannot remove {}: {}", entryPath(e.key), std::strerror(errno))};
+    ++n;
+  }
+  return n;
 }
 
 Result<CompiledUnit> BinaryCache::getOrCompile(const std::string& key, const std::string& what,

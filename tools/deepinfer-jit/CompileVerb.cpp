@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <optional>
 #include <future>
 #include <fstream>
 #include <mutex>
@@ -10,6 +11,8 @@
 
 #include "OpArgs.h"
 #include "Verbs.h"
+#include "deepinfer/BinaryCache.h"
+#include "deepinfer/Jit.h"
 #include "deepinfer/Nvrtc.h"
 #include "deepinfer/OpShapes.h"
 #include "deepinfer/OpSignature.h"
@@ -55,6 +58,7 @@ bool needsMma(const Job& j) {
 // Units are compiled once per (source, arch): candidates that differ only in launch geometry
 // (grid splits) share their binary and its report.
 struct UnitCache {
+  std::optional<BinaryCache> disk;  // compiled units persist across runs (and serve the JIT)
   std::mutex mu;
   std::map<std::string, std::shared_future<Result<CompiledUnit>>> byKey;
 };
@@ -81,7 +85,15 @@ void runJob(Job& j, UnitCache& cache) {
       fut = it->second;
     }
   }
-  if (compileHere) mine.set_value(compileUnit(k->unit, k->baseName + ".cu", j.target.arch(), /*cubin=*/true));
+  if (compileHere) {
+    auto compile = [&] { return compileUnit(k->unit, k->baseName + ".cu", j.target.arch(), /*cubin=*/true); };
+    if (cache.disk)
+      mine.set_value(cache.disk->getOrCompile(kernelContentKey(k->unit, j.target.arch(), true),
+                                              fmt::format("{} for {}", k->baseName, j.target.archName()), compile,
+                                              false));
+    else
+      mine.set_value(compile());
+  }
   const Result<CompiledUnit>& c = fut.get();
   if (!c.ok()) {
     j.error = c.error().message;
@@ -113,7 +125,8 @@ int verbCompile(const std::vector<std::string>& argv) {
       .flag("defaults-only", "compile only each op's default config")
       .option("jobs", "N", "parallel NVRTC compiles (default: CPU count)")
       .option("json", "FILE", "write every row as JSON")
-      .flag("quiet", "print only failures and the summary");
+      .flag("quiet", "print only failures and the summary")
+      .flag("no-cache", "do not read or write the on-disk kernel cache");
   if (int rc = args.parse(argv); rc != 0) return rc < 0 ? 0 : rc;
 
   std::vector<std::string> ops = args.getAll("op");
@@ -158,6 +171,11 @@ int verbCompile(const std::vector<std::string>& argv) {
   unsigned nThreads = std::max(1u, std::thread::hardware_concurrency());
   if (args.has("jobs")) nThreads = std::max(1, std::atoi(args.get("jobs").c_str()));
   UnitCache unitCache;
+  if (!args.has("no-cache")) {
+    auto disk = BinaryCache::open();
+    if (disk.ok()) unitCache.disk = std::move(disk.value());
+    else fmt::print(stderr, "warning: kernel cache disabled: {}\n", disk.error().message);
+  }
   std::atomic<size_t> next{0};
   std::mutex printMu;
   size_t done = 0;

@@ -25,3 +25,4 @@ int verbCompile(const std::vector<std::string>& args);
 int verbMakeModel(const std::vector<std::string>& args);
 int verbRun(const std::vector<std::string>& args);
 int verbRunOp(const std::vector<std::string>& args);
+int verbCache(const std::vector<std::string>& args);

@@ -13,6 +13,7 @@ const std::vector<Verb>& verbs() {
       {"targets", "list target presets and the local GPU", verbTargets},
       {"emit", "show one op's specialized IR, CUDA C++, PTX or resource report", verbEmit},
       {"compile", "compile every op x target x candidate config with NVRTC; print resources", verbCompile},
+      {"cache", "list, verify or clear the on-disk kernel cache", verbCache},
       {"run-op", "run one op on tensors from a safetensors file (kernel or C++ reference)", verbRunOp},
       {"make-model", "write a random-weight test checkpoint (tiny, proxy)", verbMakeModel},
       {"run", "run a model on a prompt (CPU reference backend)", verbRun},

@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "deepinfer/Error.h"
 #include "deepinfer/Nvrtc.h"
@@ -34,6 +35,17 @@ class BinaryCache {
   std::optional<CompiledUnit> load(const std::string& key, std::string* warning = nullptr) const;
   // Stage, fsync and publish atomically.
   Status store(const std::string& key, const CompiledUnit& unit) const;
+  struct EntryInfo {
+    std::string key;
+    int64_t bytes = 0;
+    int64_t mtime = 0;   // seconds since the epoch
+  };
+  std::vector<EntryInfo> list() const;
+  // Check every entry's header, size and hash; corrupt ones are evicted. Returns the problems.
+  std::vector<std::string> verify() const;
+  // Remove every entry (lock files stay: a process may hold one).
+  Result<int> clear() const;
+
   // Load, else take the key's lock, re-check, compile, store. With `requireHit`, a miss is an
   // error naming the kernel instead of a compile. `compiled` says whether this call compiled.
   Result<CompiledUnit> getOrCompile(const std::string& key, const std::string& what,
