@@ -1,6 +1,7 @@
 #include "deepinfer/Jit.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "CudaDriver.h"
 #include "deepinfer/EmbeddedTemplates.h"
@@ -43,8 +44,33 @@ Jit::~Jit() {
     if (lk->module) (*d)->cuModuleUnload(static_cast<CUmodule>(lk->module));
 }
 
+// Everything the pipeline's output depends on: op, attributes, shapes, target facts, config.
+static std::string requestKey(const OpDesc& d, const TargetProfile& t, const std::optional<KernelConfig>& config) {
+  std::string k = d.op;
+  for (const auto& [n, v] : d.attrs.all()) k += fmt::format("|{}={}:{}:{}", n, v.isInt, v.i, v.f);
+  for (const auto& [n, s] : d.shapes) k += fmt::format("|{}[{}]", n, fmt::join(s, ","));
+  k += fmt::format("|{}|{}|{}|{}", t.name, t.arch(), t.smCount, t.smemPerCtaCap);
+  k += config ? "|" + configToString(*config) : "|default";
+  return k;
+}
+
 Result<std::shared_ptr<const LoadedKernel>> Jit::get(const OpDesc& d, const TargetProfile& t,
                                                     const std::optional<KernelConfig>& config) {
+  // The same request again (every layer of every forward): no pipeline run, no hashing.
+  const std::string rkey = requestKey(d, t, config);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = byRequest_.find(rkey); it != byRequest_.end()) return it->second;
+  }
+  auto lk = load(d, t, config);
+  if (!lk.ok()) return lk.error();
+  std::lock_guard<std::mutex> lock(mu_);
+  byRequest_[rkey] = *lk;
+  return *lk;
+}
+
+Result<std::shared_ptr<const LoadedKernel>> Jit::load(const OpDesc& d, const TargetProfile& t,
+                                                     const std::optional<KernelConfig>& config) {
   auto p = runKernelPipeline(d, t, config);
   if (!p.ok()) return p.error();
   const bool native = t.arch() == dev_->info().profile.arch();

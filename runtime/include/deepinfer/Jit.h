@@ -51,7 +51,10 @@ class Jit {
  private:
   std::shared_ptr<Device> dev_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<LoadedKernel>> byKey_;
+  Result<std::shared_ptr<const LoadedKernel>> load(const OpDesc& d, const TargetProfile& t,
+                                                   const std::optional<KernelConfig>& config);
+  std::map<std::string, std::shared_ptr<LoadedKernel>> byKey_;                 // by content
+  std::map<std::string, std::shared_ptr<const LoadedKernel>> byRequest_;       // by op+shapes+target+config
   std::optional<BinaryCache> cache_;
   bool requireHit_ = false;
   int compiles_ = 0;
