@@ -9,11 +9,11 @@
 
 namespace deepinfer {
 
-std::vector<std::string> nvrtcOptions(int arch, bool cubin) {
+std::vector<std::string> nvrtcOptions(int arch, bool cubin, bool fmad) {
   std::vector<std::string> o = {
       fmt::format("--gpu-architecture={}_{}", cubin ? "sm" : "compute", arch),
       "-std=c++17",
-      "--fmad=true",
+      fmad ? "--fmad=true" : "--fmad=false",
       "-lineinfo",
   };
   if (cubin) o.push_back("--ptxas-options=-v");
@@ -79,7 +79,8 @@ std::string annotateLog(const std::string& log, const std::string& unitName, con
 
 }  // namespace
 
-Result<CompiledUnit> compileUnit(const CudaUnit& unit, const std::string& unitName, int arch, bool cubin) {
+Result<CompiledUnit> compileUnit(const CudaUnit& unit, const std::string& unitName, int arch, bool cubin,
+                                 bool fmad) {
   const auto& files = embeddedTemplates();
   std::vector<std::string> names, bodies;
   for (const auto& f : files) {
@@ -99,7 +100,7 @@ Result<CompiledUnit> compileUnit(const CudaUnit& unit, const std::string& unitNa
   struct Guard { nvrtcProgram* p; ~Guard() { nvrtcDestroyProgram(p); } } guard{&prog};
 
   CompiledUnit out;
-  out.options = nvrtcOptions(arch, cubin);
+  out.options = nvrtcOptions(arch, cubin, fmad);
   std::vector<const char*> opts;
   for (const auto& o : out.options) opts.push_back(o.c_str());
   rc = nvrtcCompileProgram(prog, int(opts.size()), opts.data());

@@ -13,10 +13,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "deepinfer/Device.h"
 #include "deepinfer/DeviceModule.h"
 #include "deepinfer/Jit.h"
+#include "deepinfer/KernelFamily.h"
 #include "deepinfer/TargetProfile.h"
 
 namespace deepinfer {
@@ -29,6 +31,13 @@ class ModelKernels {
   const TargetProfile& target() const { return target_; }
   bool fromPtx() const { return fromPtx_; }
   bool compiledNow() const { return compiledNow_; }  // false: loaded from the disk cache
+
+  // The one NVRTC unit holding every model kernel (it #includes templates/model/*.cuh), its
+  // NVRTC options (the project's, with --fmad=false) and its binary-cache key (kernelContentKey
+  // extended by those options). Needs no GPU: the compile test builds it for each target.
+  static CudaUnit unit();
+  static std::vector<std::string> options(int arch, bool cubin);
+  static std::string cacheKey(int arch, bool cubin);
 
   // X[t, s, :] = embed[ids[t], :] for the 4 streams s (bf16 copies). ids i32 [T] (validated by
   // the caller), embed bf16 [V, C], X bf16 [T, 4, C].
@@ -64,11 +73,14 @@ class ModelKernels {
 
   // out[i] = bf16(x[i]) for n elements (round to nearest even). x f32, out bf16.
   Status roundToBf16(uint64_t x, uint64_t out, int64_t n, void* stream) const;
+  // x[i] = bf16(x[i]) kept in f32, in place (roundBf16InPlace).
+  Status roundF32InPlace(uint64_t x, int64_t n, void* stream) const;
 
   // Router (CpuLayersMoe): s = sqrt(softplus(logits)); ids = top-k of s + bias (ties to the
   // lower expert, returned ascending); weights = s[ids] / (sum_f32 s[ids] in ascending id order
   // + 1e-20) * scaling when normTopk, else s[ids] * scaling. logits f32 [T, E], bias f32 [E],
-  // ids i32 [T, k], weights f32 [T, k].
+  // ids i32 [T, k], weights f32 [T, k]. Limits: 1 <= k <= min(E, 32), E <= 6000. Only NaN
+  // scores are never choosable; if fewer than k remain, the ids are padded with -1 (weight 0).
   Status routerTopk(uint64_t logits, uint64_t bias, int64_t T, int64_t E, int64_t k, bool normTopk,
                     double scaling, uint64_t ids, uint64_t weights, void* stream) const;
 
@@ -77,12 +89,15 @@ class ModelKernels {
   Status swiglu(uint64_t g, uint64_t v, uint64_t weights, int64_t n, int64_t I, double limit, uint64_t out,
                 void* stream) const;
 
-  // out[r, :] = src[rowIdx[r], :] for r < n. bf16 rows of width C (src stride C).
+  // out[r, :] = src[rowIdx[r], :] for r < n. bf16 rows of width C (src stride C). rowIdx i32 [n];
+  // a negative index writes a zero row.
   Status gatherRowsBf16(uint64_t src, uint64_t rowIdx, int64_t n, int64_t C, uint64_t out, void* stream) const;
-  // dst[rowIdx[r], :] = src[r, :] for r < n. f32 rows of width C.
+  // dst[rowIdx[r], :] = src[r, :] for r < n. f32 rows of width C. rowIdx i32 [n]; a negative index
+  // skips the row.
   Status scatterRowsF32(uint64_t src, uint64_t rowIdx, int64_t n, int64_t C, uint64_t dst, void* stream) const;
   // out[t, :] = bf16(shared[t, :] + routed[t, 0, :] + ... + routed[t, k-1, :]) summed in this
-  // order in fp32. shared f32 [T, C] (0 = zeros), routed f32 [T, k, C], out bf16 [T, C].
+  // order in fp32 (per element, so bit-exact with the reference). shared f32 [T, C] (0 = zeros),
+  // routed f32 [T, k, C], out bf16 [T, C].
   Status moeSum(uint64_t shared, uint64_t routed, int64_t T, int64_t k, int64_t C, uint64_t out,
                 void* stream) const;
 
@@ -98,7 +113,7 @@ class ModelKernels {
   // (first = r0 + 2i, second = r0 + 2i + 1) of kv/gate f32 [*, D]; a first row of -1 reads the
   // carried tail (tailKv/tailGate f32 [D]). Per channel: m = max(s0, s1), e0 = exp(s0 - m),
   // e1 = exp(s1 - m), sum = e0 + e1, out = bf16(e0 / sum * kv0 + e1 / sum * kv1) stored as f32.
-  // out f32 [n, D].
+  // out f32 [n, D]. r0 >= -1; tailKv/tailGate are read (and required) only when r0 == -1.
   Status pairPool(uint64_t kv, uint64_t gate, uint64_t tailKv, uint64_t tailGate, int64_t r0, int64_t n,
                   int64_t D, uint64_t out, void* stream) const;
 
@@ -111,30 +126,37 @@ class ModelKernels {
   // Index-key insert (IndexKeyCache::append, ops.md §7 layout): key r (bf16 [n, Di]) goes to
   // slot = slots[r] (i64, page * BS + offset; -1 skips) of the cache, page p at p * BS*(Di+4):
   // [BS * Di e4m3][BS fp32 scale], scale = UE8M0-ceil(max(amax, 1e-4) / 448) as fp32.
+  // Di % 4 == 0 and a 4-byte aligned cache (the scales are fp32 stores).
   Status indexKeyInsert(uint64_t keys, uint64_t slots, int64_t n, int64_t Di, uint64_t cache, int64_t blockSize,
                         void* stream) const;
 
   // Candidate blocks (CpuLayersIndexer candidateBlocksOf): for token t with v = visible[t] > 0
   // and nb = ceil(v / blockSize): blockScores[t, b] = max of scores[t, b*bs .. min(v, (b+1)*bs))
   // for b < nb, +inf for the block of entry v - 1 (pinned), -inf for b >= nb up to `width`;
-  // blockLens[t] = nb (0 when v <= 0). scores f32 [T, N] (stride), blockScores f32 [T, width].
+  // blockLens[t] = nb (0 when v <= 0). scores f32 [T, N] (stride), blockScores f32 [T, width],
+  // visible i32 [T], blockLens i32 [T]. Blocks at or past `width` are not written (width >= nb).
   Status candidateBlockScores(uint64_t scores, int64_t scoresStride, uint64_t visible, int64_t T,
                               int64_t blockSize, uint64_t blockScores, int64_t width, uint64_t blockLens,
                               void* stream) const;
   // scores[t, j] = -inf for every j < visible[t] whose block j / blockSize is not among
-  // keptBlocks[t, 0..KB) (i32, -1 padded). In place on scores f32 [T, N] (stride).
+  // keptBlocks[t, 0..KB) (i32, -1 padded, any order). In place on scores f32 [T, N] (stride);
+  // visible i32 [T], clamped to the stride.
   Status maskToBlocks(uint64_t scores, int64_t scoresStride, uint64_t visible, int64_t T, uint64_t keptBlocks,
                       int64_t KB, int64_t blockSize, void* stream) const;
   // selection i32 [T, K] (ascending, -1 padded): entries whose score is -inf are removed, the
-  // rest keep their order, -1 pads the end. In place.
+  // rest keep their order, -1 pads the end. In place. Entries that are -1 already are dropped too.
   Status dropNegInf(uint64_t selection, int64_t T, int64_t K, uint64_t scores, int64_t scoresStride,
                     void* stream) const;
 
-  // out[t] = argmax of logits[t, 0..V) (ties to the lower index). logits f32 [T, V], out i32 [T].
+  // out[t] = argmax of logits[t, 0..V) (ties to the lower index; argmaxToken's NaN behaviour:
+  // NaN never wins, and a NaN at index 0 gives 0). logits f32 [T, V], out i32 [T].
   Status argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream) const;
 
  private:
   ModelKernels() = default;
+  // Launches `entry` with `grid` CTAs of di::model::kCtaThreads threads (nothing when grid == 0).
+  Status launch(const char* entry, int64_t grid, uint32_t dynamicSmem, const void* params, size_t bytes,
+                void* stream) const;
   std::shared_ptr<Device> dev_;
   TargetProfile target_;
   DeviceModule module_;

@@ -29,10 +29,13 @@ struct CompiledUnit {
 };
 
 // `arch` is e.g. 80; `cubin` selects sm_XX (PTX + cubin + report) over compute_XX (PTX only).
-Result<CompiledUnit> compileUnit(const CudaUnit& unit, const std::string& unitName, int arch, bool cubin);
+// `fmad = false` forbids contracting a * b + c into one fma (units whose per-element math must
+// round like a CPU reference, e.g. the model kernels of runtime/gpu/ModelKernels.h).
+Result<CompiledUnit> compileUnit(const CudaUnit& unit, const std::string& unitName, int arch, bool cubin,
+                                 bool fmad = true);
 
 // Canonical NVRTC options for an arch (part of every cache key; paths never are).
-std::vector<std::string> nvrtcOptions(int arch, bool cubin);
+std::vector<std::string> nvrtcOptions(int arch, bool cubin, bool fmad = true);
 std::string nvrtcVersionString();   // "13.0"
 // Parse the `ptxas -v` lines of an NVRTC log into per-entry reports.
 std::map<std::string, ResourceReport> parsePtxasReport(const std::string& log);

@@ -1,0 +1,31 @@
+// Next-token sampling on the host, shared by the CPU and CUDA backends of `deepinfer-jit run`:
+// greedy argmax (temperature 0) or temperature + top-p (nucleus) sampling with a counter-based
+// RNG, so a (seed, step) pair always draws the same token whatever ran before.
+#pragma once
+#include <cstdint>
+
+#include "deepinfer/Error.h"
+
+namespace deepinfer {
+
+struct SamplingOptions {
+  double temperature = 0.0;  // 0: greedy argmax (ties to the lower index); must be >= 0
+  double topP = 1.0;         // keep the smallest most-probable prefix with mass >= topP; (0, 1]
+  uint64_t seed = 0;
+};
+
+// Rejects temperature < 0 (or not finite) and topP outside (0, 1], naming the bad value.
+Status validateSampling(const SamplingOptions& o);
+
+// A uniform double in [0, 1) from (seed, step): splitmix64 of the seed, mixed with the step
+// through a second splitmix64 round, top 53 bits.
+double samplingUniform(uint64_t seed, uint64_t step);
+
+// The token for `step` from logits[0, V). Greedy: the first index of the maximum (NaN never
+// wins unless logits[0] is NaN, as argmaxToken). Sampling: softmax of logits / temperature in
+// fp64 (NaN logits get probability 0), sorted by probability descending (ties to the lower
+// index), cut to the smallest prefix whose mass is >= topP, renormalized, one uniform draw.
+// Options must pass validateSampling (callers validate once, up front); V >= 1.
+int32_t sampleToken(const float* logits, int64_t V, const SamplingOptions& o, uint64_t step);
+
+}  // namespace deepinfer

@@ -1,0 +1,80 @@
+// Small model kernels: the embedding broadcast to the four residual streams (CpuForward.cpp
+// run), f32 -> bf16 rounding, and the greedy argmax (CpuForward.cpp argmaxToken).
+#pragma once
+#include "common/Mma.cuh"
+#include "model/ModelCommon.cuh"
+#include "model/params/ModelMiscParams.h"
+
+namespace di {
+namespace model {
+
+// One CTA per token (grid-stride over tokens): the embedding row is read once and stored to
+// the four streams.
+__device__ __forceinline__ void embed_streams(const EmbedStreamsParams& p) {
+  for (int64_t t = blockIdx.x; t < p.T; t += gridDim.x) {
+    const int64_t id = p.ids[t];
+    const uint16_t* src = p.embed + id * p.C;
+    uint16_t* dst = p.X + t * 4 * p.C;
+    if (p.vec) {
+      const int64_t chunks = p.C / 8;
+      for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+        const U32x4 v = ld_global_nc_v4(src + 8 * c);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) st_global_v4(dst + s * p.C + 8 * c, v);
+      }
+    } else {
+      for (int64_t c = threadIdx.x; c < p.C; c += blockDim.x) {
+        const uint16_t v = src[c];
+#pragma unroll
+        for (int s = 0; s < 4; ++s) dst[s * p.C + c] = v;
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void round_bf16(const RoundBf16Params& p) {
+  for (int64_t i = flat_thread(); i < p.n; i += flat_stride()) p.out[i] = f32_to_bf16(p.x[i]);
+}
+
+__device__ __forceinline__ void round_f32_inplace(const RoundF32Params& p) {
+  for (int64_t i = flat_thread(); i < p.n; i += flat_stride()) p.x[i] = bf16_to_f32(f32_to_bf16(p.x[i]));
+}
+
+// argmaxToken scans i = 1.. and keeps the first strictly larger value: the result is the lowest
+// index of the maximum over the non-NaN values, or 0 when logits[0] is NaN (nothing compares
+// greater than it) or everything is NaN.
+__device__ __forceinline__ void argmax_rows(const ArgmaxParams& p) {
+  __shared__ float sv[kCtaWarps];
+  __shared__ int64_t si[kCtaWarps];
+  for (int64_t t = blockIdx.x; t < p.T; t += gridDim.x) {  // CTA-uniform
+    const float* row = p.logits + t * p.V;
+    ArgBest best{0.f, -1};
+    for (int64_t i = threadIdx.x; i < p.V; i += kCtaThreads) {
+      const float v = row[i];
+      if (v != v) continue;
+      if (best.i < 0 || v > best.v) best = ArgBest{v, i};  // ascending i: ties keep the lower
+    }
+    best = cta_arg_best(best, sv, si);
+    if (threadIdx.x == 0) {
+      const float first = row[0];
+      p.out[t] = (first != first || best.i < 0) ? 0 : int32_t(best.i);
+    }
+  }
+}
+
+}  // namespace model
+}  // namespace di
+
+extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_embed_streams(const di::EmbedStreamsParams p) {
+  di::model::embed_streams(p);
+}
+extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_round_bf16(const di::RoundBf16Params p) {
+  di::model::round_bf16(p);
+}
+extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
+    di_model_round_f32_inplace(const di::RoundF32Params p) {
+  di::model::round_f32_inplace(p);
+}
+extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_argmax(const di::ArgmaxParams p) {
+  di::model::argmax_rows(p);
+}
