@@ -126,7 +126,7 @@ __device__ __forceinline__ U32x4 dequant8(U32x2 c, uint32_t e) {
 struct GatherSlot {
   int32_t page;
   int32_t tok;  // token inside the page
-  int32_t row;  // flat output row r * M + offset + i
+  int64_t dst;  // element offset of the output row: r * out_req_stride + (offset + i) * out_row_stride
 };
 
 }  // namespace kvc
@@ -203,7 +203,8 @@ __device__ __forceinline__ void kv_quant_insert_kernel(const KvQuantInsertParams
 // next step's block-table loads are in flight while this step decodes and stores.
 // Per row, lane l loads the 8 e4m3 bytes of chunk l and of chunk 32+l (or, for l >= 24, 16 bytes of
 // RoPE) and writes 16 bytes at 16l and 512+16l: every load and store instruction of the warp
-// covers one contiguous span.
+// covers one contiguous span. Output rows are placed by the caller's strides (p.out_req_stride,
+// p.out_row_stride), so a strided view of a larger workspace is written in place.
 // ---------------------------------------------------------------------------------------------
 template <int BS, int WARPS, int TPW>
 __device__ __forceinline__ void gather_kcache_kernel(const GatherKcacheParams& p) {
@@ -212,7 +213,15 @@ __device__ __forceinline__ void gather_kcache_kernel(const GatherKcacheParams& p
   constexpr int THREADS = WARPS * 32;
   __shared__ int32_t s_start[THREADS + 1];  // chunk-local exclusive prefix of gathered rows
   __shared__ int32_t s_pos0[THREADS];       // position of each request's first gathered row
-  __shared__ int32_t s_warp_sum[WARPS];
+  // Aligned to 16 bytes and padded to whole 16-byte vectors: ptxas vectorizes the unrolled
+  // read of all warp sums below into LDS.128. Unaligned (it used to follow s_pos0 at byte
+  // 8 * THREADS + 4), the first vector load started 4 bytes early and also read
+  // s_pos0[THREADS - 1], which the last thread writes after the same barrier: a real
+  // read/write race in the hardware (compute-sanitizer racecheck: read at the warp-sum loop vs
+  // write of s_pos0), harmless only because the stray word was discarded. With the array on
+  // its own 16-byte vectors no load of it can reach a neighbour.
+  constexpr int kWarpSumSlots = (WARPS + 3) / 4 * 4;
+  __shared__ __align__(16) int32_t s_warp_sum[kWarpSumSlots];
 
   const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x >> 5);
   const int gwarp = int(blockIdx.x) * WARPS + warp;
@@ -239,7 +248,7 @@ __device__ __forceinline__ void gather_kcache_kernel(const GatherKcacheParams& p
     if (page < 0 || page >= p.num_pages) return s;
     s.page = page;
     s.tok = pos - blk * BS;
-    s.row = req * p.rows + p.offset + i;
+    s.dst = int64_t(req) * p.out_req_stride + int64_t(p.offset + i) * p.out_row_stride;
     return s;
   };
 
@@ -281,14 +290,17 @@ __device__ __forceinline__ void gather_kcache_kernel(const GatherKcacheParams& p
     GatherSlot cur{-1, 0, 0};
     if (lane < TPW) cur = resolve(L + lane * nwarps, total, nreq, r0);
     while (L < total) {  // warp-uniform
-      int pg[TPW], tk[TPW], rw[TPW];
+      int pg[TPW], tk[TPW];
+      int64_t dst_off[TPW];
       U32x2 a0[TPW], sc[TPW];
       U32x4 a1[TPW];
 #pragma unroll
       for (int k = 0; k < TPW; ++k) {
         pg[k] = __shfl_sync(0xFFFFFFFFu, cur.page, k);
         tk[k] = __shfl_sync(0xFFFFFFFFu, cur.tok, k);
-        rw[k] = __shfl_sync(0xFFFFFFFFu, cur.row, k);
+        const uint32_t dlo = __shfl_sync(0xFFFFFFFFu, uint32_t(uint64_t(cur.dst)), k);
+        const uint32_t dhi = __shfl_sync(0xFFFFFFFFu, uint32_t(uint64_t(cur.dst) >> 32), k);
+        dst_off[k] = int64_t((uint64_t(dhi) << 32) | dlo);
         if (pg[k] >= 0) {
           const uint8_t* page_ptr = p.k_cache + int64_t(pg[k]) * Page<BS>::kBytes;
           const uint8_t* data = page_ptr + int64_t(tk[k]) * kTokenBytes;
@@ -308,7 +320,7 @@ __device__ __forceinline__ void gather_kcache_kernel(const GatherKcacheParams& p
 #pragma unroll
       for (int k = 0; k < TPW; ++k) {
         if (pg[k] < 0) continue;
-        uint16_t* dst = p.out + int64_t(rw[k]) * kHeadDim;
+        uint16_t* dst = p.out + dst_off[k];
         const int sh = 8 * (lane >> 3);  // chunk l is in tile l/8; chunk 32+l in tile 4 + l/8
         st_global_v4(dst + 8 * lane, dequant8(a0[k], (sc[k].x >> sh) & 0xFFu));
         if (lane < 24)

@@ -29,6 +29,8 @@ int registersUnbounded(int64_t tokensPerWarp) {
 
 // Flat row indices inside the kernel are int32 with headroom for one grid step past the end.
 constexpr int64_t kMaxOutRows = int64_t(1) << 30;
+// Output element offsets are int64 in the kernel; a view may span at most this many elements.
+constexpr int64_t kMaxViewElements = int64_t(1) << 60;
 
 // How many CTAs of this shape stay resident on one SM of the target.
 int residentCtas(const TargetProfile& t, int64_t warps, int64_t tokensPerWarp) {
@@ -101,8 +103,9 @@ class GatherKcacheFamily final : public KernelFamily {
   ResourceEstimate estimate(const KernelConfig& c, const OpDesc&) const override {
     const int64_t warps = c.at("warps");
     const int threads = int(32 * warps);
-    // s_start[threads + 1], s_pos0[threads], s_warp_sum[warps]: int32 each.
-    const int64_t smem = 4 * (2 * threads + 1 + warps);
+    // s_start[threads + 1], s_pos0[threads], then s_warp_sum on its own 16-byte vectors
+    // (aligned, warps rounded up to 4): int32 each.
+    const int64_t smem = (4 * (2 * threads + 1) + 15) / 16 * 16 + 4 * ((warps + 3) / 4 * 4);
     // __launch_bounds__(threads, ctas_per_sm) caps the registers at 64K / (threads * ctas), in
     // the allocation unit of 8 per thread; below the cap ptxas takes what it likes.
     const int cap = int(65536 / (threads * std::max<int64_t>(1, c.at("ctas_per_sm")))) / 8 * 8;
@@ -156,8 +159,56 @@ class GatherKcacheFamily final : public KernelFamily {
     return {s};
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig&, const OpDesc& d,
+  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
                                           const DeviceAddrMap& addrs) const override {
+    return packStridedParams(c, d, addrs, {});
+  }
+
+  // `out` may be any view whose rows are whole and 16-byte aligned: dim 2 contiguous, row and
+  // request strides multiples of 8 elements, and no two written elements at one address
+  // (spec/ops.md §3: the kernel writes with the caller's strides, no copy afterwards).
+  Status checkStrides(const OpDesc& d, const std::string& name,
+                      const std::vector<int64_t>& strides) const override {
+    if (name != "out") return KernelFamily::checkStrides(d, name, strides);
+    auto shape = shapeOf(d, "out", 3);
+    if (!shape.ok()) return shape.error();
+    const auto& sh = *shape;
+    if (strides.size() != 3)
+      return Error{fmt::format("gather_kcache: 'out' has {} strides for a rank-3 tensor", strides.size())};
+    const std::string st = fmt::format("[{}, {}, {}]", strides[0], strides[1], strides[2]);
+    if (strides[2] != 1)
+      return Error{fmt::format("gather_kcache: 'out' strides {}: the 512 values of a row must be contiguous "
+                               "(stride 1 in dim 2)", st)};
+    for (int i : {0, 1})
+      if (strides[i] < 0 || strides[i] % 8 != 0)
+        return Error{fmt::format("gather_kcache: 'out' strides {}: dim {} stride must be a non-negative "
+                                 "multiple of 8 elements (rows are written as 16-byte vectors)", st, i)};
+    // Distinct elements at distinct addresses: sorted by stride, each dim of size > 1 steps past
+    // everything the smaller-stride dims span.
+    std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+    for (int i = 0; i < 3; ++i)
+      if (sh[i] > 1) dims.push_back({strides[i], sh[i]});
+    std::sort(dims.begin(), dims.end());
+    int64_t span = 1;  // elements covered by the dims so far, as one block
+    for (const auto& [stride, size] : dims) {
+      if (stride < span)
+        return Error{fmt::format("gather_kcache: 'out' strides {} for shape [{}, {}, {}] make rows overlap",
+                                 st, sh[0], sh[1], sh[2])};
+      if (stride > (kMaxViewElements - span) / std::max<int64_t>(1, size - 1))
+        return Error{fmt::format("gather_kcache: 'out' strides {} for shape [{}, {}, {}] span more than {} "
+                                 "elements", st, sh[0], sh[1], sh[2], kMaxViewElements)};
+      span = stride * (size - 1) + span;
+    }
+    return {};
+  }
+
+  Result<std::vector<uint8_t>> packStridedParams(const KernelConfig&, const OpDesc& d, const DeviceAddrMap& addrs,
+                                                 const TensorStrides& strides) const override {
+    std::vector<int64_t> outStrides = {d.dim("out", 1) * kHeadDim, kHeadDim, 1};  // dense
+    for (const auto& [name, st] : strides) {
+      DI_TRY(checkStrides(d, name, st));
+      outStrides = st;  // checkStrides accepts `out` only
+    }
     di::GatherKcacheParams p{};
     auto cache = addrOf(d, addrs, "k_cache", 16);
     auto seq = addrOf(d, addrs, "seq_lens", 4);
@@ -180,6 +231,8 @@ class GatherKcacheFamily final : public KernelFamily {
     p.max_pages = int32_t(d.dim("block_table", 1));
     p.rows = int32_t(d.dim("out", 1));
     p.offset = int32_t(d.attrs.getInt("offset", 0));
+    p.out_req_stride = outStrides[0];
+    p.out_row_stride = outStrides[1];
     return paramBytes(p);
   }
 

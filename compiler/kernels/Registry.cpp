@@ -51,4 +51,18 @@ Status expectShape(const OpDesc& d, const std::string& name, const std::vector<i
   return {};
 }
 
+Status KernelFamily::checkStrides(const OpDesc& d, const std::string& name,
+                                  const std::vector<int64_t>& strides) const {
+  return Error{fmt::format("{}: the kernel reads and writes '{}' densely; a view with strides {} needs a "
+                           "contiguous copy first",
+                           d.op, name, shapeStr(strides))};
+}
+
+Result<std::vector<uint8_t>> KernelFamily::packStridedParams(const KernelConfig& c, const OpDesc& d,
+                                                             const DeviceAddrMap& addrs,
+                                                             const TensorStrides& strides) const {
+  for (const auto& [name, st] : strides) DI_TRY(checkStrides(d, name, st));
+  return packParams(c, d, addrs);
+}
+
 }  // namespace deepinfer

@@ -134,6 +134,10 @@ Status Jit::launch(const LoadedKernel& k, const DeviceAddrMap& addrs, void* stre
                              k.kernel.workspaceBytes)};
   auto params = fam->packParams(k.config.config, k.desc, addrs);
   if (!params.ok()) return params.error();
+  return launchPacked(k, *params, stream);
+}
+
+Status Jit::launchPacked(const LoadedKernel& k, const std::vector<uint8_t>& params, void* stream) const {
   auto drv = cuda::driver();
   if (!drv.ok()) return drv.error();
   const cuda::Driver& dr = **drv;
@@ -145,7 +149,7 @@ Status Jit::launch(const LoadedKernel& k, const DeviceAddrMap& addrs, void* stre
       DI_CU(dr.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(st.dynamicSmem)),
             fmt::format("raising {}'s dynamic shared memory to {} bytes", st.entry, st.dynamicSmem));
     if (st.grid[0] == 0 || st.grid[1] == 0 || st.grid[2] == 0) continue;  // nothing to do (empty batch)
-    void* args[] = {params->data()};
+    void* args[] = {const_cast<uint8_t*>(params.data())};
     DI_CU(dr.cuLaunchKernel(f, st.grid[0], st.grid[1], st.grid[2], st.block[0], st.block[1], st.block[2],
                             st.dynamicSmem, static_cast<CUstream>(stream), args, nullptr),
           fmt::format("launching {} grid ({},{},{}) block ({},{},{}) smem {}", st.entry, st.grid[0], st.grid[1],

@@ -1,7 +1,10 @@
 // References of kv_quant_insert (spec/ops.md §2) and gather_kcache (§3).
 #include <unordered_map>
 
+#include <fmt/ranges.h>
+
 #include "reference/KvCacheLayout.h"
+#include "reference/KvCacheRef.h"
 #include "reference/RefOps.h"
 
 namespace deepinfer::ref {
@@ -38,7 +41,13 @@ Status kvQuantInsert(RefArgs& a) {
   return {};
 }
 
-Status gatherKcache(RefArgs& a) {
+namespace {
+
+// gather_kcache into out rows placed by `rowStart(r, m)` (element pointer of row (r, m));
+// `outRows(R)` checks the output for R requests and gives its M. Inputs are checked (in the
+// order the messages promise) before anything is written.
+template <class OutRows, class RowStart>
+Status gatherInto(RefArgs& a, OutRows outRows, RowStart rowStart) {
   REF_ASSIGN(bs, a.intAttr("block_size", 1, kMaxBlockSize));
   REF_ASSIGN(offset, a.intAttr("offset", 0, INT32_MAX));
   const int64_t pageBytes = mlaPageBytes(bs);
@@ -50,8 +59,7 @@ Status gatherKcache(RefArgs& a) {
   REF_ASSIGN(gatherLens, a.optionalIn("gather_lens", {dimOf("R", R)}));
   REF_ASSIGN(table, a.in("block_table", {dimOf("R", R), anyDim("max_pages")}));
   const int64_t maxPages = table->dim(1);
-  REF_ASSIGN(out, a.inOut("out", {dimOf("R", R), anyDim("M"), exactDim(kHeadDim)}));
-  const int64_t M = out->dim(1);
+  REF_ASSIGN(M, outRows(R));
 
   const int32_t* seq = seqLens->ptr<int32_t>();
   const int32_t* bt = table->ptr<int32_t>();
@@ -78,16 +86,56 @@ Status gatherKcache(RefArgs& a) {
   }
 
   const uint8_t* pages = cache->ptr<uint8_t>();
-  uint16_t* o = out->ptr<uint16_t>();
   for (int64_t r = 0; r < R; ++r) {
     const int64_t s = seq[r], g = gatherLen(r);
     for (int64_t i = 0; i < g; ++i) {
       const int64_t pos = s - g + i;
       const int64_t page = bt[r * maxPages + pos / bs];
-      dequantizeKvToken(pages + page * pageBytes, bs, pos % bs, o + (r * M + offset + i) * kHeadDim);
+      dequantizeKvToken(pages + page * pageBytes, bs, pos % bs, rowStart(r, offset + i));
     }
   }
   return {};
+}
+
+}  // namespace
+
+Status gatherKcache(RefArgs& a) {
+  uint16_t* o = nullptr;
+  int64_t M = 0;
+  auto outRows = [&](int64_t R) -> Result<int64_t> {
+    REF_ASSIGN(out, a.inOut("out", {dimOf("R", R), anyDim("M"), exactDim(kHeadDim)}));
+    o = out->ptr<uint16_t>();
+    M = out->dim(1);
+    return M;
+  };
+  return gatherInto(a, outRows, [&](int64_t r, int64_t m) { return o + (r * M + m) * kHeadDim; });
+}
+
+Status gatherKcacheStrided(const OpAttrs& attrs, TensorMap& tensors, int64_t outOffset,
+                           const std::vector<int64_t>& outShape, const std::vector<int64_t>& outStrides) {
+  const OpSignature* sig = findOpSignature("gather_kcache");
+  auto full = completeAttrs(*sig, attrs);
+  if (!full.ok()) return full.error();
+  RefArgs a(*sig, *full, tensors);
+  DI_TRY(a.checkSignature());
+  HostTensor& buf = tensors.at("out");
+  auto outRows = [&](int64_t R) -> Result<int64_t> {
+    if (outShape.size() != 3 || outStrides.size() != 3 || outShape[0] != R || outShape[1] < 0 ||
+        outShape[2] != kHeadDim || outStrides[2] != 1 || outStrides[0] < 0 || outStrides[1] < 0 || outOffset < 0)
+      return a.fail("strided 'out' view: shape [{}] strides [{}] offset {}; expected shape [R={}, M, {}], "
+                    "non-negative strides with dim 2 stride 1",
+                    fmt::join(outShape, ", "), fmt::join(outStrides, ", "), outOffset, R, kHeadDim);
+    const int64_t M = outShape[1];
+    if (R > 0 && M > 0) {
+      const int64_t end = outOffset + (R - 1) * outStrides[0] + (M - 1) * outStrides[1] + kHeadDim;
+      if (end > buf.numel())
+        return a.fail("strided 'out' view ends at element {}, past the {} elements of the buffer", end, buf.numel());
+    }
+    return M;
+  };
+  return gatherInto(a, outRows, [&](int64_t r, int64_t m) {
+    return buf.ptr<uint16_t>() + outOffset + r * outStrides[0] + m * outStrides[1];
+  });
 }
 
 }  // namespace deepinfer::ref

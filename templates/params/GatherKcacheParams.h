@@ -10,12 +10,17 @@ struct GatherKcacheParams {
   const int32_t* seq_lens;       // [R]
   const int32_t* gather_lens;    // [R], or nullptr when absent (gather seq_lens[r] rows)
   const int32_t* block_table;    // [R, max_pages]
-  uint16_t* out;                 // [R, M, 512] bf16; only rows offset .. offset+g-1 are written
+  uint16_t* out;                 // [R, M, 512] bf16 view; only rows offset .. offset+g-1 are written
   int64_t num_pages;             // page ids outside [0, num_pages) leave their row untouched
   int32_t num_reqs;              // R
   int32_t max_pages;             // block_table row length
   int32_t rows;                  // M
   int32_t offset;                // first written row of each request
+  // Element strides of `out` (the caller's view, spec/ops.md §3: written in place, no copy):
+  // row (r, m) starts at out + r * out_req_stride + m * out_row_stride; its 512 values are
+  // contiguous. Contiguous out: M * 512 and 512. Multiples of 8 (16-byte row starts).
+  int64_t out_req_stride;
+  int64_t out_row_stride;
 };
 
 }  // namespace di

@@ -2,6 +2,9 @@
 // sm_80 / sm_86 specializations loaded as PTX, on fresh random inputs (seed printed), outputs
 // poisoned before each launch. Without a GPU every test skips with the reason.
 //
+// GpuViews: gather_kcache writing through a strided view of a larger poisoned workspace
+// (spec/ops.md §3: the caller's strides, no copy), checked byte for byte over the whole buffer.
+//
 // Environment: DI_TEST_SEED (reuse a seed), DI_GPU_RESULTS (write one JSON row per comparison),
 // DI_GPU_LARGE=0 (skip the > 2 GiB gather cases), DI_GPU_ALL_CONFIGS=1 (every candidate config
 // on the local arch, not only the default).
@@ -18,6 +21,9 @@
 #include "deepinfer/OpRunner.h"
 #include "deepinfer/Reference.h"
 #include "deepinfer/Specialize.h"
+#include "deepinfer/TensorView.h"
+#include "deepinfer/ViewLaunch.h"
+#include "reference/KvCacheRef.h"
 
 using namespace deepinfer;
 
@@ -118,6 +124,91 @@ TEST_P(GpuOps, MatchesReference) {
   }
   fmt::print("{}: {} comparisons over {} cases x {} targets (seed {}); JIT so far: {} NVRTC compiles, {} disk-cache hits\n",
              op, compared, cases.size(), targets().size(), e.seed, e.jit->compiles(), e.jit->diskHits());
+}
+
+// gather_kcache's `out` as a strided view: rows [kRowPad, kRowPad + M) and columns
+// [kColPad, kColPad + 512) of a [R, M + 2 * kRowPad, 512 + 2 * kColPad] bf16 workspace of random
+// bits. The expected workspace is the same bits with the strided reference applied, so the
+// comparison covers bit-exact rows and every byte the kernel must leave alone (other rows,
+// the padding columns on both sides of each row, rows beyond each request's gather).
+TEST(GpuViews, GatherKcacheIntoStridedView) {
+  Env& e = env();
+  if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
+  constexpr int64_t kRowPad = 3, kColPad = 32;  // 64 bytes: rows stay 16-byte aligned
+  constexpr int64_t kWidth = 512 + 2 * kColPad;
+  const std::string op = "gather_kcache";
+  auto cases = deepinfer::testing::casesFor(op, e.seed, false);
+  ASSERT_FALSE(cases.empty());
+  ASSERT_TRUE(e.dev->use().ok());
+  int compared = 0;
+  for (const auto& target : targets()) {
+    for (const auto& c : cases) {
+      const std::string where = fmt::format("{} [{}] on {}", op, c.name, target.name);
+      auto d = describeOp(op, c.attrs, c.inputs);
+      ASSERT_TRUE(d.ok()) << where << ": " << d.error().message;
+      auto k = e.jit->get(*d, target);
+      ASSERT_TRUE(k.ok()) << where << ": " << k.error().message;
+      const int64_t R = d->dim("out", 0), M = d->dim("out", 1);
+      const int64_t rowsAll = M + 2 * kRowPad;
+
+      // Inputs: dense buffers, bound as contiguous views.
+      std::map<std::string, DeviceBuffer> bufs;
+      TensorViewMap views;
+      for (const auto& [name, t] : c.inputs) {
+        if (name == "out") continue;
+        auto b = DeviceBuffer::alloc(std::max<size_t>(t.bytes.size(), 16));
+        ASSERT_TRUE(b.ok()) << b.error().message;
+        ASSERT_TRUE(b->upload(t.bytes.data(), t.bytes.size()).ok());
+        auto v = TensorView::of(*b, t.dtype, t.shape);
+        ASSERT_TRUE(v.ok()) << v.error().message;
+        views[name] = *v;
+        bufs[name] = std::move(b.value());
+      }
+      // The workspace: random bits everywhere, then the strided view of it.
+      std::mt19937_64 rng(e.seed ^ uint64_t(compared + 1) * 0x9E3779B97F4A7C15ull);
+      HostTensor ws(DType::BF16, {R * rowsAll * kWidth});
+      for (auto& byte : ws.bytes) byte = uint8_t(rng());
+      auto wsBuf = DeviceBuffer::alloc(std::max<size_t>(ws.bytes.size(), 16));
+      ASSERT_TRUE(wsBuf.ok()) << wsBuf.error().message;
+      ASSERT_TRUE(wsBuf->upload(ws.bytes.data(), ws.bytes.size()).ok());
+      auto wsView = TensorView::of(*wsBuf, DType::BF16, {R, rowsAll, kWidth});
+      ASSERT_TRUE(wsView.ok()) << wsView.error().message;
+      auto rows = wsView->slice(1, kRowPad, kRowPad + M);
+      ASSERT_TRUE(rows.ok()) << rows.error().message;
+      auto out = rows->slice(2, kColPad, kColPad + 512);
+      ASSERT_TRUE(out.ok()) << out.error().message;
+      ASSERT_FALSE(out->isContiguous());
+      views["out"] = *out;
+
+      auto launched = launchViews(*e.jit, **k, views, nullptr);
+      ASSERT_TRUE(launched.ok()) << where << ": " << launched.error().message;
+      ASSERT_TRUE(e.dev->synchronize().ok());
+      HostTensor got(DType::BF16, ws.shape);
+      ASSERT_TRUE(wsBuf->download(got.bytes.data(), got.bytes.size()).ok());
+
+      TensorMap ref = c.inputs;
+      ref["out"] = ws;
+      auto rs = ref::gatherKcacheStrided(c.attrs, ref, kRowPad * kWidth + kColPad, out->shape, out->strides);
+      ASSERT_TRUE(rs.ok()) << where << ": reference failed: " << rs.error().message;
+      const uint16_t* want = ref.at("out").ptr<uint16_t>();
+      const uint16_t* have = got.ptr<uint16_t>();
+      int64_t bad = 0, first = -1;
+      for (int64_t i = 0; i < ws.numel(); ++i)
+        if (want[i] != have[i] && bad++ == 0) first = i;
+      ++compared;
+      const int64_t col = first % kWidth, row = (first / kWidth) % rowsAll, req = first / kWidth / rowsAll;
+      EXPECT_EQ(bad, 0) << where << " {" << configToString(k.value()->config.config) << "}: " << bad
+                        << " elements differ; first at request " << req << ", workspace row " << row << " (view row "
+                        << row - kRowPad << "), column " << col << " (view column " << col - kColPad
+                        << "): expected 0x" << std::hex << (first >= 0 ? want[first] : 0) << ", got 0x"
+                        << (first >= 0 ? have[first] : 0) << std::dec
+                        << (row < kRowPad || row >= kRowPad + M || col < kColPad || col >= kColPad + 512
+                                ? " (outside the view: must be untouched)"
+                                : "");
+    }
+  }
+  fmt::print("gather_kcache strided views: {} workspaces compared over {} cases x {} targets (seed {})\n", compared,
+             cases.size(), targets().size(), e.seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, GpuOps,

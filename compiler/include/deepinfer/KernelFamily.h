@@ -53,6 +53,9 @@ using OutputSpec = std::map<std::string, std::pair<DType, std::vector<int64_t>>>
 
 // Device addresses by canonical tensor name (plus "__workspace" when the plan needs one).
 using DeviceAddrMap = std::map<std::string, uint64_t>;
+// Element strides of the tensors bound through a non-contiguous view, by canonical name;
+// a tensor that is not listed is dense row-major.
+using TensorStrides = std::map<std::string, std::vector<int64_t>>;
 
 class KernelFamily {
  public:
@@ -82,6 +85,15 @@ class KernelFamily {
   // The kernel parameter struct's bytes (one by-value argument shared by every step).
   virtual Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
                                                   const DeviceAddrMap& addrs) const = 0;
+  // Whether the kernel can address tensor `name` with these element strides (e.g. gather_kcache
+  // writes `out` with the caller's strides, spec/ops.md §3). The message says what the kernel
+  // needs. Default: no tensor may be strided.
+  virtual Status checkStrides(const OpDesc& d, const std::string& name, const std::vector<int64_t>& strides) const;
+  // packParams for tensors bound with strides (each accepted by checkStrides). Default: only
+  // an empty `strides` is accepted, and it packs as packParams does.
+  virtual Result<std::vector<uint8_t>> packStridedParams(const KernelConfig& c, const OpDesc& d,
+                                                         const DeviceAddrMap& addrs,
+                                                         const TensorStrides& strides) const;
 };
 
 // Registry of all families by op name.

@@ -44,6 +44,8 @@ class Jit {
   // Launch every step of the kernel's plan on `stream` with tensors bound by canonical name
   // (and "__workspace" when the plan needs one).
   Status launch(const LoadedKernel& k, const DeviceAddrMap& addrs, void* stream) const;
+  // The same with the parameter struct already packed (ViewLaunch.h packs it from strided views).
+  Status launchPacked(const LoadedKernel& k, const std::vector<uint8_t>& params, void* stream) const;
   int compiles() const { return compiles_; }       // NVRTC compiles this Jit ran
   int diskHits() const { return diskHits_; }       // kernels loaded from the disk cache
   const Device& device() const { return *dev_; }

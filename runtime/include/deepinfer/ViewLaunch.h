@@ -1,0 +1,28 @@
+// Launching a loaded kernel on strided tensor views bound by canonical name (spec/ops.md §11).
+// Every view is checked against the op the kernel was built for: a known tensor of the op,
+// the signature's dtype, the description's shape, inside its buffer when the buffer is known,
+// and dense unless the kernel addresses that tensor with the caller's strides (gather_kcache's
+// `out`, spec/ops.md §3). Errors name the tensor, its shape and strides, and what was expected.
+#pragma once
+#include <vector>
+
+#include "deepinfer/Jit.h"
+#include "deepinfer/TensorView.h"
+
+namespace deepinfer {
+
+// What a set of views binds to: addresses for packParams, and the strides of the views that
+// are not dense (each accepted by the kernel family).
+struct ViewBindings {
+  DeviceAddrMap addrs;
+  TensorStrides strides;
+};
+
+// Checks `views` against the kernel's op (no GPU work; "__workspace", when the plan needs one,
+// is a U8 view of at least the plan's workspace bytes).
+Result<ViewBindings> bindViews(const LoadedKernel& k, const TensorViewMap& views);
+
+// bindViews, pack the parameters with the strides, and launch every step of the plan.
+Status launchViews(const Jit& jit, const LoadedKernel& k, const TensorViewMap& views, void* stream);
+
+}  // namespace deepinfer
