@@ -126,7 +126,7 @@ __device__ __forceinline__ U32x4 dequant8(U32x2 c, uint32_t e) {
 struct GatherSlot {
   int32_t page;
   int32_t tok;  // token inside the page
-  int64_t dst;  // element offset of the output row: r * out_req_stride + (offset + i) * out_row_stride
+  uint32_t dst16;  // output row start in 16-byte units: (r * out_req_stride + (offset + i) * out_row_stride) / 8
 };
 
 }  // namespace kvc
@@ -248,7 +248,10 @@ __device__ __forceinline__ void gather_kcache_kernel(const GatherKcacheParams& p
     if (page < 0 || page >= p.num_pages) return s;
     s.page = page;
     s.tok = pos - blk * BS;
-    s.dst = int64_t(req) * p.out_req_stride + int64_t(p.offset + i) * p.out_row_stride;
+    // Strides are multiples of 8 and the view spans < 2^35 elements (GatherKcacheParams.h), so
+    // the row start fits 32 bits in 16-byte units: one register and one shuffle per row, as
+    // few as a flat row index (a 64-bit offset costs the TPW = 2 default a spill).
+    s.dst16 = uint32_t((int64_t(req) * p.out_req_stride + int64_t(p.offset + i) * p.out_row_stride) >> 3);
     return s;
   };
 
@@ -291,16 +294,14 @@ __device__ __forceinline__ void gather_kcache_kernel(const GatherKcacheParams& p
     if (lane < TPW) cur = resolve(L + lane * nwarps, total, nreq, r0);
     while (L < total) {  // warp-uniform
       int pg[TPW], tk[TPW];
-      int64_t dst_off[TPW];
+      uint32_t dst16[TPW];
       U32x2 a0[TPW], sc[TPW];
       U32x4 a1[TPW];
 #pragma unroll
       for (int k = 0; k < TPW; ++k) {
         pg[k] = __shfl_sync(0xFFFFFFFFu, cur.page, k);
         tk[k] = __shfl_sync(0xFFFFFFFFu, cur.tok, k);
-        const uint32_t dlo = __shfl_sync(0xFFFFFFFFu, uint32_t(uint64_t(cur.dst)), k);
-        const uint32_t dhi = __shfl_sync(0xFFFFFFFFu, uint32_t(uint64_t(cur.dst) >> 32), k);
-        dst_off[k] = int64_t((uint64_t(dhi) << 32) | dlo);
+        dst16[k] = __shfl_sync(0xFFFFFFFFu, cur.dst16, k);
         if (pg[k] >= 0) {
           const uint8_t* page_ptr = p.k_cache + int64_t(pg[k]) * Page<BS>::kBytes;
           const uint8_t* data = page_ptr + int64_t(tk[k]) * kTokenBytes;
@@ -320,7 +321,7 @@ __device__ __forceinline__ void gather_kcache_kernel(const GatherKcacheParams& p
 #pragma unroll
       for (int k = 0; k < TPW; ++k) {
         if (pg[k] < 0) continue;
-        uint16_t* dst = p.out + dst_off[k];
+        uint16_t* dst = p.out + (uint64_t(dst16[k]) << 3);
         const int sh = 8 * (lane >> 3);  // chunk l is in tile l/8; chunk 32+l in tile 4 + l/8
         st_global_v4(dst + 8 * lane, dequant8(a0[k], (sc[k].x >> sh) & 0xFFu));
         if (lane < 24)

@@ -29,8 +29,9 @@ int registersUnbounded(int64_t tokensPerWarp) {
 
 // Flat row indices inside the kernel are int32 with headroom for one grid step past the end.
 constexpr int64_t kMaxOutRows = int64_t(1) << 30;
-// Output element offsets are int64 in the kernel; a view may span at most this many elements.
-constexpr int64_t kMaxViewElements = int64_t(1) << 60;
+// The kernel keeps each output row start in 32 bits of 16-byte units (KvCache.cuh), so `out`
+// (dense or a strided view) may span at most 2^35 elements (64 GiB of bf16).
+constexpr int64_t kMaxViewElements = int64_t(1) << 35;
 
 // How many CTAs of this shape stay resident on one SM of the target.
 int residentCtas(const TargetProfile& t, int64_t warps, int64_t tokensPerWarp) {
@@ -74,6 +75,9 @@ class GatherKcacheFamily final : public KernelFamily {
     const int64_t M = (*out)[1];
     if (offset < 0 || offset > M)
       return Error{fmt::format("gather_kcache: offset is {}; it must be in 0..M = {}", offset, M)};
+    if (R * M * kHeadDim > kMaxViewElements)
+      return Error{fmt::format("gather_kcache: out has R*M*512 = {}*{}*512 elements; at most {} (64 GiB) are "
+                               "supported", R, M, kMaxViewElements)};
     if (R * M > kMaxOutRows)
       return Error{fmt::format("gather_kcache: out has R*M = {}*{} rows; at most {} are supported",
                                R, M, kMaxOutRows)};

@@ -18,7 +18,8 @@ struct GatherKcacheParams {
   int32_t offset;                // first written row of each request
   // Element strides of `out` (the caller's view, spec/ops.md §3: written in place, no copy):
   // row (r, m) starts at out + r * out_req_stride + m * out_row_stride; its 512 values are
-  // contiguous. Contiguous out: M * 512 and 512. Multiples of 8 (16-byte row starts).
+  // contiguous. Contiguous out: M * 512 and 512. Multiples of 8 (16-byte row starts); every
+  // row start is below element 2^35 (64 GiB of bf16), so the kernel keeps it in 32 bits.
   int64_t out_req_stride;
   int64_t out_row_stride;
 };
