@@ -9,12 +9,10 @@
 #include "CpuForwardWeights.h"
 
 namespace deepinfer {
-namespace {
 
-// The structure this implementation relies on beyond what finalizeModelConfig checks.
-Status checkSupported(const ModelConfig& cfg) {
+Status checkForwardSupported(const ModelConfig& cfg, const std::string& who) {
   auto bad = [&](const std::string& what) {
-    return Error{fmt::format("cpu forward: unsupported config: {}", what)};
+    return Error{fmt::format("{}: unsupported config: {}", who, what)};
   };
   if (cfg.headDim != kKvDim || cfg.nopeDim() != kKvNopeDim)
     return bad(fmt::format("head_dim {} with qk_rope_head_dim {} (the fp8_ds_mla cache format "
@@ -50,8 +48,6 @@ Status checkSupported(const ModelConfig& cfg) {
   return {};
 }
 
-}  // namespace
-
 CpuModel::CpuModel() = default;
 CpuModel::~CpuModel() = default;
 
@@ -63,7 +59,7 @@ Result<std::unique_ptr<CpuModel>> CpuModel::load(const std::string& modelDir,
   auto cfg = loadModelConfig(modelDir);
   if (!cfg.ok()) return cfg.error();
   m->cfg_ = std::move(*cfg);
-  DI_TRY(checkSupported(m->cfg_));
+  DI_TRY(checkForwardSupported(m->cfg_, "cpu forward"));
   auto ckpt = Checkpoint::open(modelDir);
   if (!ckpt.ok()) return ckpt.error();
   m->ckpt_ = std::make_unique<Checkpoint>(std::move(*ckpt));

@@ -106,6 +106,10 @@ class CpuModel {
   bool fp64_ = false;
 };
 
+// The structure the forward passes (CPU and GPU) rely on beyond what finalizeModelConfig
+// checks; errors start with `who` ("cpu forward", "gpu forward").
+Status checkForwardSupported(const ModelConfig& cfg, const std::string& who);
+
 // Greedy choice: the index of the largest logit, ties to the lower index.
 int32_t argmaxToken(const float* logits, int64_t n);
 

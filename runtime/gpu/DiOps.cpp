@@ -1,0 +1,50 @@
+#include "DiOps.h"
+
+#include <fmt/format.h>
+
+#include "deepinfer/KernelFamily.h"
+#include "deepinfer/OpSignature.h"
+
+namespace deepinfer {
+
+Status DiOps::run(const std::string& op, const OpAttrs& attrs, const std::map<std::string, DiTensor>& tensors,
+                  void* stream) {
+  const OpSignature* sig = findOpSignature(op);
+  const KernelFamily* fam = findKernelFamily(op);
+  if (!sig || !fam) return Error{fmt::format("forward: unknown op '{}'", op)};
+  OpDesc d;
+  d.op = op;
+  for (const auto& in : sig->inputs) {
+    auto it = tensors.find(in.name);
+    if (it == tensors.end()) {
+      if (in.optional) continue;
+      return Error{fmt::format("forward: {} needs tensor '{}'", op, in.name)};
+    }
+    d.shapes[in.name] = it->second.shape;
+  }
+  auto full = completeAttrs(*sig, attrs);
+  if (!full.ok()) return full.error();
+  d.attrs = *full;
+  auto k = jit_.get(d, target_);
+  if (!k.ok()) return Error{fmt::format("forward: {}: {}", op, k.error().message)};
+  DeviceAddrMap addrs;
+  for (const auto& [name, t] : tensors) addrs[name] = t.addr;
+  for (const auto& out : sig->outputs)
+    if (!addrs.count(out.name)) return Error{fmt::format("forward: {} needs output '{}'", op, out.name)};
+  const int64_t ws = (*k)->kernel.workspaceBytes;
+  if (ws > 0) {
+    if (int64_t(workspace_.size()) < ws) {
+      workspace_ = DeviceBuffer();
+      auto b = DeviceBuffer::alloc(size_t(ws));
+      if (!b.ok()) return b.error();
+      workspace_ = std::move(*b);
+    }
+    addrs["__workspace"] = workspace_.addr();
+  }
+  ++launches_;
+  Status st = jit_.launch(**k, addrs, stream);
+  if (!st.ok()) return Error{fmt::format("forward: {}: {}", op, st.error().message)};
+  return {};
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,38 @@
+// Launching `di` ops from the forward pass on device addresses: the op description is built
+// from the tensors' shapes and the attributes, the kernel comes from the Jit (compiled once,
+// memoized per op + shapes + target), and a plan that needs a workspace gets one from a
+// grow-only buffer. Callers keep shapes stable across calls (bucketed capacities) so a long
+// run compiles a bounded set of kernels.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deepinfer/Device.h"
+#include "deepinfer/Jit.h"
+
+namespace deepinfer {
+
+struct DiTensor {
+  uint64_t addr = 0;
+  std::vector<int64_t> shape;
+};
+
+class DiOps {
+ public:
+  DiOps(Jit& jit, TargetProfile target) : jit_(jit), target_(std::move(target)) {}
+  // Runs `op` with tensors by canonical name (inputs, in/out and outputs) on `stream`.
+  Status run(const std::string& op, const OpAttrs& attrs, const std::map<std::string, DiTensor>& tensors,
+             void* stream);
+  const TargetProfile& target() const { return target_; }
+  int64_t launches() const { return launches_; }
+
+ private:
+  Jit& jit_;
+  TargetProfile target_;
+  DeviceBuffer workspace_;
+  int64_t launches_ = 0;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,160 @@
+// The forward call's top level (spec/model.md §4, §5): embedding to four streams, per layer
+// the engram module, the delayed-mHC pre step, attention, the post step fused with the next
+// pre step, the MoE; the final collapse and norm come from the last fused step, then the head.
+#include <cmath>
+#include <fmt/format.h>
+
+#include "GpuForward.h"
+#include "deepinfer/DeviceCopy.h"
+
+namespace deepinfer {
+
+int64_t bucketUp(int64_t n, int64_t floor) {
+  int64_t b = std::max<int64_t>(floor, 1);
+  while (b < n) b *= 2;
+  return b;
+}
+
+Result<uint64_t> Scratch::get(const std::string& name, size_t bytes) {
+  bytes = std::max<size_t>(bytes, 256);
+  auto it = bufs_.find(name);
+  if (it != bufs_.end() && it->second.size() >= bytes) return it->second.addr();
+  if (it != bufs_.end()) bufs_.erase(it);  // the old one is freed (cuMemFree waits for its users)
+  auto b = DeviceBuffer::alloc(bytes + bytes / 4);  // headroom: fewer regrowths as T varies
+  if (!b.ok()) return Error{fmt::format("scratch buffer '{}' ({} bytes): {}", name, bytes, b.error().message)};
+  const uint64_t a = b->addr();
+  bufs_[name] = std::move(*b);
+  return a;
+}
+
+GpuForwardPass::GpuForwardPass(GpuModelImpl& model, GpuRequest& request, int64_t tokens)
+    : m(model), rq(request), cfg(model.cfg), w(model.w), mk(*model.mk), blas(*model.blas), ops(*model.ops),
+      s(model.scratch), T(tokens), pos0(request.position), end(request.position + tokens) {}
+
+Result<uint64_t> GpuForwardPass::upload(const std::string& name, const void* data, size_t bytes) {
+  auto a = buf(name, bytes);
+  if (!a.ok()) return a.error();
+  DI_TRY(copyHostToDevice(*a, data, bytes, stream));
+  return *a;
+}
+
+int64_t GpuForwardPass::windowSlot(int layer, int64_t pos) const {
+  const int64_t row = pos % m.ringRows;
+  return int64_t(rq.windowPages[size_t(layer)][size_t(row / kGpuPageTokens)]) * kGpuPageTokens +
+         row % kGpuPageTokens;
+}
+
+Status GpuForwardPass::gemm(uint64_t x, int64_t ldx, const GpuMatrix& W, uint64_t y, int64_t M) {
+  return blas.gemmBf16F32(x, ldx, W.addr(), W.cols, y, W.rows, M, W.rows, W.cols, stream);
+}
+
+Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
+  const int64_t C = cfg.hiddenSize, V = cfg.vocabSize;
+  const size_t xBytes = size_t(T * kGpuStreams * C * 2);
+  DI_ASSIGN(X0, buf("X0", xBytes));
+  DI_ASSIGN(X1, buf("X1", xBytes));
+  DI_ASSIGN(u, buf("u", size_t(T * C * 2)));
+  DI_ASSIGN(f, buf("f", size_t(T * C * 2)));
+  DI_ASSIGN(preA, buf("preA", size_t(T * 4 * 4)));
+  DI_ASSIGN(preF, buf("preF", size_t(T * 4 * 4)));
+  DI_ASSIGN(post, buf("post", size_t(T * 4 * 4)));
+  DI_ASSIGN(comb, buf("comb", size_t(T * 16 * 4)));
+  DI_ASSIGN(sqrsum, buf("sqrsum", size_t(T * 4)));
+  DI_ASSIGN(idsDev, upload("ids", ids.data(), ids.size() * 4));
+
+  // Embedding broadcast to the 4 streams; the first collapse selects stream 0 (one-hot pre).
+  DI_TRY(mk.embedStreams(idsDev, w.embed.addr(), X0, T, C, stream));
+  std::vector<float> oneHot(size_t(T * 4), 0.f);
+  for (int64_t t = 0; t < T; ++t) oneHot[size_t(t * 4)] = 1.f;
+  DI_TRY(copyHostToDevice(preF, oneHot.data(), oneHot.size() * 4, stream));
+
+  OpAttrs mhcAttrs;
+  mhcAttrs.setFloat("rms_eps", cfg.rmsNormEps);
+  mhcAttrs.setFloat("hc_eps", cfg.hcEps);
+  mhcAttrs.setInt("sinkhorn_iters", cfg.hcSinkhornIters);
+  mhcAttrs.setFloat("norm_eps", cfg.rmsNormEps);
+  const std::vector<int64_t> xShape{T, kGpuStreams, C}, tc{T, C}, t4{T, 4}, t44{T, 4, 4};
+  const std::vector<int64_t> fnShape{24, 4 * C}, sc{3}, bs{24}, cShape{C};
+  auto mixTensors = [&](const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut,
+                        std::map<std::string, DiTensor>& t) {
+    t["fn"] = {hw.fn.addr(), fnShape};
+    t["scale"] = {hw.scale.addr(), sc};
+    t["base"] = {hw.base.addr(), bs};
+    t["pre_in"] = {preIn, t4};
+    t["norm_weight"] = {norm, cShape};
+    t["layer_input"] = {u, tc};
+    t["pre"] = {preOut, t4};
+    t["post"] = {post, t4};
+    t["comb"] = {comb, t44};
+  };
+  // The residual lives in X (ping-pong with Y for post steps).
+  uint64_t X = X0, Y = X1;
+  auto pre = [&](const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut) -> Status {
+    std::map<std::string, DiTensor> t;
+    mixTensors(hw, preIn, norm, preOut, t);
+    t["x"] = {X, xShape};
+    return ops.run("mhc_pre", mhcAttrs, t, stream);
+  };
+  auto fusedPostPre = [&](const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut) -> Status {
+    std::map<std::string, DiTensor> t;
+    mixTensors(hw, preIn, norm, preOut, t);
+    t["f_out"] = {f, tc};
+    t["residual"] = {X, xShape};
+    t["x"] = {Y, xShape};
+    DI_TRY(ops.run("mhc_fused_post_pre", mhcAttrs, t, stream));
+    std::swap(X, Y);
+    return {};
+  };
+  auto postOnly = [&]() -> Status {
+    std::map<std::string, DiTensor> t;
+    t["f_out"] = {f, tc};
+    t["residual"] = {X, xShape};
+    t["post"] = {post, t4};
+    t["comb"] = {comb, t44};
+    t["x"] = {Y, xShape};
+    t["sqrsum"] = {sqrsum, {T}};
+    DI_TRY(ops.run("mhc_post", {}, t, stream));
+    std::swap(X, Y);
+    return {};
+  };
+
+  // Delayed mHC: the attention collapses with the previous FFN's pre-mix (preF), the FFN with
+  // the attention's (preA). The FFN's post step is fused with the next layer's attention pre
+  // step unless an engram module runs in between.
+  const int L = cfg.numHiddenLayers;
+  bool attnPreDone = false;  // layer_input/post/comb of this layer's attention already computed
+  for (int layer = 0; layer < L; ++layer) {
+    const GpuLayerWeights& lw = w.layers[size_t(layer)];
+    if (!attnPreDone) {
+      if (lw.hasEngram) DI_TRY(engram(layer, X));
+      DI_TRY(pre(lw.hcAttn, preF, lw.attnNorm.addr(), preA));
+    }
+    DI_TRY(attention(layer, u, f));
+    DI_TRY(fusedPostPre(lw.hcFfn, preA, lw.ffnNorm.addr(), preF));
+    DI_TRY(moe(layer, u, f));
+    const bool last = layer + 1 == L;
+    if (!last && !w.layers[size_t(layer + 1)].hasEngram) {
+      const GpuLayerWeights& nw = w.layers[size_t(layer + 1)];
+      DI_TRY(fusedPostPre(nw.hcAttn, preF, nw.attnNorm.addr(), preA));
+      attnPreDone = true;
+    } else if (!last) {
+      DI_TRY(postOnly());
+      attnPreDone = false;
+    } else {
+      // The final collapse with the last pre-mix and the final norm: the pre half of a fused
+      // step computes exactly rmsnorm(bf16(sum_m preF[m] x[m]), norm) as its layer input (its
+      // mixes, from the last FFN's parameters, are not used).
+      DI_TRY(fusedPostPre(lw.hcFfn, preF, w.norm.addr(), preA));
+    }
+  }
+
+  DI_ASSIGN(logitsDev, buf("logits", size_t(T * V * 4)));
+  DI_TRY(gemm(u, C, w.head, logitsDev, T));
+  HostTensor logits(DType::F32, {T, V});
+  DI_TRY(copyDeviceToHost(logits.bytes.data(), logitsDev, logits.bytes.size(), stream));
+  ++m.counters.forwards;
+  m.counters.tokens += T;
+  return logits;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,135 @@
+// Internals of the GPU runtime: the model's state (weights, kernels, KV page pools), one
+// request's caches, grow-only scratch buffers and one forward call over a chunk of tokens.
+// Not part of the public API (GpuModel.h is).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "Cublas.h"
+#include "DiOps.h"
+#include "GpuModel.h"
+#include "GpuWeights.h"
+#include "ModelKernels.h"
+#include "PagePool.h"
+#include "model/Checkpoint.h"
+#include "model/EngramHash.h"
+
+// Declares `uint64_t var` from a Result<uint64_t>, returning its error.
+#define DI_ASSIGN(var, expr)              \
+  uint64_t var = 0;                       \
+  {                                       \
+    auto _r = (expr);                     \
+    if (!_r.ok()) return _r.error();      \
+    var = *_r;                            \
+  }
+
+namespace deepinfer {
+
+constexpr int64_t kGpuStreams = 4;      // mHC streams
+constexpr int64_t kGpuKvDim = 512;      // fp8_ds_mla row width
+constexpr int64_t kGpuPageTokens = 64;  // tokens per page of every cache (window, compressed, index)
+
+// Named device buffers that only grow; reused by every forward call.
+class Scratch {
+ public:
+  Result<uint64_t> get(const std::string& name, size_t bytes);
+
+ private:
+  std::map<std::string, DeviceBuffer> bufs_;
+};
+
+// One request's caches. Window rings: `ringPages` pages per layer, row of position p is
+// p % ringRows. Compressed and index-key caches of kv source layers grow a page at a time.
+struct GpuRequest {
+  int64_t position = 0;
+  bool unusable = false;
+  std::vector<int64_t> classes;                        // engram class of every token so far
+  std::vector<std::vector<int32_t>> windowPages;       // [layer]
+  std::vector<std::vector<int32_t>> compPages;         // [layer] (kv sources)
+  std::vector<std::vector<int32_t>> indexPages;        // [layer] (kv sources)
+  std::vector<int64_t> compCount;                      // [layer] compressed entries written
+  std::vector<char> hasTail;                           // [layer] ratio 2: first token of an open pair
+  std::vector<DeviceBuffer> tailKv, tailGate;          // [layer] f32 [512] each (ratio-2 sources)
+};
+
+class GpuModelImpl {
+ public:
+  ModelConfig cfg;
+  std::shared_ptr<Device> dev;
+  TargetProfile target;
+  std::unique_ptr<Checkpoint> ckpt;
+  GpuWeights w;
+  std::unique_ptr<Jit> jit;
+  std::unique_ptr<DiOps> ops;
+  std::unique_ptr<ModelKernels> mk;
+  std::unique_ptr<Cublas> blas;
+  std::vector<DeviceBuffer> invFreq;                   // [layer] f32 [rope/2]
+  std::unique_ptr<EngramHashParams> engramHash;
+  std::vector<int32_t> tokenMap;
+  int64_t padClass = 0;
+  GpuModelOptions opts;
+
+  // KV page pools shared by all layers and requests.
+  std::unique_ptr<DevicePagePool> windowPool, compPool, indexPool;
+  int64_t ringRows = 0, ringPages = 0;
+  GpuKvCapacity capacity;
+
+  std::map<int64_t, GpuRequest> requests;
+  int64_t nextRequest = 1;
+  Scratch scratch;
+  GpuForwardCounters counters;
+
+  Status reserve(GpuRequest& rq, int64_t newEnd);      // pages for positions < newEnd
+  void release(GpuRequest& rq);
+  Result<HostTensor> forward(GpuRequest& rq, const std::vector<int32_t>& ids);
+};
+
+// One forward call: T tokens of one request at positions pos0 .. pos0 + T - 1.
+struct GpuForwardPass {
+  GpuModelImpl& m;
+  GpuRequest& rq;
+  const ModelConfig& cfg;
+  const GpuWeights& w;
+  ModelKernels& mk;
+  Cublas& blas;
+  DiOps& ops;
+  Scratch& s;
+  void* stream = nullptr;
+  int64_t T = 0, pos0 = 0, end = 0;
+
+  // Per-forward shared decisions (YOCO, model.md §2): selections of index sources, the
+  // candidate source's kept blocks, the gathered compressed workspace of each kv source.
+  std::map<int, uint64_t> selection;      // index source layer -> i32 [T, K]
+  uint64_t keptBlocks = 0;                // i32 [T, candidate_topk_blocks]
+  struct SourceWorkspace {
+    uint64_t ws = 0;                      // bf16 [M, 512]: compressed rows [0, N), window [N, M)
+    int64_t N = 0, M = 0;
+    int rowsFor = -1;                     // index source whose combined rows are in rows/lens
+    uint64_t rows = 0, lens = 0;
+  };
+  std::map<int, SourceWorkspace> sources; // kv source layer (or -1 for ratio 0) -> workspace
+
+  GpuForwardPass(GpuModelImpl& model, GpuRequest& request, int64_t tokens);
+  Result<HostTensor> run(const std::vector<int32_t>& ids);
+
+  Status engram(int layer, uint64_t X);
+  Status attention(int layer, uint64_t u, uint64_t fOut);
+  Status compress(int layer, uint64_t u);
+  Status index(int layer, uint64_t u, uint64_t qr);
+  Status moe(int layer, uint64_t u, uint64_t fOut);
+
+  // Helpers.
+  Result<uint64_t> buf(const std::string& name, size_t bytes) { return s.get(name, bytes); }
+  Result<uint64_t> upload(const std::string& name, const void* data, size_t bytes);
+  int64_t windowSlot(int layer, int64_t pos) const;
+  Status gemm(uint64_t x, int64_t ldx, const GpuMatrix& W, uint64_t y, int64_t M);
+};
+
+// Smallest power of two >= n, at least `floor`: keeps kernel shapes (and so compiled kernels)
+// to a bounded set as contexts grow.
+int64_t bucketUp(int64_t n, int64_t floor);
+
+}  // namespace deepinfer

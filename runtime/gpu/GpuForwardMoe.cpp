@@ -1,0 +1,131 @@
+// The MoE sublayer (spec/model.md §7, CpuLayersMoe.cpp) and the engram module (§8,
+// CpuLayersEngram.cpp) on the GPU. Routing decisions come back to the host (T x k ids) to
+// group tokens per expert; each expert then runs as three cuBLAS GEMMs over its rows.
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "GpuForward.h"
+#include "deepinfer/DeviceCopy.h"
+
+namespace deepinfer {
+
+Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
+  const GpuMoeWeights& mw = w.layers[size_t(layer)].ffn;
+  const int64_t C = cfg.hiddenSize, E = cfg.nRoutedExperts, k = cfg.numExpertsPerTok;
+  const int64_t I = cfg.moeIntermediateSize;
+  const double limit = cfg.swigluLimit;
+
+  // Router.
+  DI_ASSIGN(logits, buf("routerLogits", size_t(T * E * 4)));
+  DI_ASSIGN(ids, buf("routerIds", size_t(T * k * 4)));
+  DI_ASSIGN(wts, buf("routerWeights", size_t(T * k * 4)));
+  DI_TRY(gemm(u, C, mw.gate, logits, T));
+  DI_TRY(mk.routerTopk(logits, mw.gateBias.addr(), T, E, k, cfg.normTopkProb, cfg.routedScalingFactor, ids, wts,
+                       stream));
+  std::vector<int32_t> hostIds(size_t(T * k));
+  DI_TRY(copyDeviceToHost(hostIds.data(), ids, hostIds.size() * 4, stream));
+
+  // Rows grouped by expert (token order inside a group): row i reads token perm[i], carries
+  // routing weight (t, r) and lands in routed[t * k + r].
+  std::vector<int64_t> count(size_t(E), 0);
+  for (int32_t e : hostIds) {
+    if (e < 0 || e >= E) return Error{fmt::format("layer {}: router chose expert {} of {}", layer, e, E)};
+    ++count[size_t(e)];
+  }
+  std::vector<int64_t> offset(size_t(E) + 1, 0);
+  for (int64_t e = 0; e < E; ++e) offset[size_t(e) + 1] = offset[size_t(e)] + count[size_t(e)];
+  const int64_t n = T * k;
+  std::vector<int32_t> tokenOf(static_cast<size_t>(n)), target(static_cast<size_t>(n));
+  std::vector<int64_t> fill(offset.begin(), offset.end() - 1);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t r = 0; r < k; ++r) {
+      const int64_t i = fill[size_t(hostIds[size_t(t * k + r)])]++;
+      tokenOf[size_t(i)] = int32_t(t);
+      target[size_t(i)] = int32_t(t * k + r);
+    }
+  DI_ASSIGN(tokDev, upload("moeTok", tokenOf.data(), tokenOf.size() * 4));
+  DI_ASSIGN(tgtDev, upload("moeTgt", target.data(), target.size() * 4));
+  DI_ASSIGN(xs, buf("moeX", size_t(n * C * 2)));
+  DI_ASSIGN(permW, buf("moeW", size_t(n * 4)));
+  DI_TRY(mk.gatherRowsBf16(u, tokDev, n, C, xs, stream));
+  // Routing weights follow the same permutation: gather them as 1-wide f32 rows through the
+  // f32 scatter's inverse (weights[t * k + r] -> permW[i]).
+  {
+    std::vector<float> hostW(static_cast<size_t>(n)), perm(static_cast<size_t>(n));
+    DI_TRY(copyDeviceToHost(hostW.data(), wts, hostW.size() * 4, stream));
+    for (int64_t i = 0; i < n; ++i) perm[size_t(i)] = hostW[size_t(target[size_t(i)])];
+    DI_TRY(copyHostToDevice(permW, perm.data(), perm.size() * 4, stream));
+  }
+
+  DI_ASSIGN(g, buf("moeG", size_t(std::max(n, T) * I * 4)));
+  DI_ASSIGN(v, buf("moeV", size_t(std::max(n, T) * I * 4)));
+  DI_ASSIGN(h, buf("moeH", size_t(std::max(n, T) * I * 2)));
+  DI_ASSIGN(ys, buf("moeY", size_t(n * C * 4)));
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t rows = count[size_t(e)];
+    if (rows == 0) continue;
+    const GpuExpertWeights& ew = mw.experts[size_t(e)];
+    const uint64_t x = xs + uint64_t(offset[size_t(e)] * C * 2);
+    DI_TRY(gemm(x, C, ew.w1, g + uint64_t(offset[size_t(e)] * I * 4), rows));
+    DI_TRY(gemm(x, C, ew.w3, v + uint64_t(offset[size_t(e)] * I * 4), rows));
+  }
+  DI_TRY(mk.swiglu(g, v, permW, n, I, limit, h, stream));
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t rows = count[size_t(e)];
+    if (rows == 0) continue;
+    DI_TRY(gemm(h + uint64_t(offset[size_t(e)] * I * 2), I, mw.experts[size_t(e)].w2,
+                ys + uint64_t(offset[size_t(e)] * C * 4), rows));
+  }
+  DI_ASSIGN(routed, buf("moeRouted", size_t(n * C * 4)));
+  DI_TRY(mk.scatterRowsF32(ys, tgtDev, n, C, routed, stream));
+
+  uint64_t shared = 0;
+  if (cfg.nSharedExperts > 0) {
+    const int64_t Is = mw.shared.w1.rows;
+    DI_ASSIGN(sg, buf("moeSG", size_t(T * Is * 4)));
+    DI_ASSIGN(sv, buf("moeSV", size_t(T * Is * 4)));
+    DI_ASSIGN(sh, buf("moeSH", size_t(T * Is * 2)));
+    DI_ASSIGN(sy, buf("moeSY", size_t(T * C * 4)));
+    DI_TRY(gemm(u, C, mw.shared.w1, sg, T));
+    DI_TRY(gemm(u, C, mw.shared.w3, sv, T));
+    DI_TRY(mk.swiglu(sg, sv, 0, T, Is, limit, sh, stream));
+    DI_TRY(gemm(sh, Is, mw.shared.w2, sy, T));
+    shared = sy;
+  }
+  return mk.moeSum(shared, routed, T, k, C, fOut, stream);
+}
+
+Status GpuForwardPass::engram(int layer, uint64_t X) {
+  const LayerRole& role = cfg.role(layer);
+  const GpuEngramWeights& ew = w.layers[size_t(layer)].engram;
+  const EngramHashParams& hp = *m.engramHash;
+  const int64_t C = cfg.hiddenSize;
+  const int64_t lookups = hp.lookupsPerToken(), width = cfg.engramHeadDim;
+  const int maxN = hp.maxNgram;
+
+  // Row ids from the class history (pad before the first token), rows gathered on the host
+  // from the checkpoint's mapping, rounded to bf16 (GEMM inputs), uploaded.
+  std::vector<int64_t> rowIds(size_t(T * lookups));
+  std::vector<int64_t> window(static_cast<size_t>(maxN));
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t pos = pos0 + t;
+    for (int kk = 0; kk < maxN; ++kk)
+      window[size_t(kk)] = pos - kk >= 0 ? rq.classes[size_t(pos - kk)] : m.padClass;
+    engramRowIds(hp, role.engramIndex, window.data(), &rowIds[size_t(t * lookups)]);
+  }
+  std::vector<float> rows(size_t(T * lookups * width));
+  Status read = m.ckpt->readEngramRows(ew.tableName, rowIds.data(), rowIds.size(), rows.data());
+  if (!read.ok()) return Error{fmt::format("engram layer {}: {}", layer, read.error().message)};
+  std::vector<uint16_t> rowsBf16(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) rowsBf16[i] = floatToBf16(rows[i]);
+  DI_ASSIGN(e, upload("engramRows", rowsBf16.data(), rowsBf16.size() * 2));
+  m.counters.engramLookups += T;
+
+  DI_ASSIGN(kvF, buf("engramKv", size_t(T * 5 * C * 4)));
+  DI_TRY(gemm(e, lookups * width, ew.wkv, kvF, T));
+  DI_TRY(mk.roundF32InPlace(kvF, T * 5 * C, stream));  // the wkv output is rounded to bf16
+  return mk.engramGate(X, kvF, ew.qWeight.addr(), ew.kWeight.addr(), T, C, cfg.rmsNormEps, stream);
+}
+
+}  // namespace deepinfer

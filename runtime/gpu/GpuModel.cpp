@@ -1,0 +1,308 @@
+// GpuModel: loading (config, weights, kernels, KV page pools sized from free memory), requests
+// with their cache pages, and chunked prefill / decode calls into GpuForwardPass.
+#include "GpuModel.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "GpuForward.h"
+#include "deepinfer/DeviceCopy.h"
+#include "deepinfer/OpShapes.h"
+#include "model/CpuForward.h"
+#include "model/Rope.h"
+
+namespace deepinfer {
+namespace {
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// What the generated kernels accept beyond what both forward passes need.
+Status checkGpuSupported(const ModelConfig& cfg) {
+  DI_TRY(checkForwardSupported(cfg, "gpu forward"));
+  auto bad = [&](const std::string& what) { return Error{fmt::format("gpu forward: unsupported config: {}", what)}; };
+  const int64_t H = cfg.numAttentionHeads;
+  if (H < 8 || H > 128 || H % 8 != 0)
+    return bad(fmt::format("num_attention_heads {} (the attention kernels take a multiple of 8 in 8..128; with "
+                           "tensor parallelism that is 64/TP heads per GPU)", H));
+  if (cfg.hiddenSize % 32 != 0) return bad(fmt::format("hidden_size {} (must be a multiple of 32)", cfg.hiddenSize));
+  bool anyIndex = false;
+  for (int L = 0; L < cfg.numHiddenLayers; ++L) anyIndex = anyIndex || cfg.role(L).isIndexSource;
+  if (anyIndex && (cfg.indexHeadDim != 128 || cfg.indexNHeads < 4 || cfg.indexNHeads > 64))
+    return bad(fmt::format("index_head_dim {} / index_n_heads {} (the indexer takes 128-dim heads, 4..64 of them)",
+                           cfg.indexHeadDim, cfg.indexNHeads));
+  return {};
+}
+
+}  // namespace
+
+GpuModel::~GpuModel() = default;
+const ModelConfig& GpuModel::config() const { return impl_->cfg; }
+const GpuKvCapacity& GpuModel::capacity() const { return impl_->capacity; }
+const GpuForwardCounters& GpuModel::counters() const { return impl_->counters; }
+std::string GpuModel::targetName() const { return impl_->target.archName(); }
+
+int64_t GpuModel::pagesInUse() const {
+  return impl_->windowPool->pages().usedCount() + impl_->compPool->pages().usedCount() +
+         impl_->indexPool->pages().usedCount();
+}
+
+Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, std::shared_ptr<Device> dev,
+                                                 const GpuModelOptions& opts) {
+  std::unique_ptr<GpuModel> model(new GpuModel());
+  model->impl_ = std::make_unique<GpuModelImpl>();
+  GpuModelImpl& m = *model->impl_;
+  m.dev = dev;
+  m.opts = opts;
+  if (opts.maxChunkTokens < 1) return Error{fmt::format("max chunk tokens {} must be >= 1", opts.maxChunkTokens)};
+  if (opts.maxRequests < 1) return Error{fmt::format("max requests {} must be >= 1", opts.maxRequests)};
+  auto cfg = loadModelConfig(modelDir);
+  if (!cfg.ok()) return cfg.error();
+  m.cfg = std::move(*cfg);
+  DI_TRY(checkGpuSupported(m.cfg));
+  if (opts.target.empty()) {
+    m.target = dev->info().profile;
+  } else {
+    auto t = findTarget(opts.target);
+    if (!t) return Error{fmt::format("unknown target '{}' (sm_80, sm_86, sm_89, sm_90 or a preset)", opts.target)};
+    if (t->arch() > dev->info().profile.arch())
+      return Error{fmt::format("target {} is newer than the local GPU ({}); its code cannot run here",
+                               t->archName(), dev->info().profile.archName())};
+    m.target = *t;
+  }
+  DI_TRY(dev->use());
+
+  auto ckpt = Checkpoint::open(modelDir);
+  if (!ckpt.ok()) return ckpt.error();
+  m.ckpt = std::make_unique<Checkpoint>(std::move(*ckpt));
+  auto weights = loadGpuWeights(m.cfg, *m.ckpt, *dev);
+  if (!weights.ok()) return weights.error();
+  m.w = std::move(*weights);
+
+  m.jit = std::make_unique<Jit>(dev, opts.jit);
+  m.ops = std::make_unique<DiOps>(*m.jit, m.target);
+  auto mk = ModelKernels::load(dev, m.target, opts.jit);
+  if (!mk.ok()) return mk.error();
+  m.mk = std::move(*mk);
+  auto blas = Cublas::create(dev);
+  if (!blas.ok()) return blas.error();
+  m.blas = std::move(*blas);
+
+  for (int L = 0; L < m.cfg.numHiddenLayers; ++L) {
+    auto table = RopeTable::forLayer(m.cfg, L);
+    if (!table.ok()) return table.error();
+    const auto& f = table->invFreq();
+    auto b = DeviceBuffer::alloc(f.size() * 4);
+    if (!b.ok()) return b.error();
+    DI_TRY(b->upload(f.data(), f.size() * 4));
+    m.invFreq.push_back(std::move(*b));
+  }
+  if (m.cfg.numEngramLayers() > 0) {
+    auto hash = loadEngramHash(modelDir, m.cfg);
+    if (!hash.ok()) return hash.error();
+    m.engramHash = std::make_unique<EngramHashParams>(std::move(*hash));
+    auto map = loadTokenMap(modelDir, m.cfg);
+    if (!map.ok()) return map.error();
+    m.tokenMap = std::move(*map);
+    m.padClass = engramPadClass(m.tokenMap, m.cfg);
+  }
+
+  // KV pools. Window rings hold sliding_window - 1 + one chunk rows, so a chunk never
+  // overwrites a row one of its own tokens still reads.
+  const int64_t pageBytes = mlaPageBytes(kGpuPageTokens);
+  const int64_t indexPageBytes = kGpuPageTokens * (std::max<int64_t>(m.cfg.indexHeadDim, 1) + 4);
+  m.ringRows = cdiv(m.cfg.slidingWindow - 1 + opts.maxChunkTokens, kGpuPageTokens) * kGpuPageTokens;
+  m.ringPages = m.ringRows / kGpuPageTokens;
+  GpuKvCapacity& cap = m.capacity;
+  cap.windowBytesPerRequest = int64_t(m.cfg.numHiddenLayers) * m.ringPages * pageBytes;
+  double perToken = 0;  // compressed + index-key bytes per context token
+  for (int L = 0; L < m.cfg.numHiddenLayers; ++L)
+    if (m.cfg.role(L).isKvSource)
+      perToken += double(pageBytes + indexPageBytes) / double(kGpuPageTokens * m.cfg.role(L).ratio);
+  cap.bytesPerToken = int64_t(perToken + 0.999);
+  int64_t budget = opts.kvCacheBytes;
+  if (budget <= 0) {
+    auto mem = dev->memInfo();
+    if (!mem.ok()) return mem.error();
+    budget = int64_t(double(mem->first) * opts.kvMemoryFraction);
+  }
+  const int64_t windowBytes = cap.windowBytesPerRequest * opts.maxRequests;
+  if (budget < windowBytes + 64 * pageBytes)
+    return Error{fmt::format("KV cache budget {} bytes is too small: {} requests need {} bytes of window rings "
+                             "alone ({} layers x {} pages of {} bytes)", budget, opts.maxRequests, windowBytes,
+                             m.cfg.numHiddenLayers, m.ringPages, pageBytes)};
+  cap.tokens = perToken > 0 ? int64_t(double(budget - windowBytes) / perToken) : 0;
+  if (m.cfg.maxPositionEmbeddings > 0) cap.tokens = std::min<int64_t>(cap.tokens, m.cfg.maxPositionEmbeddings * opts.maxRequests);
+  int64_t compPages = 1, indexPages = 1;
+  for (int L = 0; L < m.cfg.numHiddenLayers; ++L)
+    if (m.cfg.role(L).isKvSource) {
+      const int64_t p = cdiv(cap.tokens / m.cfg.role(L).ratio, kGpuPageTokens) + opts.maxRequests;
+      compPages += p;
+      indexPages += p;
+    }
+  auto wp = DevicePagePool::create(int64_t(m.cfg.numHiddenLayers) * m.ringPages * opts.maxRequests, pageBytes);
+  if (!wp.ok()) return wp.error();
+  auto cp = DevicePagePool::create(compPages, pageBytes);
+  if (!cp.ok()) return cp.error();
+  auto ip = DevicePagePool::create(indexPages, indexPageBytes);
+  if (!ip.ok()) return ip.error();
+  m.windowPool = std::make_unique<DevicePagePool>(std::move(*wp));
+  m.compPool = std::make_unique<DevicePagePool>(std::move(*cp));
+  m.indexPool = std::make_unique<DevicePagePool>(std::move(*ip));
+  cap.totalBytes = m.windowPool->numPages() * pageBytes + m.compPool->numPages() * pageBytes +
+                   m.indexPool->numPages() * indexPageBytes;
+  return model;
+}
+
+Result<int64_t> GpuModel::newRequest() {
+  GpuModelImpl& m = *impl_;
+  const int L = m.cfg.numHiddenLayers;
+  GpuRequest rq;
+  rq.windowPages.resize(size_t(L));
+  rq.compPages.resize(size_t(L));
+  rq.indexPages.resize(size_t(L));
+  rq.compCount.assign(size_t(L), 0);
+  rq.hasTail.assign(size_t(L), 0);
+  rq.tailKv.resize(size_t(L));
+  rq.tailGate.resize(size_t(L));
+  if (m.windowPool->pages().freeCount() < int64_t(L) * m.ringPages)
+    return Error{fmt::format("no room for another request: {} window pages free, {} needed (at most {} requests)",
+                             m.windowPool->pages().freeCount(), int64_t(L) * m.ringPages, m.opts.maxRequests)};
+  for (int layer = 0; layer < L; ++layer) {
+    auto p = m.windowPool->allocate(m.ringPages);
+    if (!p.ok()) {
+      m.release(rq);
+      return p.error();
+    }
+    rq.windowPages[size_t(layer)] = std::move(*p);
+    const LayerRole& role = m.cfg.role(layer);
+    if (role.isKvSource && role.ratio == 2) {
+      auto a = DeviceBuffer::alloc(kGpuKvDim * 4);
+      auto b = DeviceBuffer::alloc(kGpuKvDim * 4);
+      if (!a.ok() || !b.ok()) {
+        m.release(rq);
+        return !a.ok() ? a.error() : b.error();
+      }
+      rq.tailKv[size_t(layer)] = std::move(*a);
+      rq.tailGate[size_t(layer)] = std::move(*b);
+    }
+  }
+  const int64_t id = m.nextRequest++;
+  m.requests.emplace(id, std::move(rq));
+  return id;
+}
+
+void GpuModelImpl::release(GpuRequest& rq) {
+  for (auto& p : rq.windowPages) {
+    (void)windowPool->release(p);
+    p.clear();
+  }
+  for (auto& p : rq.compPages) {
+    (void)compPool->release(p);
+    p.clear();
+  }
+  for (auto& p : rq.indexPages) {
+    (void)indexPool->release(p);
+    p.clear();
+  }
+}
+
+Status GpuModel::releaseRequest(int64_t request) {
+  auto it = impl_->requests.find(request);
+  if (it == impl_->requests.end()) return Error{fmt::format("release: no request {}", request)};
+  impl_->release(it->second);
+  impl_->requests.erase(it);
+  return {};
+}
+
+Result<int64_t> GpuModel::position(int64_t request) const {
+  auto it = impl_->requests.find(request);
+  if (it == impl_->requests.end()) return Error{fmt::format("no request {}", request)};
+  return it->second.position;
+}
+
+Status GpuModelImpl::reserve(GpuRequest& rq, int64_t newEnd) {
+  // Pages each kv source needs for the entries of positions < newEnd; checked for all sources
+  // first so a full cache changes nothing.
+  int64_t needComp = 0, needIndex = 0;
+  std::vector<int64_t> want(size_t(cfg.numHiddenLayers), 0);
+  for (int L = 0; L < cfg.numHiddenLayers; ++L) {
+    const LayerRole& role = cfg.role(L);
+    if (!role.isKvSource) continue;
+    want[size_t(L)] = cdiv(newEnd / role.ratio, kGpuPageTokens);
+    needComp += std::max<int64_t>(0, want[size_t(L)] - int64_t(rq.compPages[size_t(L)].size()));
+    needIndex += std::max<int64_t>(0, want[size_t(L)] - int64_t(rq.indexPages[size_t(L)].size()));
+  }
+  if (needComp > compPool->pages().freeCount() || needIndex > indexPool->pages().freeCount())
+    return Error{fmt::format("KV cache full: {} more compressed pages and {} index-key pages needed for {} tokens, "
+                             "{} and {} free (capacity about {} tokens in all)", needComp, needIndex, newEnd,
+                             compPool->pages().freeCount(), indexPool->pages().freeCount(), capacity.tokens)};
+  for (int L = 0; L < cfg.numHiddenLayers; ++L) {
+    const int64_t moreC = want[size_t(L)] - int64_t(rq.compPages[size_t(L)].size());
+    if (moreC > 0) {
+      auto p = compPool->allocate(moreC);
+      if (!p.ok()) return p.error();
+      rq.compPages[size_t(L)].insert(rq.compPages[size_t(L)].end(), p->begin(), p->end());
+    }
+    const int64_t moreI = want[size_t(L)] - int64_t(rq.indexPages[size_t(L)].size());
+    if (moreI > 0) {
+      auto p = indexPool->allocate(moreI);
+      if (!p.ok()) return p.error();
+      rq.indexPages[size_t(L)].insert(rq.indexPages[size_t(L)].end(), p->begin(), p->end());
+    }
+  }
+  return {};
+}
+
+Result<HostTensor> GpuModelImpl::forward(GpuRequest& rq, const std::vector<int32_t>& ids) {
+  DI_TRY(dev->use());
+  const size_t classesBefore = rq.classes.size();
+  if (!tokenMap.empty())
+    for (int32_t id : ids) rq.classes.push_back(tokenMap[size_t(id)]);
+  GpuForwardPass pass(*this, rq, int64_t(ids.size()));
+  auto logits = pass.run(ids);
+  if (!logits.ok()) {
+    rq.classes.resize(classesBefore);
+    rq.unusable = true;
+    return Error{fmt::format("{} (the request is no longer usable)", logits.error().message)};
+  }
+  rq.position += int64_t(ids.size());
+  return logits;
+}
+
+Result<HostTensor> GpuModel::prefill(int64_t request, const std::vector<int32_t>& ids) {
+  GpuModelImpl& m = *impl_;
+  auto it = m.requests.find(request);
+  if (it == m.requests.end()) return Error{fmt::format("prefill: no request {}", request)};
+  GpuRequest& rq = it->second;
+  if (ids.empty()) return Error{"prefill: no tokens"};
+  if (rq.unusable) return Error{"prefill: the request is unusable after an earlier failed call"};
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= m.cfg.vocabSize)
+      return Error{fmt::format("prefill: token {} (at index {}) is outside the vocabulary [0, {})", ids[i], i,
+                               m.cfg.vocabSize)};
+  const int64_t end = rq.position + int64_t(ids.size());
+  if (m.cfg.maxPositionEmbeddings > 0 && end > m.cfg.maxPositionEmbeddings)
+    return Error{fmt::format("prefill: positions up to {} exceed max_position_embeddings {}", end,
+                             m.cfg.maxPositionEmbeddings)};
+  DI_TRY(m.reserve(rq, end));
+  const int64_t V = m.cfg.vocabSize, n = int64_t(ids.size());
+  HostTensor all(DType::F32, {n, V});
+  for (int64_t at = 0; at < n; at += m.opts.maxChunkTokens) {
+    const int64_t len = std::min(m.opts.maxChunkTokens, n - at);
+    std::vector<int32_t> chunk(ids.begin() + at, ids.begin() + at + len);
+    auto logits = m.forward(rq, chunk);
+    if (!logits.ok()) return logits.error();
+    std::copy_n(logits->bytes.data(), logits->bytes.size(), all.bytes.data() + size_t(at * V * 4));
+  }
+  return all;
+}
+
+Result<std::vector<float>> GpuModel::decode(int64_t request, int32_t token) {
+  auto logits = prefill(request, {token});
+  if (!logits.ok()) return logits.error();
+  std::vector<float> row(size_t(impl_->cfg.vocabSize));
+  std::copy_n(logits->ptr<float>(), row.size(), row.data());
+  return row;
+}
+
+}  // namespace deepinfer

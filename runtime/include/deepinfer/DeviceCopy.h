@@ -1,0 +1,18 @@
+// Stream-ordered copies and fills on device addresses (the forward pass's metadata uploads,
+// tail copies and poisoning), over the driver API. Host memory may be pageable: the call
+// returns once the host bytes have been consumed, so the caller may reuse them at once.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "deepinfer/Error.h"
+
+namespace deepinfer {
+
+Status copyHostToDevice(uint64_t dst, const void* src, size_t bytes, void* stream);
+Status copyDeviceToHost(void* dst, uint64_t src, size_t bytes, void* stream);  // waits for the copy
+Status copyDeviceToDevice(uint64_t dst, uint64_t src, size_t bytes, void* stream);
+Status fillDevice8(uint64_t dst, uint8_t value, size_t bytes, void* stream);
+Status synchronizeStream(void* stream);
+
+}  // namespace deepinfer

@@ -1,0 +1,53 @@
+#include "deepinfer/DeviceCopy.h"
+
+#include <fmt/format.h>
+
+#include "CudaDriver.h"
+
+namespace deepinfer {
+
+Status copyHostToDevice(uint64_t dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return {};
+  auto d = cuda::driver();
+  if (!d.ok()) return d.error();
+  DI_CU((*d)->cuMemcpyHtoDAsync(CUdeviceptr(dst), src, bytes, static_cast<CUstream>(stream)),
+        fmt::format("copying {} bytes host -> device 0x{:x}", bytes, dst));
+  return {};
+}
+
+Status copyDeviceToHost(void* dst, uint64_t src, size_t bytes, void* stream) {
+  if (bytes == 0) return {};
+  auto d = cuda::driver();
+  if (!d.ok()) return d.error();
+  DI_CU((*d)->cuMemcpyDtoHAsync(dst, CUdeviceptr(src), bytes, static_cast<CUstream>(stream)),
+        fmt::format("copying {} bytes device 0x{:x} -> host", bytes, src));
+  DI_CU((*d)->cuStreamSynchronize(static_cast<CUstream>(stream)), "waiting for a device -> host copy");
+  return {};
+}
+
+Status copyDeviceToDevice(uint64_t dst, uint64_t src, size_t bytes, void* stream) {
+  if (bytes == 0) return {};
+  auto d = cuda::driver();
+  if (!d.ok()) return d.error();
+  DI_CU((*d)->cuMemcpyDtoDAsync(CUdeviceptr(dst), CUdeviceptr(src), bytes, static_cast<CUstream>(stream)),
+        fmt::format("copying {} bytes device 0x{:x} -> 0x{:x}", bytes, src, dst));
+  return {};
+}
+
+Status fillDevice8(uint64_t dst, uint8_t value, size_t bytes, void* stream) {
+  if (bytes == 0) return {};
+  auto d = cuda::driver();
+  if (!d.ok()) return d.error();
+  DI_CU((*d)->cuMemsetD8Async(CUdeviceptr(dst), value, bytes, static_cast<CUstream>(stream)),
+        fmt::format("filling {} bytes at 0x{:x}", bytes, dst));
+  return {};
+}
+
+Status synchronizeStream(void* stream) {
+  auto d = cuda::driver();
+  if (!d.ok()) return d.error();
+  DI_CU((*d)->cuStreamSynchronize(static_cast<CUstream>(stream)), "synchronizing a stream");
+  return {};
+}
+
+}  // namespace deepinfer
