@@ -13,10 +13,12 @@ const std::vector<Verb>& verbs() {
       {"targets", "list target presets and the local GPU", verbTargets},
       {"emit", "show one op's specialized IR, CUDA C++, PTX or resource report", verbEmit},
       {"compile", "compile every op x target x candidate config with NVRTC; print resources", verbCompile},
-      {"cache", "list, verify or clear the on-disk kernel cache", verbCache},
+      {"cache", "list, verify, clear, export or import the on-disk kernel + tuning caches", verbCache},
+      {"tune", "autotune every kernel the model needs on the local GPU into the tuning cache", verbTune},
+      {"roofline", "measure the local GPU's copy bandwidth and mma.sync rate; store them with the tuning data", verbRoofline},
       {"run-op", "run one op on tensors from a safetensors file (kernel or C++ reference)", verbRunOp},
       {"make-model", "write a random-weight test checkpoint (tiny, proxy)", verbMakeModel},
-      {"run", "run a model on a prompt (CPU reference backend)", verbRun},
+      {"run", "run a model on a prompt (CUDA backend through generated kernels, or the CPU reference)", verbRun},
   };
   return v;
 }

@@ -1,0 +1,315 @@
+// The GPU forward pass on the `tiny` model against the CPU reference forward (label gpu; skips
+// visibly without a GPU): prefill and 32 greedy decode steps, prefill-then-decode against a
+// full prefill, concurrent requests against each alone, a 4K context that engages candidate
+// filtering, the YOCO metadata counter, the sm_80 PTX specialization, and no page or device
+// memory leak over 1,000 requests. Errors are reported relative to the row's largest logit.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "gpu/GpuModel.h"
+#include "model/CpuForward.h"
+#include "model/MakeModel.h"
+
+namespace deepinfer {
+namespace {
+
+// Agreement of one logits row with the CPU's: the largest absolute difference over the row's
+// largest |logit| (logits of the tiny model are O(1..10)).
+constexpr double kLogitTolerance = 3e-2;
+
+struct ModelEnv {
+  std::shared_ptr<Device> dev;
+  std::string why, dir;
+  std::unique_ptr<CpuModel> cpu;
+  std::unique_ptr<GpuModel> gpu;
+  uint64_t seed = 0;
+};
+
+ModelEnv& env() {
+  static ModelEnv e = [] {
+    ModelEnv e;
+    auto d = Device::open(0);
+    if (!d.ok()) {
+      e.why = d.error().message;
+      return e;
+    }
+    e.dev = *d;
+    const char* s = std::getenv("DI_TEST_SEED");
+    e.seed = s ? std::strtoull(s, nullptr, 0) : std::random_device{}();
+    e.dir = (std::filesystem::path(::testing::TempDir()) / fmt::format("di_gpu_model_{}", ::getpid())).string();
+    MakeModelOptions mo;
+    mo.preset = "tiny";
+    mo.outDir = e.dir;
+    if (auto st = makeModel(mo); !st.ok()) {
+      e.why = "make-model tiny: " + st.error().message;
+      e.dev.reset();
+      return e;
+    }
+    auto cpu = CpuModel::load(e.dir);
+    if (!cpu.ok()) {
+      e.why = "cpu model: " + cpu.error().message;
+      e.dev.reset();
+      return e;
+    }
+    e.cpu = std::move(*cpu);
+    GpuModelOptions go;
+    go.kvCacheBytes = int64_t(1) << 30;
+    go.maxChunkTokens = 128;
+    auto gpu = GpuModel::load(e.dir, e.dev, go);
+    if (!gpu.ok()) {
+      e.why = "gpu model: " + gpu.error().message;
+      ADD_FAILURE() << e.why;
+      e.dev.reset();
+      return e;
+    }
+    e.gpu = std::move(*gpu);
+    fmt::print("GPU model: {} on {} (sm_{}), KV capacity {} tokens, seed {}\n", e.dir, e.dev->info().profile.gpuName,
+               e.dev->info().profile.arch(), e.gpu->capacity().tokens, e.seed);
+    return e;
+  }();
+  return e;
+}
+
+#define NEED_GPU()                                                  \
+  ModelEnv& e = env();                                              \
+  if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why
+
+std::vector<int32_t> randomIds(int64_t n, uint64_t seed, int64_t V) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = int32_t(rng() % uint64_t(V));
+  return ids;
+}
+
+double rowError(const float* gpu, const float* cpu, int64_t V) {
+  double maxAbs = 1e-30, maxDiff = 0;
+  for (int64_t i = 0; i < V; ++i) {
+    maxAbs = std::max(maxAbs, double(std::fabs(cpu[i])));
+    maxDiff = std::max(maxDiff, double(std::fabs(gpu[i] - cpu[i])));
+  }
+  return maxDiff / maxAbs;
+}
+
+void recordResult(const std::string& row) {
+  const char* path = std::getenv("DI_GPU_RESULTS");
+  fmt::print("{}\n", row);
+  if (!path) return;
+  std::ofstream f(path, std::ios::app);
+  f << row << "\n";
+}
+
+// Prefill `prompt` then `steps` greedy decodes on both backends; every row compared.
+void compareGreedy(GpuModel& gpu, CpuModel& cpu, const std::vector<int32_t>& prompt, int steps, const std::string& tag) {
+  const int64_t V = cpu.config().vocabSize, n = int64_t(prompt.size());
+  CpuRequestState cr = cpu.newRequest();
+  auto cl = cpu.prefill(cr, prompt);
+  ASSERT_TRUE(cl.ok()) << cl.error().message;
+  auto req = gpu.newRequest();
+  ASSERT_TRUE(req.ok()) << req.error().message;
+  auto gl = gpu.prefill(*req, prompt);
+  ASSERT_TRUE(gl.ok()) << gl.error().message;
+  double worstPrefill = 0;
+  int argmaxDiffers = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* g = gl->ptr<float>() + t * V;
+    const float* c = cl->ptr<float>() + t * V;
+    worstPrefill = std::max(worstPrefill, rowError(g, c, V));
+    argmaxDiffers += argmaxToken(g, V) != argmaxToken(c, V);
+  }
+  std::vector<float> gLast(gl->ptr<float>() + (n - 1) * V, gl->ptr<float>() + n * V);
+  std::vector<float> cLast(cl->ptr<float>() + (n - 1) * V, cl->ptr<float>() + n * V);
+  double worstDecode = 0;
+  std::vector<int32_t> gTok, cTok;
+  for (int s = 0; s < steps; ++s) {
+    gTok.push_back(argmaxToken(gLast.data(), V));
+    cTok.push_back(argmaxToken(cLast.data(), V));
+    ASSERT_EQ(gTok.back(), cTok.back()) << tag << ": greedy token " << s << " differs";
+    auto g = gpu.decode(*req, gTok.back());
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    auto c = cpu.decode(cr, cTok.back());
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    gLast = std::move(*g);
+    cLast = std::move(*c);
+    worstDecode = std::max(worstDecode, rowError(gLast.data(), cLast.data(), V));
+  }
+  recordResult(fmt::format(R"({{"test":"{}","prompt":{},"decode_steps":{},"max_rel_err_prefill":{:.3e},)"
+                           R"("max_rel_err_decode":{:.3e},"prefill_argmax_differs":{}}})",
+                           tag, n, steps, worstPrefill, worstDecode, argmaxDiffers));
+  EXPECT_LE(worstPrefill, kLogitTolerance) << tag;
+  EXPECT_LE(worstDecode, kLogitTolerance) << tag;
+  EXPECT_LE(argmaxDiffers, std::max<int64_t>(1, n / 50)) << tag << ": prefill argmax differs on many positions";
+  ASSERT_TRUE(gpu.releaseRequest(*req).ok());
+}
+
+TEST(GpuModel, PrefillAnd32DecodesMatchCpu) {
+  NEED_GPU();
+  const auto before = e.gpu->counters();
+  compareGreedy(*e.gpu, *e.cpu, randomIds(150, e.seed, e.cpu->config().vocabSize), 32, "tiny_prefill150_decode32");
+  // YOCO: the compressed cache of each kv source is gathered once per forward (not per
+  // consumer layer), and combined index rows are built once per index source.
+  const auto after = e.gpu->counters();
+  const int64_t forwards = after.forwards - before.forwards;
+  int sources = 0, indexGroups = 0, attending = 0;
+  for (int L = 0; L < e.cpu->config().numHiddenLayers; ++L) {
+    const LayerRole& r = e.cpu->config().role(L);
+    sources += r.isKvSource;
+    attending += 1;
+    (void)r;
+  }
+  for (int L = 0; L < e.cpu->config().numHiddenLayers; ++L) indexGroups += e.cpu->config().role(L).isIndexSource;
+  EXPECT_EQ(after.attentionLayers - before.attentionLayers, forwards * attending);
+  EXPECT_LE(after.kvMetadataBuilds - before.kvMetadataBuilds, forwards * sources);
+  EXPECT_GE(after.kvMetadataBuilds - before.kvMetadataBuilds, (forwards - 1) * sources);
+  EXPECT_LE(after.indexRowBuilds - before.indexRowBuilds, forwards * (indexGroups + 1));
+  recordResult(fmt::format(R"({{"test":"yoco_counter","forwards":{},"kv_sources":{},"kv_metadata_builds":{},)"
+                           R"("index_row_builds":{},"attention_layers":{}}})",
+                           forwards, sources, after.kvMetadataBuilds - before.kvMetadataBuilds,
+                           after.indexRowBuilds - before.indexRowBuilds,
+                           after.attentionLayers - before.attentionLayers));
+}
+
+TEST(GpuModel, PrefillThenDecodeEqualsFullPrefill) {
+  NEED_GPU();
+  const int64_t V = e.cpu->config().vocabSize;
+  const auto ids = randomIds(90, e.seed + 1, V);
+  auto full = e.gpu->newRequest();
+  ASSERT_TRUE(full.ok());
+  auto fl = e.gpu->prefill(*full, ids);
+  ASSERT_TRUE(fl.ok()) << fl.error().message;
+  auto part = e.gpu->newRequest();
+  ASSERT_TRUE(part.ok());
+  const int64_t k = 7;
+  auto pl = e.gpu->prefill(*part, std::vector<int32_t>(ids.begin(), ids.end() - k));
+  ASSERT_TRUE(pl.ok()) << pl.error().message;
+  double worst = 0;
+  for (int64_t i = int64_t(ids.size()) - k; i < int64_t(ids.size()); ++i) {
+    auto row = e.gpu->decode(*part, ids[size_t(i)]);
+    ASSERT_TRUE(row.ok()) << row.error().message;
+    const float* f = fl->ptr<float>() + i * V;
+    worst = std::max(worst, rowError(row->data(), f, V));
+    EXPECT_EQ(argmaxToken(row->data(), V), argmaxToken(f, V)) << "position " << i;
+  }
+  recordResult(fmt::format(R"({{"test":"prefill_then_decode_vs_full","max_rel_err":{:.3e}}})", worst));
+  EXPECT_LE(worst, kLogitTolerance);
+  EXPECT_TRUE(e.gpu->releaseRequest(*full).ok());
+  EXPECT_TRUE(e.gpu->releaseRequest(*part).ok());
+}
+
+TEST(GpuModel, ConcurrentRequestsMatchEachAlone) {
+  NEED_GPU();
+  const int64_t V = e.cpu->config().vocabSize;
+  const std::vector<int64_t> lens = {5, 33, 70};
+  auto generate = [&](int64_t req, const std::vector<int32_t>& prompt, int steps, std::vector<int32_t>& out,
+                      bool onlyPrefill) -> Status {
+    if (onlyPrefill) {
+      auto l = e.gpu->prefill(req, prompt);
+      if (!l.ok()) return l.error();
+      out.push_back(argmaxToken(l->ptr<float>() + (int64_t(prompt.size()) - 1) * V, V));
+      return {};
+    }
+    for (int s = 0; s < steps; ++s) {
+      auto l = e.gpu->decode(req, out.back());
+      if (!l.ok()) return l.error();
+      out.push_back(argmaxToken(l->data(), V));
+    }
+    return {};
+  };
+  // Alone.
+  std::vector<std::vector<int32_t>> alone(lens.size());
+  for (size_t i = 0; i < lens.size(); ++i) {
+    auto r = e.gpu->newRequest();
+    ASSERT_TRUE(r.ok());
+    const auto prompt = randomIds(lens[i], e.seed + 10 + i, V);
+    ASSERT_TRUE(generate(*r, prompt, 0, alone[i], true).ok());
+    ASSERT_TRUE(generate(*r, prompt, 12, alone[i], false).ok());
+    ASSERT_TRUE(e.gpu->releaseRequest(*r).ok());
+  }
+  // Interleaved: all prefills, then decode steps round-robin.
+  std::vector<int64_t> reqs;
+  std::vector<std::vector<int32_t>> together(lens.size());
+  for (size_t i = 0; i < lens.size(); ++i) {
+    auto r = e.gpu->newRequest();
+    ASSERT_TRUE(r.ok());
+    reqs.push_back(*r);
+    ASSERT_TRUE(generate(*r, randomIds(lens[i], e.seed + 10 + i, V), 0, together[i], true).ok());
+  }
+  for (int s = 0; s < 12; ++s)
+    for (size_t i = 0; i < lens.size(); ++i) ASSERT_TRUE(generate(reqs[i], {}, 1, together[i], false).ok());
+  for (size_t i = 0; i < lens.size(); ++i) {
+    EXPECT_EQ(together[i], alone[i]) << "request " << i;
+    ASSERT_TRUE(e.gpu->releaseRequest(reqs[i]).ok());
+  }
+}
+
+TEST(GpuModel, LongContextEngagesCandidateFiltering) {
+  NEED_GPU();
+  // 4K tokens: the candidate source keeps 4 of up to 512 blocks, so restricted layers score
+  // only inside them, and every indexer drops entries.
+  compareGreedy(*e.gpu, *e.cpu, randomIds(4096, e.seed + 2, e.cpu->config().vocabSize), 4, "tiny_context4096");
+}
+
+TEST(GpuModel, Sm80PtxSpecializationMatchesCpu) {
+  NEED_GPU();
+  if (e.dev->info().profile.arch() < 80) GTEST_SKIP() << "GPU older than sm_80";
+  GpuModelOptions go;
+  go.target = "sm_80";
+  go.kvCacheBytes = int64_t(256) << 20;
+  go.maxRequests = 2;
+  go.maxChunkTokens = 64;
+  auto gpu = GpuModel::load(e.dir, e.dev, go);
+  ASSERT_TRUE(gpu.ok()) << gpu.error().message;
+  EXPECT_EQ((*gpu)->targetName(), "sm_80");
+  compareGreedy(**gpu, *e.cpu, randomIds(100, e.seed + 3, e.cpu->config().vocabSize), 8, "tiny_sm80_ptx");
+}
+
+TEST(GpuModel, NoLeakOver1000Requests) {
+  NEED_GPU();
+  const int64_t V = e.cpu->config().vocabSize;
+  auto cycle = [&](int i) {
+    auto r = e.gpu->newRequest();
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    auto l = e.gpu->prefill(*r, randomIds(1 + i % 5, e.seed + uint64_t(i), V));
+    ASSERT_TRUE(l.ok()) << l.error().message;
+    auto d = e.gpu->decode(*r, 3);
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    ASSERT_TRUE(e.gpu->releaseRequest(*r).ok());
+  };
+  for (int i = 0; i < 10; ++i) cycle(i);  // scratch buffers reach their size
+  auto before = e.dev->memInfo();
+  ASSERT_TRUE(before.ok());
+  for (int i = 0; i < 1000; ++i) {
+    cycle(i);
+    if (HasFatalFailure()) return;
+  }
+  auto after = e.dev->memInfo();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(e.gpu->pagesInUse(), 0);
+  EXPECT_EQ(after->first, before->first) << "device memory changed over 1,000 requests";
+  recordResult(fmt::format(R"({{"test":"leak_1000_requests","pages_in_use":{},"free_before":{},"free_after":{}}})",
+                           e.gpu->pagesInUse(), before->first, after->first));
+}
+
+TEST(GpuModel, BadInputIsAClearError) {
+  NEED_GPU();
+  auto r = e.gpu->newRequest();
+  ASSERT_TRUE(r.ok());
+  auto bad = e.gpu->prefill(*r, {1, int32_t(e.cpu->config().vocabSize)});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("outside the vocabulary"), std::string::npos) << bad.error().message;
+  auto none = e.gpu->prefill(12345678, {1});
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(e.gpu->releaseRequest(*r).ok());
+  EXPECT_FALSE(e.gpu->releaseRequest(*r).ok());
+  auto missing = GpuModel::load(e.dir + "/does-not-exist", e.dev, {});
+  ASSERT_FALSE(missing.ok());
+}
+
+}  // namespace
+}  // namespace deepinfer
