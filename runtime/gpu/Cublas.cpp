@@ -102,8 +102,14 @@ Status Cublas::gemmBf16F32Batched(uint64_t x, int64_t ldx, int64_t strideX, uint
                                        batch, strideX, strideW, strideY);
   if (batch < 0 || strideX < 0 || strideW < 0 || strideY < 0)
     return Error{fmt::format("cuBLAS: gemmBf16F32Batched ({}): negative batch or stride", desc)};
-  if (batch > 1 && strideY < M * ldy - (ldy - N))
-    return Error{fmt::format("cuBLAS: gemmBf16F32Batched ({}): strideY makes the outputs of two batches overlap", desc)};
+  // Outputs must not overlap: either whole [M, N] blocks one after another, or column blocks
+  // side by side within each row (e.g. the per-group slices of one wide output row).
+  const bool blocks = strideY >= (M - 1) * ldy + N;
+  const bool columns = strideY >= N && (batch - 1) * strideY + N <= ldy;
+  if (batch > 1 && M > 0 && N > 0 && !blocks && !columns)
+    return Error{fmt::format("cuBLAS: gemmBf16F32Batched ({}): the outputs of the batches overlap (strideY must be >= "
+                             "(M-1)*ldy+N, or >= N with (batch-1)*strideY+N <= ldy)",
+                             desc)};
   if (M == 0 || N == 0 || batch == 0) return {};
   DI_TRY(bind(stream, "gemmBf16F32Batched"));
   const float alpha = 1.f, beta = 0.f;

@@ -38,8 +38,10 @@ class Cublas {
                      int64_t N, int64_t K, void* stream, float alpha = 1.f, float beta = 0.f);
 
   // The same for `batch` independent products: batch b reads x + b*strideX and W + b*strideW
-  // and writes y + b*strideY (strides in elements; a stride of 0 shares the operand), with
-  // alpha = 1 and beta = 0.
+  // and writes y + b*strideY (strides in elements; a stride of 0 shares an input), with
+  // alpha = 1 and beta = 0. The outputs must be disjoint: consecutive blocks
+  // (strideY >= (M-1)*ldy + N) or column slices of shared rows (strideY >= N and
+  // (batch-1)*strideY + N <= ldy); anything else is an error.
   Status gemmBf16F32Batched(uint64_t x, int64_t ldx, int64_t strideX, uint64_t W, int64_t ldw, int64_t strideW,
                             uint64_t y, int64_t ldy, int64_t strideY, int64_t M, int64_t N, int64_t K,
                             int64_t batch, void* stream);

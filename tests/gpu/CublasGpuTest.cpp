@@ -220,6 +220,9 @@ TEST(CublasGpu, BatchedMatchesFp64) {
   cases.push_back({1, 129, 31, 31, 31, 129, 1.f, 0.f, 8, 31, 129 * 31, 129});
   // One W shared by every batch (stride 0).
   cases.push_back({9, 17, 23, 23, 23, 17, 1.f, 0.f, 4, 9 * 23, 0, 9 * 17});
+  // Column slices of shared rows: batch b reads columns [b*K, (b+1)*K) of x and writes
+  // columns [b*N, (b+1)*N) of y (the grouped output projection's layout).
+  cases.push_back({5, 24, 32, 4 * 32 + 3, 32, 4 * 24 + 1, 1.f, 0.f, 4, 32, 24 * 32, 24});
   // A single batch through the batched call.
   cases.push_back({6, 10, 12, 12, 12, 10, 1.f, 0.f, 1, 0, 0, 0});
   for (const Gemm& g : cases) {
@@ -250,10 +253,13 @@ TEST(CublasGpu, BadArgumentsAreErrorsWithShapes) {
   EXPECT_NE(st.error().message.find("ldy"), std::string::npos) << st.error().message;
   st = blas.gemmBf16F32(0x1000, 32, 0x1000, 32, 0x1000, 8, -1, 8, 32, nullptr);
   EXPECT_FALSE(st.ok());
-  // Batches writing over each other.
-  st = blas.gemmBf16F32Batched(0x1000, 32, 128, 0x1000, 32, 256, 0x1000, 8, 8, 4, 8, 32, 2, nullptr);
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message.find("overlap"), std::string::npos) << st.error().message;
+  // Batches writing over each other: rows of one batch over the next, column slices running
+  // past the row, a shared output.
+  for (int64_t strideY : {int64_t(4), int64_t(16), int64_t(0)}) {
+    st = blas.gemmBf16F32Batched(0x1000, 32, 128, 0x1000, 32, 256, 0x1000, 20, strideY, 4, 8, 32, 2, nullptr);
+    ASSERT_FALSE(st.ok()) << strideY;
+    EXPECT_NE(st.error().message.find("overlap"), std::string::npos) << st.error().message;
+  }
 }
 
 }  // namespace
