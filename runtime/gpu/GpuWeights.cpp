@@ -232,6 +232,9 @@ Result<GpuWeights> loadGpuWeights(const ModelConfig& cfg, const Checkpoint& ckpt
   UploadSink s(ckpt);
   GpuWeights w;
   DI_TRY(walk(cfg, ckpt, s, w));
+  // A pageable host-to-device copy may return before its DMA lands; kernels on non-blocking
+  // streams would not wait for it.
+  DI_TRY(dev.synchronize());
   w.deviceBytes = s.bytes;
   return w;
 }

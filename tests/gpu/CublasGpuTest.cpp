@@ -120,6 +120,9 @@ std::vector<uint32_t> run(const Gemm& g, const Operands& o, bool batched) {
   DeviceBuffer dx = upload(o.x.data(), o.x.size() * 2);
   DeviceBuffer dw = upload(o.W.data(), o.W.size() * 2);
   DeviceBuffer dy = upload(o.y0.data(), o.y0.size() * 4);
+  // Pageable uploads may still be in flight; the GEMM's non-blocking stream would not wait.
+  auto synced = e.dev->synchronize();
+  EXPECT_TRUE(synced.ok()) << synced.error().message;
   auto stream = Stream::create();
   EXPECT_TRUE(stream.ok());
   Status st = batched ? e.blas->gemmBf16F32Batched(dx.addr(), g.ldx, g.strideX, dw.addr(), g.ldw, g.strideW, dy.addr(),
