@@ -125,6 +125,26 @@ std::string BinaryCache::entryPath(const std::string& key) const {
   return fmt::format("{}/kernels/{}.bin", dir_, key);
 }
 
+// The unit in an entry file's bytes, or what is wrong with them.
+static Result<CompiledUnit> parseEntry(const std::string& all) {
+  const size_t magicLen = sizeof(kMagic) - 1;
+  if (all.compare(0, magicLen, kMagic) != 0) return Error{"has no valid header (torn or foreign)"};
+  // Header: magic, "<payload bytes> <sha256>\n", payload.
+  const size_t nl = all.find('\n', magicLen);
+  if (nl == std::string::npos) return Error{"is truncated in its header"};
+  std::istringstream hdr(all.substr(magicLen, nl - magicLen));
+  size_t size = 0;
+  std::string hash;
+  if (!(hdr >> size >> hash)) return Error{"has a malformed header"};
+  const std::string payload = all.substr(nl + 1);
+  if (payload.size() != size)
+    return Error{fmt::format("holds {} payload bytes, expected {} (torn write)", payload.size(), size)};
+  if (sha256Hex(payload) != hash) return Error{"fails its content hash (corrupt)"};
+  auto u = parsePayload(payload);
+  if (!u) return Error{"has a malformed payload"};
+  return *u;
+}
+
 std::optional<CompiledUnit> BinaryCache::load(const std::string& key, std::string* warning) const {
   const std::string path = entryPath(key);
   struct stat st;
@@ -137,22 +157,26 @@ std::optional<CompiledUnit> BinaryCache::load(const std::string& key, std::strin
   if (auto own = checkOwnership(path, false); !own.ok()) return reject(own.error().message, false);
   std::ifstream f(path, std::ios::binary);
   std::string all((std::istreambuf_iterator<char>(f)), {});
-  const size_t magicLen = sizeof(kMagic) - 1;
-  if (all.compare(0, magicLen, kMagic) != 0) return reject("has no valid header (torn or foreign)", true);
-  // Header: magic, "<payload bytes> <sha256>\n", payload.
-  const size_t nl = all.find('\n', magicLen);
-  if (nl == std::string::npos) return reject("is truncated in its header", true);
-  std::istringstream hdr(all.substr(magicLen, nl - magicLen));
-  size_t size = 0;
-  std::string hash;
-  if (!(hdr >> size >> hash)) return reject("has a malformed header", true);
-  const std::string payload = all.substr(nl + 1);
-  if (payload.size() != size)
-    return reject(fmt::format("holds {} payload bytes, expected {} (torn write)", payload.size(), size), true);
-  if (sha256Hex(payload) != hash) return reject("fails its content hash (corrupt)", true);
-  auto u = parsePayload(payload);
-  if (!u) return reject("has a malformed payload", true);
-  return u;
+  auto u = parseEntry(all);
+  if (!u.ok()) return reject(u.error().message, true);
+  return *u;
+}
+
+Result<std::string> BinaryCache::readEntry(const std::string& key) const {
+  const std::string path = entryPath(key);
+  DI_TRY(checkOwnership(path, false));
+  std::ifstream f(path, std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), {});
+  if (auto u = parseEntry(all); !u.ok()) return Error{fmt::format("cache entry {} {}", path, u.error().message)};
+  return all;
+}
+
+Status BinaryCache::importEntry(const std::string& key, const std::string& bytes) const {
+  const bool hex = key.size() == 64 && key.find_first_not_of("0123456789abcdef") == std::string::npos;
+  if (!hex) return Error{fmt::format("'{}' is not a kernel cache key (64 lowercase hex digits)", key.substr(0, 80))};
+  auto u = parseEntry(bytes);
+  if (!u.ok()) return Error{fmt::format("kernel entry {} {}", key.substr(0, 16), u.error().message)};
+  return store(key, *u);
 }
 
 Status BinaryCache::store(const std::string& key, const CompiledUnit& unit) const {

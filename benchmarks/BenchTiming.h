@@ -12,6 +12,10 @@
 
 namespace deepinfer::bench {
 
+// Spin before each sample's start event: longer than the host needs to enqueue the event and a
+// plan's launches (parameter packing + cuLaunchKernel per step, ~5-20 us).
+inline constexpr double kSampleDelayUs = 40;
+
 struct TimingOptions {
   int warmup = 3;
   int samples = 30;

@@ -25,9 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Spin before each sample's start event: longer than the host needs to enqueue the event and a
-// plan's launches (parameter packing + cuLaunchKernel per step, ~5-20 us).
-constexpr double kDelayUs = 40;
+constexpr double kDelayUs = kSampleDelayUs;
 
 double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -147,7 +145,10 @@ int runBenchmarks(const BenchOptions& opts, const std::vector<BenchSpec>& specs)
   }
   const LocalGpuInfo& gpu = (*dev)->info();
   const TargetProfile& local = gpu.profile;
-  Jit jit(*dev);
+  // Defaults are measured as the families choose them, never replaced by tuned winners.
+  JitOptions jopts;
+  jopts.useTuned = false;
+  Jit jit(*dev, jopts);
 
   RunInfo run;
   run.gpuName = local.gpuName;

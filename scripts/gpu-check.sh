@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # On a GPU machine, from a dist/ built by scripts/build.sh: the local GPU's facts, the GPU test
 # suite (every kernel for the local arch and the sm_80/sm_86 specializations against the
-# references), optionally compute-sanitizer, and the benchmarks. Results go to $OUT (or
-# ./gpu-results). Usage: scripts/gpu-check.sh [tests] [sanitize] [bench]
+# references), optionally compute-sanitizer, the benchmarks, and the autotuner (`tune`: the
+# roofline, then `deepinfer-jit tune` twice; the second run must be a full cache hit and fast).
+# Results go to $OUT (or ./gpu-results). Usage: scripts/gpu-check.sh [tests] [sanitize] [bench] [tune]
+# TUNE_ARGS are the tune runs' flags; the default tunes four ops over all their buckets with 10
+# samples (minutes, within one 10-minute command); TUNE_ARGS="--samples 30" tunes every op.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
@@ -31,5 +34,34 @@ if [[ " $steps " == *" sanitize "* ]]; then
 fi
 if [[ " $steps " == *" bench "* ]]; then
   "$BIN/deepinfer-bench" --out "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | tail -60
+fi
+if [[ " $steps " == *" tune "* ]]; then
+  "$BIN/deepinfer-jit" roofline 2>&1 | tee "$OUT/roofline.log"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "roofline FAILED"; rc=1; }
+  TUNE_ARGS=${TUNE_ARGS:---op sparse_mla_decode --op mhc_pre --op gather_kcache --op topk --samples 10}
+  # TUNE_ARGS is split into words on purpose.
+  # shellcheck disable=SC2086
+  s0=$(date +%s.%N)
+  "$BIN/deepinfer-jit" tune $TUNE_ARGS > "$OUT/tune-1.log" 2> "$OUT/tune-1.err"
+  t1=$?
+  awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }' > "$OUT/tune-1.seconds"
+  tail -80 "$OUT/tune-1.log"; tail -5 "$OUT/tune-1.err"
+  echo "tune (cold): exit $t1, $(cat "$OUT/tune-1.seconds") s"
+  [[ $t1 -eq 0 ]] || rc=1
+  # shellcheck disable=SC2086
+  s0=$(date +%s.%N)
+  "$BIN/deepinfer-jit" tune $TUNE_ARGS > "$OUT/tune-2.log" 2> "$OUT/tune-2.err"
+  t2=$?
+  awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }' > "$OUT/tune-2.seconds"
+  secs=$(cat "$OUT/tune-2.seconds")
+  echo "tune (warm): exit $t2, $secs s"
+  if [[ $t2 -ne 0 ]] || ! grep -q "full cache hit" "$OUT/tune-2.log"; then
+    echo "tune (warm): FAILED: not a full cache hit"; rc=1
+  elif ! awk -v s="$secs" 'BEGIN { exit !(s < 30) }'; then
+    echo "tune (warm): FAILED: took $secs s (limit 30 s)"; rc=1
+  else
+    echo "tune (warm): full cache hit in $secs s"
+  fi
+  cp "$DEEPINFER_JIT_CACHE_DIR"/tuning/*.json "$OUT/" 2>/dev/null
 fi
 exit $rc

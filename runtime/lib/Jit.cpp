@@ -5,6 +5,7 @@
 
 #include "CudaDriver.h"
 #include "deepinfer/EmbeddedTemplates.h"
+#include "deepinfer/ShapeBuckets.h"
 
 namespace deepinfer {
 
@@ -31,6 +32,16 @@ std::string kernelContentKey(const CudaUnit& unit, int arch, bool cubin) {
 }
 
 Jit::Jit(std::shared_ptr<Device> dev, JitOptions opts) : dev_(std::move(dev)), requireHit_(opts.requireCacheHit) {
+  if (opts.useTuned) {
+    const std::string dir = !opts.tuningDir.empty() ? opts.tuningDir
+                            : !opts.cacheDir.empty() ? opts.cacheDir + "/tuning"
+                                                     : TuningCache::defaultDir();
+    std::vector<std::string> warnings;
+    auto tc = TuningCache::open(TuningMetadata::forLocalGpu(dev_->info().profile), dir, &warnings);
+    for (const auto& w : warnings) fmt::print(stderr, "deepinfer-jit: warning: {}\n", w);
+    if (tc.ok()) tuning_ = std::move(tc.value());
+    else fmt::print(stderr, "deepinfer-jit: warning: tuned configs not used: {}\n", tc.error().message);
+  }
   if (!opts.useDiskCache) return;
   auto c = BinaryCache::open(opts.cacheDir.empty() ? BinaryCache::defaultDir() : opts.cacheDir);
   if (c.ok()) cache_ = std::move(c.value());
@@ -62,11 +73,44 @@ Result<std::shared_ptr<const LoadedKernel>> Jit::get(const OpDesc& d, const Targ
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = byRequest_.find(rkey); it != byRequest_.end()) return it->second;
   }
-  auto lk = load(d, t, config);
+  auto lk = load(d, t, config ? config : tunedConfig(d, t));
   if (!lk.ok()) return lk.error();
   std::lock_guard<std::mutex> lock(mu_);
   byRequest_[rkey] = *lk;
   return *lk;
+}
+
+std::optional<KernelConfig> Jit::tunedConfig(const OpDesc& d, const TargetProfile& t) const {
+  if (!tuning_) return std::nullopt;
+  auto bucket = bucketFor(d);
+  if (!bucket) return std::nullopt;
+  auto w = tuning_->winner(TuningKey{t.name, d.op, opDtypes(d.op), bucket->label()});
+  if (!w) return std::nullopt;
+  auto cfg = parseConfigString(*w);
+  // A winner that does not fit this description (another shape inside the bucket) falls back
+  // to the family's default.
+  if (!cfg || !checkConfig(d, t, *cfg).ok()) return std::nullopt;
+  return *cfg;
+}
+
+Status Jit::precompile(const OpDesc& d, const TargetProfile& t, const KernelConfig& config) {
+  auto p = runKernelPipeline(d, t, config);
+  if (!p.ok()) return p.error();
+  if (!cache_) return {};
+  const bool native = t.arch() == dev_->info().profile.arch();
+  const std::string key = kernelContentKey(p->kernel.unit, t.arch(), native);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (byKey_.count(key)) return {};
+  }
+  const std::string what = fmt::format("{} for {} ({})", p->kernel.baseName, t.archName(), native ? "cubin" : "PTX");
+  bool compiledNow = false;
+  auto c = cache_->getOrCompile(
+      key, what, [&] { return compileUnit(p->kernel.unit, p->kernel.baseName + ".cu", t.arch(), native); },
+      requireHit_, &compiledNow);
+  if (compiledNow) ++compiles_;
+  if (!c.ok()) return c.error();
+  return {};
 }
 
 Result<std::shared_ptr<const LoadedKernel>> Jit::load(const OpDesc& d, const TargetProfile& t,

@@ -26,3 +26,5 @@ int verbMakeModel(const std::vector<std::string>& args);
 int verbRun(const std::vector<std::string>& args);
 int verbRunOp(const std::vector<std::string>& args);
 int verbCache(const std::vector<std::string>& args);
+int verbTune(const std::vector<std::string>& args);
+int verbRoofline(const std::vector<std::string>& args);

@@ -43,6 +43,11 @@ class BinaryCache {
   std::vector<EntryInfo> list() const;
   // Check every entry's header, size and hash; corrupt ones are evicted. Returns the problems.
   std::vector<std::string> verify() const;
+  // The file bytes of a valid entry (for `cache export`), or why it is not valid.
+  Result<std::string> readEntry(const std::string& key) const;
+  // Installs entry file bytes under `key` (for `cache import`): the key must be 64 hex digits
+  // and the bytes a whole entry (header, size, SHA-256, payload); published atomically.
+  Status importEntry(const std::string& key, const std::string& bytes) const;
   // Remove every entry (lock files stay: a process may hold one).
   Result<int> clear() const;
 

@@ -2,6 +2,7 @@
 // through the di passes and NVRTC), and launch it on device buffers. Loaded kernels are keyed
 // by content (source, every template header, NVRTC version, options, arch), never by name.
 #pragma once
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include "deepinfer/Device.h"
 #include "deepinfer/Nvrtc.h"
 #include "deepinfer/Pipeline.h"
+#include "deepinfer/TuningCache.h"
 
 namespace deepinfer {
 
@@ -31,6 +33,11 @@ struct JitOptions {
   bool useDiskCache = true;        // the content-keyed binary cache (BinaryCache.h)
   std::string cacheDir;            // "" = BinaryCache::defaultDir()
   bool requireCacheHit = BinaryCache::requireHitFromEnv();  // a miss is an error, not a compile
+  // A request for an op's default config gets the tuning cache's winner for its shape bucket
+  // on this GPU (TuningCache.h; `deepinfer-jit tune` writes it) when one is recorded for the
+  // requested target name ("local", or e.g. "sm_80" for that PTX tuned on this GPU).
+  bool useTuned = true;
+  std::string tuningDir;           // "" = <cache dir>/tuning
 };
 
 class Jit {
@@ -46,6 +53,13 @@ class Jit {
   Status launch(const LoadedKernel& k, const DeviceAddrMap& addrs, void* stream) const;
   // The same with the parameter struct already packed (ViewLaunch.h packs it from strided views).
   Status launchPacked(const LoadedKernel& k, const std::vector<uint8_t>& params, void* stream) const;
+  // Compile this config into the disk cache without loading it (nothing to do on a hit). Safe
+  // to call from many threads at once (NVRTC compiles run in parallel; get() then loads the
+  // entry from the disk cache). Without a disk cache this only runs the pipeline.
+  Status precompile(const OpDesc& d, const TargetProfile& t, const KernelConfig& config);
+  // The tuned winner get() would use for a default request (nullopt: none recorded, tuning
+  // off, or the recorded config does not fit this description).
+  std::optional<KernelConfig> tunedConfig(const OpDesc& d, const TargetProfile& t) const;
   int compiles() const { return compiles_; }       // NVRTC compiles this Jit ran
   int diskHits() const { return diskHits_; }       // kernels loaded from the disk cache
   const Device& device() const { return *dev_; }
@@ -59,8 +73,9 @@ class Jit {
   std::map<std::string, std::shared_ptr<const LoadedKernel>> byRequest_;       // by op+shapes+target+config
   std::optional<BinaryCache> cache_;
   bool requireHit_ = false;
-  int compiles_ = 0;
-  int diskHits_ = 0;
+  std::optional<TuningCache> tuning_;
+  std::atomic<int> compiles_{0};
+  std::atomic<int> diskHits_{0};
 };
 
 // The content key of a unit compiled for an arch (also the binary cache's key).
