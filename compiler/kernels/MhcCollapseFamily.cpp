@@ -45,7 +45,7 @@ class MhcCollapseFamily : public KernelFamily {
     for (int warps : warpChoices(dims->T)) {
       const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
       std::set<int64_t> slices;
-      slices.insert(defaultSlices(t, tiles, chunks, warps));
+      slices.insert(defaultSlices(Mode::Collapse, false, t, tiles, chunks, warps));
       for (int64_t s : {1, 2, 4, 8, 16, 32, 64, 128}) slices.insert(evenSlices(chunks, s));
       slices.insert(chunks);
       for (int64_t s : slices) out.push_back({{"threads", 32 * warps}, {"k_slices", s}});
@@ -72,7 +72,7 @@ class MhcCollapseFamily : public KernelFamily {
     const int warps = defaultWarps(dims->T);
     const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
     return {{"threads", 32 * warps},
-            {"k_slices", defaultSlices(t, tiles, dims->C / kChunk, warps)}};
+            {"k_slices", defaultSlices(Mode::Collapse, false, t, tiles, dims->C / kChunk, warps)}};
   }
 
   CudaUnit emit(const KernelConfig& c, const OpDesc& d,
@@ -115,14 +115,7 @@ class MhcCollapseFamily : public KernelFamily {
 
  private:
   Result<StreamGeometry> geometry(const KernelConfig& c, const OpDesc& d) const {
-    auto dims = residualDims(d, "x");
-    if (!dims) return dims.error();
-    return streamGeometry(Mode::Collapse, c, *dims, opName());
-  }
-
-  static int64_t defaultSlices(const TargetProfile& t, int64_t tiles, int64_t chunks, int warps) {
-    return occupancySlices(t, tiles, chunks, 32 * warps, streamRegs(Mode::Collapse, false, warps),
-                           streamSmemBytes(Mode::Collapse, warps));
+    return streamGeometryOf(Mode::Collapse, c, d, "x", opName());
   }
 };
 

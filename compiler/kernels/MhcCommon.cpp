@@ -243,4 +243,17 @@ void setShapes(di::MhcParams& p, const Dims& dims, const StreamGeometry& g) {
   p.num_partials = int32_t(g.slices);
 }
 
+Result<StreamGeometry> streamGeometryOf(Mode mode, const KernelConfig& c, const OpDesc& d,
+                                        const std::string& residual, const std::string& op) {
+  auto dims = residualDims(d, residual);
+  if (!dims) return dims.error();
+  return streamGeometry(mode, c, *dims, op);
+}
+
+int64_t defaultSlices(Mode mode, bool mma, const TargetProfile& t, int64_t tiles, int64_t chunks,
+                      int warps) {
+  return occupancySlices(t, tiles, chunks, 32 * warps, streamRegs(mode, mma, warps),
+                         streamSmemBytes(mode, warps));
+}
+
 }  // namespace deepinfer::mhc

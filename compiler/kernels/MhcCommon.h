@@ -55,6 +55,10 @@ struct StreamGeometry {
 };
 Result<StreamGeometry> streamGeometry(Mode mode, const KernelConfig& c, const Dims& dims,
                                       const std::string& op);
+// The same for op `d` whose residual streams [T, 4, C] are tensor `residual` (its shape
+// checked first); messages name the op `op`.
+Result<StreamGeometry> streamGeometryOf(Mode mode, const KernelConfig& c, const OpDesc& d,
+                                        const std::string& residual, const std::string& op);
 
 // Warps per CTA of the default: one 16-token tile per warp, at most 4, none idle.
 int defaultWarps(int64_t T);
@@ -75,6 +79,10 @@ int64_t residentCtasPerSm(const TargetProfile& t, int threads, int regs, int64_t
 // The occupancy-driven slice count: enough CTAs for every SM to hold its resident maximum.
 int64_t occupancySlices(const TargetProfile& t, int64_t tiles, int64_t chunks, int threads,
                         int regs, int64_t smem);
+// occupancySlices for the stream pass of `mode` with `warps` warps per CTA (its registers and
+// shared memory), before any workspace limit.
+int64_t defaultSlices(Mode mode, bool mma, const TargetProfile& t, int64_t tiles, int64_t chunks,
+                      int warps);
 
 // Source line of one extern "C" entry instantiating the stream kernel.
 std::string streamEntry(Mode mode, const StreamGeometry& g, const std::string& name);

@@ -68,8 +68,7 @@ std::vector<KernelConfig> MhcMixFamily::candidates(const OpDesc& d, const Target
     for (int warps : warpChoices(dims->T)) {
       const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
       std::set<int64_t> slices;
-      slices.insert(occupancySlices(t, tiles, chunks, 32 * warps, streamRegs(mode, mma, warps),
-                                    streamSmemBytes(mode, warps)));
+      slices.insert(defaultSlices(mode, mma, t, tiles, chunks, warps));
       for (int64_t s : {1, 2, 4, 8, 16, 32, 64, 128}) slices.insert(evenSlices(chunks, s));
       slices.insert(chunks);
       for (int64_t s : slices) {
@@ -83,9 +82,7 @@ std::vector<KernelConfig> MhcMixFamily::candidates(const OpDesc& d, const Target
 
 ResourceEstimate MhcMixFamily::estimate(const KernelConfig& c, const OpDesc& d) const {
   ResourceEstimate r;
-  auto dims = residualDims(d, residualName());
-  if (!dims) return r;
-  auto g = streamGeometry(modeOf(fused_), c, *dims, opName());
+  auto g = streamGeometryOf(modeOf(fused_), c, d, residualName(), opName());
   if (!g) return r;
   // The stream pass dominates; the finalize pass (256 threads x ~40 registers, 1.1 KB of
   // shared memory) fits wherever it does.
@@ -117,8 +114,7 @@ KernelConfig MhcMixFamily::defaultConfig(const OpDesc& d, const TargetProfile& t
   const int warps = mma ? defaultWarps(dims->T) : 1;
   const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
   const int64_t chunks = dims->C / kChunk;
-  int64_t slices = occupancySlices(t, tiles, chunks, 32 * warps, streamRegs(mode, mma, warps),
-                                   streamSmemBytes(mode, warps));
+  int64_t slices = defaultSlices(mode, mma, t, tiles, chunks, warps);
   while (slices > 1 && slices * dims->T * di::kMhcRecord * 4 > kMaxWorkspaceBytes) {
     slices = evenSlices(chunks, slices / 2);
   }
@@ -128,9 +124,7 @@ KernelConfig MhcMixFamily::defaultConfig(const OpDesc& d, const TargetProfile& t
 CudaUnit MhcMixFamily::emit(const KernelConfig& c, const OpDesc& d,
                             const std::string& baseName) const {
   CudaUnit u;
-  auto dims = residualDims(d, residualName());
-  auto g = dims ? streamGeometry(modeOf(fused_), c, *dims, opName())
-                : Result<StreamGeometry>(dims.error());
+  auto g = streamGeometryOf(modeOf(fused_), c, d, residualName(), opName());
   if (!g) {
     // Surfaces as an NVRTC error naming the problem instead of a silently wrong kernel.
     u.source = fmt::format("#error \"{}\"\n", g.error().message);

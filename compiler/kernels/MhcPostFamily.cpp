@@ -50,7 +50,7 @@ class MhcPostFamily : public KernelFamily {
     for (int warps : warpChoices(dims->T)) {
       const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
       std::set<int64_t> slices;
-      slices.insert(defaultSlices(t, tiles, chunks, warps));
+      slices.insert(defaultSlices(Mode::Post, false, t, tiles, chunks, warps));
       for (int64_t s : {1, 2, 4, 8, 16, 32, 64, 128}) slices.insert(evenSlices(chunks, s));
       slices.insert(chunks);
       for (int64_t s : slices) {
@@ -81,7 +81,7 @@ class MhcPostFamily : public KernelFamily {
     if (!dims) return {{"threads", 128}, {"k_slices", 1}};
     const int warps = defaultWarps(dims->T);
     const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
-    int64_t slices = defaultSlices(t, tiles, dims->C / kChunk, warps);
+    int64_t slices = defaultSlices(Mode::Post, false, t, tiles, dims->C / kChunk, warps);
     while (slices > 1 && slices * dims->T * 4 > kMaxWorkspaceBytes) {
       slices = evenSlices(dims->C / kChunk, slices / 2);
     }
@@ -157,14 +157,7 @@ class MhcPostFamily : public KernelFamily {
 
  private:
   Result<StreamGeometry> geometry(const KernelConfig& c, const OpDesc& d) const {
-    auto dims = residualDims(d, "residual");
-    if (!dims) return dims.error();
-    return streamGeometry(Mode::Post, c, *dims, opName());
-  }
-
-  static int64_t defaultSlices(const TargetProfile& t, int64_t tiles, int64_t chunks, int warps) {
-    return occupancySlices(t, tiles, chunks, 32 * warps, streamRegs(Mode::Post, false, warps),
-                           streamSmemBytes(Mode::Post, warps));
+    return streamGeometryOf(Mode::Post, c, d, "residual", opName());
   }
 };
 
