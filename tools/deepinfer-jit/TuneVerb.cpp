@@ -475,6 +475,8 @@ int verbTune(const std::vector<std::string>& argv) {
   Progress progress(items.size());
   std::vector<Row> rows;
   bool problems = false;
+  std::string contextLost;
+  int totalFailed = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
     Work& w = work[i];
@@ -533,15 +535,33 @@ int verbTune(const std::vector<std::string>& argv) {
       for (size_t k = 0; k < configs.size(); ++k) {
         progress.update(i, it, k, configs.size(), bestSoFar(*cache, w.key));
         VariantResult r;
-        if (std::string err = queue.wait(k); !err.empty()) r.error = err;
-        else r = (*runner)->run(Variant{"candidate", target, configs[k]}, &*exp, topt);
+        if (std::string err = queue.wait(k); !err.empty()) {
+          r.error = err;
+        } else {
+          r = (*runner)->run(Variant{"candidate", target, configs[k]}, &*exp, topt);
+          // A faulting kernel leaves the CUDA context unusable: every later candidate would fail
+          // too and be recorded as broken. Stop, keeping what was measured before it.
+          if (!r.error.empty()) {
+            if (Status s = jit.device().synchronize(); !s.ok()) {
+              contextLost = fmt::format("{} {} config {} broke the CUDA context ({}; {})", it.op, it.bucket.label(),
+                                        w.todo[k], r.error, s.error().message);
+              break;
+            }
+          }
+        }
         const CandidateTiming t = timingOf(r);
-        if (!t.eligible()) ++failed;
+        if (!t.eligible()) ++failed, ++totalFailed;
         cache->record(w.key, w.todo[k], t);
       }
     }
     if (Status s = cache->save(); !s.ok()) {
       fmt::print(stderr, "deepinfer-jit tune: {}\n", s.error().message);
+      return 1;
+    }
+    if (!contextLost.empty()) {
+      progress.finish(i, it, "ERROR " + contextLost);
+      fmt::print(stderr, "deepinfer-jit tune: stopped: {}; the timings so far are saved in {}\n", contextLost,
+                 cache->path());
       return 1;
     }
     progress.finish(i, it,
@@ -552,7 +572,11 @@ int verbTune(const std::vector<std::string>& argv) {
   }
   if (Status s = cache->save(); !s.ok()) return fmt::print(stderr, "deepinfer-jit tune: {}\n", s.error().message), 1;
   printSummary(*cache, rows);
-  fmt::print("tuned {} candidates in {:.0f} s ({} JIT compiles); wrote {}\n", totalTodo,
-             std::chrono::duration<double>(Clock::now() - start).count(), jit.compiles(), cache->path());
+  fmt::print("tuned {} candidates in {:.0f} s ({} JIT compiles){}; wrote {}\n", totalTodo,
+             std::chrono::duration<double>(Clock::now() - start).count(), jit.compiles(),
+             totalFailed ? fmt::format("; {} failed their reference check or errored (recorded, never winners)",
+                                       totalFailed)
+                         : "",
+             cache->path());
   return problems ? 1 : 0;
 }
