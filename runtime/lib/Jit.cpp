@@ -94,19 +94,23 @@ std::optional<KernelConfig> Jit::tunedConfig(const OpDesc& d, const TargetProfil
 }
 
 Status Jit::precompile(const OpDesc& d, const TargetProfile& t, const KernelConfig& config) {
-  auto p = runKernelPipeline(d, t, config);
-  if (!p.ok()) return p.error();
+  // The unit the pipeline emits for a fixed config is emitKernel(d, config) once the config is
+  // checked (Pipeline.cpp), so the key is the one get() computes. The MLIR pipeline itself is
+  // not run here: it registers the target in a process-wide table, which is not thread-safe.
+  if (auto ok = checkConfig(d, t, config); !ok.ok()) return ok.error();
+  auto k = emitKernel(d, config);
+  if (!k.ok()) return k.error();
   if (!cache_) return {};
   const bool native = t.arch() == dev_->info().profile.arch();
-  const std::string key = kernelContentKey(p->kernel.unit, t.arch(), native);
+  const std::string key = kernelContentKey(k->unit, t.arch(), native);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (byKey_.count(key)) return {};
   }
-  const std::string what = fmt::format("{} for {} ({})", p->kernel.baseName, t.archName(), native ? "cubin" : "PTX");
+  const std::string what = fmt::format("{} for {} ({})", k->baseName, t.archName(), native ? "cubin" : "PTX");
   bool compiledNow = false;
   auto c = cache_->getOrCompile(
-      key, what, [&] { return compileUnit(p->kernel.unit, p->kernel.baseName + ".cu", t.arch(), native); },
+      key, what, [&] { return compileUnit(k->unit, k->baseName + ".cu", t.arch(), native); },
       requireHit_, &compiledNow);
   if (compiledNow) ++compiles_;
   if (!c.ok()) return c.error();

@@ -55,7 +55,7 @@ class Jit {
   Status launchPacked(const LoadedKernel& k, const std::vector<uint8_t>& params, void* stream) const;
   // Compile this config into the disk cache without loading it (nothing to do on a hit). Safe
   // to call from many threads at once (NVRTC compiles run in parallel; get() then loads the
-  // entry from the disk cache). Without a disk cache this only runs the pipeline.
+  // entry from the disk cache). Without a disk cache this only checks and emits.
   Status precompile(const OpDesc& d, const TargetProfile& t, const KernelConfig& config);
   // The tuned winner get() would use for a default request (nullopt: none recorded, tuning
   // off, or the recorded config does not fit this description).
