@@ -29,7 +29,7 @@ Result<uint64_t> Scratch::get(const std::string& name, size_t bytes) {
 
 GpuForwardPass::GpuForwardPass(GpuModelImpl& model, GpuRequest& request, int64_t tokens)
     : m(model), rq(request), cfg(model.cfg), w(model.w), mk(*model.mk), blas(*model.blas), ops(*model.ops),
-      s(model.scratch), T(tokens), pos0(request.position), end(request.position + tokens) {}
+      s(model.scratch), stream(model.stream), T(tokens), pos0(request.position), end(request.position + tokens) {}
 
 Result<uint64_t> GpuForwardPass::upload(const std::string& name, const void* data, size_t bytes) {
   auto a = buf(name, bytes);

@@ -81,6 +81,7 @@ class GpuModelImpl {
   int64_t nextRequest = 1;
   Scratch scratch;
   GpuForwardCounters counters;
+  void* stream = nullptr;                              // CUstream of the calls
 
   Status reserve(GpuRequest& rq, int64_t newEnd);      // pages for positions < newEnd
   void release(GpuRequest& rq);

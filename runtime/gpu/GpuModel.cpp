@@ -40,6 +40,7 @@ const ModelConfig& GpuModel::config() const { return impl_->cfg; }
 const GpuKvCapacity& GpuModel::capacity() const { return impl_->capacity; }
 const GpuForwardCounters& GpuModel::counters() const { return impl_->counters; }
 std::string GpuModel::targetName() const { return impl_->target.archName(); }
+void GpuModel::setStream(void* stream) { impl_->stream = stream; }
 
 int64_t GpuModel::pagesInUse() const {
   return impl_->windowPool->pages().usedCount() + impl_->compPool->pages().usedCount() +

@@ -10,7 +10,7 @@
 //   auto next = model->decode(*req, token);              // [V]
 //   model->releaseRequest(*req);
 //
-// One call at a time per model; calls are stream-ordered on the legacy default stream.
+// One call at a time per model; calls are ordered on one stream (setStream; default: legacy).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -73,6 +73,10 @@ class GpuModel {
   // cache are rejected before anything changes; a failure half-way makes the request unusable.
   Result<HostTensor> prefill(int64_t request, const std::vector<int32_t>& ids);
   Result<std::vector<float>> decode(int64_t request, int32_t token);
+
+  // The stream later calls enqueue their work on (a CUstream; nullptr = the legacy default
+  // stream). Calls still return only once their logits are on the host.
+  void setStream(void* stream);
 
  private:
   GpuModel() = default;

@@ -1,0 +1,86 @@
+// The engine API: what an inference engine links to run DeepSeek-V4.1 through deepinfer-jit's
+// generated kernels (no MLIR, CUDA or cuBLAS headers here; a C version is deepinfer.h).
+//
+//   auto engine = deepinfer::Engine::create({/*device*/ 0});
+//   engine->loadModel("/models/v41-tiny");
+//   auto id = engine->addRequest({prompt, /*maxNewTokens*/ 32});
+//   while (!engine->finished(*id)) engine->step(stream);      // prefill chunks, then decodes
+//   auto tokens = engine->tokens(*id);  engine->removeRequest(*id);
+//
+// Requests join and leave between steps (continuous batching at the step level: each step
+// advances every live request by one prefill chunk or one decode token). Work is enqueued on the
+// caller's stream (a CUstream; nullptr = the legacy default stream) and the step returns once
+// its tokens are known. For engines that bring their own model code, runOp launches one `di`
+// op (spec/ops.md §11 names) on caller-owned device buffers.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deepinfer/Error.h"
+#include "deepinfer/Tensor.h"
+
+namespace deepinfer {
+
+struct EngineOptions {
+  int device = 0;
+  std::string target;             // "" = the GPU's own arch; "sm_80" / "sm_86" run their PTX
+  int64_t kvCacheBytes = 0;       // 0 = half of the free device memory after the weights
+  int maxRequests = 16;
+  int64_t maxChunkTokens = 256;   // prefill chunk
+};
+
+struct RequestParams {
+  std::vector<int32_t> prompt;
+  int64_t maxNewTokens = 16;
+  double temperature = 0.0;       // 0 = greedy
+  double topP = 1.0;
+  uint64_t seed = 0;
+  bool keepLogits = false;        // keep the last row of logits (lastLogits)
+};
+
+struct StepEvent {
+  int64_t request = 0;
+  int32_t token = -1;             // the token produced by this step (-1: a prefill chunk only)
+  bool finished = false;
+};
+
+// A device tensor for runOp: address and shape (dtype is the op's for that name).
+struct EngineTensor {
+  uint64_t addr = 0;
+  std::vector<int64_t> shape;
+};
+
+class EngineImpl;
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const EngineOptions& opts = {});
+  ~Engine();
+
+  Status loadModel(const std::string& modelDir);
+  bool hasModel() const;
+  int64_t vocabSize() const;
+  int64_t kvCapacityTokens() const;
+
+  Result<int64_t> addRequest(const RequestParams& params);
+  Status removeRequest(int64_t request);
+  // Advances every live, unfinished request: the next prefill chunk, or one decode token.
+  Result<std::vector<StepEvent>> step(void* stream = nullptr);
+  bool finished(int64_t request) const;
+  std::vector<int32_t> tokens(int64_t request) const;  // generated so far
+  Result<std::vector<float>> lastLogits(int64_t request) const;
+  int64_t liveRequests() const;
+
+  // One `di` op on caller-owned device buffers, specialized for the engine's target.
+  Status runOp(const std::string& op, const OpAttrs& attrs, const std::map<std::string, EngineTensor>& tensors,
+               void* stream = nullptr);
+
+ private:
+  Engine() = default;
+  std::unique_ptr<EngineImpl> impl_;
+};
+
+}  // namespace deepinfer
