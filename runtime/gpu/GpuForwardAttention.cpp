@@ -73,8 +73,9 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
       // Compressed rows [0, nEntries) of the source's cache, once per forward.
       const auto& pages = rq.compPages[size_t(src)];
       const int64_t width = bucketUp((nEntries + kGpuPageTokens - 1) / kGpuPageTokens, 1);
+      // Pages are reserved for the whole prompt up front: only the first `width` are mapped.
       std::vector<int32_t> table(size_t(width), pages.empty() ? 0 : pages[0]);
-      std::copy(pages.begin(), pages.end(), table.begin());
+      std::copy_n(pages.begin(), std::min<int64_t>(int64_t(pages.size()), width), table.begin());
       DI_ASSIGN(bt, upload(fmt::format("compTable.{}", src), table.data(), table.size() * 4));
       const int32_t n32 = int32_t(nEntries);
       DI_ASSIGN(lens, upload(fmt::format("compLens.{}", src), &n32, 4));

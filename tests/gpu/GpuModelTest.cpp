@@ -105,7 +105,32 @@ void recordResult(const std::string& row) {
   f << row << "\n";
 }
 
-// Prefill `prompt` then `steps` greedy decodes on both backends; every row compared.
+// One row's comparison: the largest absolute difference, and whether the GPU's greedy choice
+// must equal the CPU's. It must whenever the CPU's top-2 margin exceeds twice the largest
+// difference (no perturbation that small can reorder them); closer calls are near-ties.
+struct RowCheck {
+  double relErr = 0;
+  bool decisive = false, same = false;
+};
+RowCheck checkRow(const float* gpu, const float* cpu, int64_t V) {
+  RowCheck r;
+  r.relErr = rowError(gpu, cpu, V);
+  double maxDiff = 0, maxAbs = 1e-30;
+  for (int64_t i = 0; i < V; ++i) {
+    maxDiff = std::max(maxDiff, double(std::fabs(gpu[i] - cpu[i])));
+    maxAbs = std::max(maxAbs, double(std::fabs(cpu[i])));
+  }
+  const int32_t top = argmaxToken(cpu, V);
+  double second = -INFINITY;
+  for (int64_t i = 0; i < V; ++i)
+    if (i != top) second = std::max(second, double(cpu[i]));
+  r.decisive = double(cpu[top]) - second > 2 * maxDiff;
+  r.same = argmaxToken(gpu, V) == top;
+  return r;
+}
+
+// Prefill `prompt`, then `steps` decodes fed with the CPU's greedy tokens (both backends see
+// the same inputs); every row compared. Greedy choices must agree on every decisive row.
 void compareGreedy(GpuModel& gpu, CpuModel& cpu, const std::vector<int32_t>& prompt, int steps, const std::string& tag) {
   const int64_t V = cpu.config().vocabSize, n = int64_t(prompt.size());
   CpuRequestState cr = cpu.newRequest();
@@ -115,36 +140,33 @@ void compareGreedy(GpuModel& gpu, CpuModel& cpu, const std::vector<int32_t>& pro
   ASSERT_TRUE(req.ok()) << req.error().message;
   auto gl = gpu.prefill(*req, prompt);
   ASSERT_TRUE(gl.ok()) << gl.error().message;
-  double worstPrefill = 0;
-  int argmaxDiffers = 0;
-  for (int64_t t = 0; t < n; ++t) {
-    const float* g = gl->ptr<float>() + t * V;
-    const float* c = cl->ptr<float>() + t * V;
-    worstPrefill = std::max(worstPrefill, rowError(g, c, V));
-    argmaxDiffers += argmaxToken(g, V) != argmaxToken(c, V);
-  }
-  std::vector<float> gLast(gl->ptr<float>() + (n - 1) * V, gl->ptr<float>() + n * V);
-  std::vector<float> cLast(cl->ptr<float>() + (n - 1) * V, cl->ptr<float>() + n * V);
-  double worstDecode = 0;
-  std::vector<int32_t> gTok, cTok;
+  double worstPrefill = 0, worstDecode = 0;
+  int nearTies = 0, decisiveMismatches = 0, mismatchesAll = 0;
+  auto account = [&](const RowCheck& r, double& worst, int64_t where) {
+    worst = std::max(worst, r.relErr);
+    if (!r.same) ++mismatchesAll;
+    if (!r.decisive) ++nearTies;
+    if (r.decisive && !r.same) {
+      ++decisiveMismatches;
+      ADD_FAILURE() << tag << ": greedy choice differs at position " << where << " although the CPU's margin is decisive";
+    }
+  };
+  for (int64_t t = 0; t < n; ++t)
+    account(checkRow(gl->ptr<float>() + t * V, cl->ptr<float>() + t * V, V), worstPrefill, t);
+  int32_t next = argmaxToken(cl->ptr<float>() + (n - 1) * V, V);
   for (int s = 0; s < steps; ++s) {
-    gTok.push_back(argmaxToken(gLast.data(), V));
-    cTok.push_back(argmaxToken(cLast.data(), V));
-    ASSERT_EQ(gTok.back(), cTok.back()) << tag << ": greedy token " << s << " differs";
-    auto g = gpu.decode(*req, gTok.back());
+    auto g = gpu.decode(*req, next);
     ASSERT_TRUE(g.ok()) << g.error().message;
-    auto c = cpu.decode(cr, cTok.back());
+    auto c = cpu.decode(cr, next);
     ASSERT_TRUE(c.ok()) << c.error().message;
-    gLast = std::move(*g);
-    cLast = std::move(*c);
-    worstDecode = std::max(worstDecode, rowError(gLast.data(), cLast.data(), V));
+    account(checkRow(g->data(), c->data(), V), worstDecode, n + s);
+    next = argmaxToken(c->data(), V);
   }
   recordResult(fmt::format(R"({{"test":"{}","prompt":{},"decode_steps":{},"max_rel_err_prefill":{:.3e},)"
-                           R"("max_rel_err_decode":{:.3e},"prefill_argmax_differs":{}}})",
-                           tag, n, steps, worstPrefill, worstDecode, argmaxDiffers));
+                           R"("max_rel_err_decode":{:.3e},"greedy_differs":{},"near_ties":{},"decisive_mismatches":{}}})",
+                           tag, n, steps, worstPrefill, worstDecode, mismatchesAll, nearTies, decisiveMismatches));
   EXPECT_LE(worstPrefill, kLogitTolerance) << tag;
   EXPECT_LE(worstDecode, kLogitTolerance) << tag;
-  EXPECT_LE(argmaxDiffers, std::max<int64_t>(1, n / 50)) << tag << ": prefill argmax differs on many positions";
   ASSERT_TRUE(gpu.releaseRequest(*req).ok());
 }
 
