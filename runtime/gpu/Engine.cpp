@@ -132,28 +132,33 @@ Result<std::vector<StepEvent>> Engine::step(void* stream) {
   if (!m.model) return Error{"engine: no model loaded"};
   m.model->setStream(stream);
   const int64_t V = vocabSize();
-  std::vector<StepEvent> events;
+  // One forward call for every live request: its next prefill chunk or its last token.
+  std::vector<std::pair<int64_t, std::vector<int32_t>>> work;
+  std::vector<int64_t> ids;
   for (auto& [id, r] : m.requests) {
     if (r.finished) continue;
-    StepEvent ev;
-    ev.request = id;
-    const float* row = nullptr;
-    Result<HostTensor> chunkLogits = Error{""};
-    Result<std::vector<float>> decodeLogits = Error{""};
+    std::vector<int32_t> tokens;
     if (r.prefilled < r.params.prompt.size()) {
       const size_t len = std::min<size_t>(size_t(m.opts.maxChunkTokens), r.params.prompt.size() - r.prefilled);
-      std::vector<int32_t> chunk(r.params.prompt.begin() + int64_t(r.prefilled),
-                                 r.params.prompt.begin() + int64_t(r.prefilled + len));
-      chunkLogits = m.model->prefill(r.gpuRequest, chunk);
-      if (!chunkLogits.ok()) return Error{fmt::format("engine: request {}: {}", id, chunkLogits.error().message)};
-      r.prefilled += len;
-      if (r.prefilled == r.params.prompt.size()) row = chunkLogits->ptr<float>() + int64_t(len - 1) * V;
+      tokens.assign(r.params.prompt.begin() + int64_t(r.prefilled), r.params.prompt.begin() + int64_t(r.prefilled + len));
     } else {
-      decodeLogits = m.model->decode(r.gpuRequest, r.generated.back());
-      if (!decodeLogits.ok()) return Error{fmt::format("engine: request {}: {}", id, decodeLogits.error().message)};
-      row = decodeLogits->data();
+      tokens = {r.generated.back()};
     }
-    if (row) {
+    work.emplace_back(r.gpuRequest, std::move(tokens));
+    ids.push_back(id);
+  }
+  std::vector<StepEvent> events;
+  if (work.empty()) return events;
+  auto logits = m.model->forward(work, /*lastOnly=*/true);
+  if (!logits.ok()) return Error{fmt::format("engine: step: {}", logits.error().message)};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EngineRequest& r = m.requests.at(ids[i]);
+    StepEvent ev;
+    ev.request = ids[i];
+    const bool wasPrefill = r.prefilled < r.params.prompt.size();
+    if (wasPrefill) r.prefilled += work[i].second.size();
+    if (!wasPrefill || r.prefilled == r.params.prompt.size()) {
+      const float* row = (*logits)[i].ptr<float>();
       if (r.params.keepLogits) r.lastLogits.assign(row, row + V);
       if (int64_t(r.generated.size()) < r.params.maxNewTokens) {
         ev.token = sampleToken(row, V, r.sampling, uint64_t(r.generated.size()));

@@ -27,9 +27,16 @@ Result<uint64_t> Scratch::get(const std::string& name, size_t bytes) {
   return a;
 }
 
-GpuForwardPass::GpuForwardPass(GpuModelImpl& model, GpuRequest& request, int64_t tokens)
-    : m(model), rq(request), cfg(model.cfg), w(model.w), mk(*model.mk), blas(*model.blas), ops(*model.ops),
-      s(model.scratch), stream(model.stream), T(tokens), pos0(request.position), end(request.position + tokens) {}
+GpuForwardPass::GpuForwardPass(GpuModelImpl& model, std::vector<GpuSeq> sequences)
+    : m(model), cfg(model.cfg), w(model.w), mk(*model.mk), blas(*model.blas), ops(*model.ops), s(model.scratch),
+      stream(model.stream), seqs(std::move(sequences)) {
+  for (GpuSeq& q : seqs) {
+    q.offset = T;
+    for (int64_t t = 0; t < q.T; ++t) positions.push_back(q.pos0 + t);
+    T += q.T;
+  }
+  R = int64_t(seqs.size());
+}
 
 Result<uint64_t> GpuForwardPass::upload(const std::string& name, const void* data, size_t bytes) {
   auto a = buf(name, bytes);
@@ -38,7 +45,7 @@ Result<uint64_t> GpuForwardPass::upload(const std::string& name, const void* dat
   return *a;
 }
 
-int64_t GpuForwardPass::windowSlot(int layer, int64_t pos) const {
+int64_t GpuForwardPass::windowSlot(const GpuRequest& rq, int layer, int64_t pos) const {
   const int64_t row = pos % m.ringRows;
   return int64_t(rq.windowPages[size_t(layer)][size_t(row / kGpuPageTokens)]) * kGpuPageTokens +
          row % kGpuPageTokens;
@@ -61,6 +68,8 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
   DI_ASSIGN(comb, buf("comb", size_t(T * 16 * 4)));
   DI_ASSIGN(sqrsum, buf("sqrsum", size_t(T * 4)));
   DI_ASSIGN(idsDev, upload("ids", ids.data(), ids.size() * 4));
+  DI_ASSIGN(posDev, upload("positions", positions.data(), positions.size() * 8));
+  positionsDev = posDev;
 
   // Embedding broadcast to the 4 streams; the first collapse selects stream 0 (one-hot pre).
   DI_TRY(mk.embedStreams(idsDev, w.embed.addr(), X0, T, C, stream));
@@ -148,9 +157,21 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
     }
   }
 
-  DI_ASSIGN(logitsDev, buf("logits", size_t(T * V * 4)));
-  DI_TRY(gemm(u, C, w.head, logitsDev, T));
-  HostTensor logits(DType::F32, {T, V});
+  // The head over every row, or over each sequence's last row only.
+  int64_t rows = T;
+  uint64_t h = u;
+  if (lastRowsOnly) {
+    std::vector<int32_t> last;
+    for (const GpuSeq& q : seqs) last.push_back(int32_t(q.offset + q.T - 1));
+    DI_ASSIGN(lastDev, upload("lastRows", last.data(), last.size() * 4));
+    DI_ASSIGN(hLast, buf("hLast", size_t(R * C * 2)));
+    DI_TRY(mk.gatherRowsBf16(u, lastDev, R, C, hLast, stream));
+    rows = R;
+    h = hLast;
+  }
+  DI_ASSIGN(logitsDev, buf("logits", size_t(rows * V * 4)));
+  DI_TRY(gemm(h, C, w.head, logitsDev, rows));
+  HostTensor logits(DType::F32, {rows, V});
   DI_TRY(copyDeviceToHost(logits.bytes.data(), logitsDev, logits.bytes.size(), stream));
   ++m.counters.forwards;
   m.counters.tokens += T;

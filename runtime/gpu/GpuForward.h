@@ -85,13 +85,24 @@ class GpuModelImpl {
 
   Status reserve(GpuRequest& rq, int64_t newEnd);      // pages for positions < newEnd
   void release(GpuRequest& rq);
-  Result<HostTensor> forward(GpuRequest& rq, const std::vector<int32_t>& ids);
+  // One forward over (request, tokens) pairs; logits per pair ([n, V], or [1, V] with lastOnly).
+  Result<std::vector<HostTensor>> forward(const std::vector<std::pair<GpuRequest*, std::vector<int32_t>>>& work,
+                                          bool lastOnly);
 };
 
-// One forward call: T tokens of one request at positions pos0 .. pos0 + T - 1.
+// One sequence of a batched forward call: `T` tokens of one request at positions pos0 ..
+// pos0 + T - 1, rows [offset, offset + T) of the call's token rows.
+struct GpuSeq {
+  GpuRequest* rq = nullptr;
+  int64_t pos0 = 0, T = 0, offset = 0;
+  int64_t end() const { return pos0 + T; }
+};
+
+// One forward call over the tokens of several requests (continuous batching: prefill chunks
+// and decode tokens side by side). Token-wise work (projections, norms, MoE, mHC) runs over all
+// rows at once; cache metadata is per sequence, in the ops' batched forms (R = sequences).
 struct GpuForwardPass {
   GpuModelImpl& m;
-  GpuRequest& rq;
   const ModelConfig& cfg;
   const GpuWeights& w;
   ModelKernels& mk;
@@ -99,21 +110,27 @@ struct GpuForwardPass {
   DiOps& ops;
   Scratch& s;
   void* stream = nullptr;
-  int64_t T = 0, pos0 = 0, end = 0;
+  std::vector<GpuSeq> seqs;
+  int64_t T = 0;                          // all rows
+  int64_t R = 0;                          // sequences
+  std::vector<int64_t> positions;         // [T] absolute position of every row
+  uint64_t positionsDev = 0;              // i64 [T]
+  bool lastRowsOnly = false;              // logits of each sequence's last row only
 
   // Per-forward shared decisions (YOCO, model.md §2): selections of index sources, the
   // candidate source's kept blocks, the gathered compressed workspace of each kv source.
   std::map<int, uint64_t> selection;      // index source layer -> i32 [T, K]
   uint64_t keptBlocks = 0;                // i32 [T, candidate_topk_blocks]
   struct SourceWorkspace {
-    uint64_t ws = 0;                      // bf16 [M, 512]: compressed rows [0, N), window [N, M)
+    uint64_t ws = 0;                      // bf16 [R, M, 512]: per sequence compressed rows [0, N), window [N, M)
     int64_t N = 0, M = 0;
-    int rowsFor = -1;                     // index source whose combined rows are in rows/lens
+    int rowsFor = -2;                     // index source whose combined rows are in rows/lens
     uint64_t rows = 0, lens = 0;
   };
   std::map<int, SourceWorkspace> sources; // kv source layer (or -1 for ratio 0) -> workspace
 
-  GpuForwardPass(GpuModelImpl& model, GpuRequest& request, int64_t tokens);
+  GpuForwardPass(GpuModelImpl& model, std::vector<GpuSeq> sequences);
+  // Logits [T, V] (or [R, V] with lastRowsOnly), F32.
   Result<HostTensor> run(const std::vector<int32_t>& ids);
 
   Status engram(int layer, uint64_t X);
@@ -125,8 +142,12 @@ struct GpuForwardPass {
   // Helpers.
   Result<uint64_t> buf(const std::string& name, size_t bytes) { return s.get(name, bytes); }
   Result<uint64_t> upload(const std::string& name, const void* data, size_t bytes);
-  int64_t windowSlot(int layer, int64_t pos) const;
+  int64_t windowSlot(const GpuRequest& rq, int layer, int64_t pos) const;
   Status gemm(uint64_t x, int64_t ldx, const GpuMatrix& W, uint64_t y, int64_t M);
+  // [R, width] page table: row b maps logical page p < pagesOf(b) to pageOf(b, p); the rest
+  // repeat the row's first page (never read).
+  template <class PagesOf, class PageOf>
+  Result<uint64_t> pageTable(const std::string& name, int64_t width, PagesOf pagesOf, PageOf pageOf);
 };
 
 // Smallest power of two >= n, at least `floor`: keeps kernel shapes (and so compiled kernels)

@@ -4,10 +4,10 @@
 // gathered workspace (gather_kcache + combine_topk_swa + sparse_mla_prefill), inverse RoPE and
 // the grouped output projection.
 //
-// Workspace per kv source (YOCO, ops.md §9): rows [0, N) hold the source's compressed cache,
-// gathered once per forward at the source layer; rows [N, M) hold the current layer's window
-// (every layer has its own ring). Combined index rows are built once per index source and
-// reused by every layer that reads its selection.
+// Workspace per kv source (YOCO, ops.md §9), [R, M] rows: sequence b's rows [0, N) hold its
+// compressed cache, gathered once per forward at the source layer; rows [N, M) hold the current
+// layer's window (every layer has its own ring). Combined index rows are built once per index
+// source and reused by every layer that reads its selection.
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -18,14 +18,25 @@
 
 namespace deepinfer {
 
+template <class PagesOf, class PageOf>
+Result<uint64_t> GpuForwardPass::pageTable(const std::string& name, int64_t width, PagesOf pagesOf, PageOf pageOf) {
+  std::vector<int32_t> table(size_t(R * width), 0);
+  for (int64_t b = 0; b < R; ++b) {
+    const int64_t n = std::min<int64_t>(pagesOf(b), width);
+    for (int64_t p = 0; p < width; ++p) table[size_t(b * width + p)] = pageOf(b, p < n ? p : 0);
+  }
+  return upload(name, table.data(), table.size() * 4);
+}
+
 Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
   const LayerRole& role = cfg.role(layer);
   const GpuAttentionWeights& aw = w.layers[size_t(layer)].attn;
   const int64_t C = cfg.hiddenSize, H = cfg.numAttentionHeads, D = cfg.headDim;
-  const int64_t R = cfg.qkRopeHeadDim, qL = cfg.qLoraRank, G = cfg.oGroups, oL = cfg.oLoraRank;
+  const int64_t Rd = cfg.qkRopeHeadDim, qL = cfg.qLoraRank, G = cfg.oGroups, oL = cfg.oLoraRank;
   const int64_t W = cfg.slidingWindow, K = std::max<int64_t>(cfg.indexTopk, 1);
   const uint64_t invFreq = m.invFreq[size_t(layer)].addr();
   const double eps = cfg.rmsNormEps;
+  const ModelKernels::RopePositions perHead{H, 0, 1, positionsDev}, perToken{1, 0, 1, positionsDev};
 
   // qr = rmsnorm(wq_a u); q = rope(wq_b qr) rounded once per vector.
   DI_ASSIGN(qrF, buf("qrF", size_t(T * qL * 4)));
@@ -35,18 +46,18 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
   DI_ASSIGN(qF, buf("qF", size_t(T * H * D * 4)));
   DI_ASSIGN(q, buf("q", size_t(T * H * D * 2)));
   DI_TRY(gemm(qr, qL, aw.wqB, qF, T));
-  ModelKernels::RopePositions perHead{H, pos0, 1, 0}, perToken{1, pos0, 1, 0};
-  DI_TRY(mk.ropeF32ToBf16(qF, D, T * H, D, R, invFreq, perHead, q, D, stream));
+  DI_TRY(mk.ropeF32ToBf16(qF, D, T * H, D, Rd, invFreq, perHead, q, D, stream));
 
-  // kv = rope(rmsnorm(wkv u)), written into this layer's window ring.
+  // kv = rope(rmsnorm(wkv u)), written into this layer's window rings.
   DI_ASSIGN(kvF, buf("kvF", size_t(T * D * 4)));
   DI_ASSIGN(kvN, buf("kvN", size_t(T * D * 4)));
   DI_ASSIGN(kv, buf("kv", size_t(T * D * 2)));
   DI_TRY(gemm(u, C, aw.wkv, kvF, T));
   DI_TRY(mk.rmsNormF32ToF32(kvF, D, aw.kvNorm.addr(), T, D, eps, kvN, D, stream));
-  DI_TRY(mk.ropeF32ToBf16(kvN, D, T, D, R, invFreq, perToken, kv, D, stream));
-  std::vector<int64_t> slots(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) slots[size_t(t)] = windowSlot(layer, pos0 + t);
+  DI_TRY(mk.ropeF32ToBf16(kvN, D, T, D, Rd, invFreq, perToken, kv, D, stream));
+  std::vector<int64_t> slots;
+  for (const GpuSeq& sq : seqs)
+    for (int64_t t = 0; t < sq.T; ++t) slots.push_back(windowSlot(*sq.rq, layer, sq.pos0 + t));
   DI_ASSIGN(slotDev, upload("winSlots", slots.data(), slots.size() * 8));
   const int64_t pageBytes = mlaPageBytes(kGpuPageTokens);
   const std::vector<int64_t> winCacheShape{m.windowPool->numPages(), pageBytes};
@@ -63,52 +74,66 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
   // The workspace of this layer's kv source (ratio 0: a window-only workspace, key -1).
   const int src = role.ratio > 0 ? role.kvSourceLayer : -1;
   SourceWorkspace& sw = sources[src];
-  const int64_t nEntries = src >= 0 ? rq.compCount[size_t(src)] : 0;
   if (sw.ws == 0) {
-    sw.N = src >= 0 ? bucketUp(nEntries, kGpuPageTokens) : 0;
+    int64_t maxEntries = 0;
+    std::vector<int32_t> counts;
+    for (const GpuSeq& sq : seqs) {
+      counts.push_back(int32_t(src >= 0 ? sq.rq->compCount[size_t(src)] : 0));
+      maxEntries = std::max<int64_t>(maxEntries, counts.back());
+    }
+    sw.N = src >= 0 ? bucketUp(maxEntries, kGpuPageTokens) : 0;
     sw.M = sw.N + m.ringRows;
-    DI_ASSIGN(ws, buf(fmt::format("ws.{}", src), size_t(sw.M * kGpuKvDim * 2)));
+    DI_ASSIGN(ws, buf(fmt::format("ws.{}", src), size_t(R * sw.M * kGpuKvDim * 2)));
     sw.ws = ws;
-    if (src >= 0 && nEntries > 0) {
-      // Compressed rows [0, nEntries) of the source's cache, once per forward.
-      const auto& pages = rq.compPages[size_t(src)];
-      const int64_t width = bucketUp((nEntries + kGpuPageTokens - 1) / kGpuPageTokens, 1);
-      // Pages are reserved for the whole prompt up front: only the first `width` are mapped.
-      std::vector<int32_t> table(size_t(width), pages.empty() ? 0 : pages[0]);
-      std::copy_n(pages.begin(), std::min<int64_t>(int64_t(pages.size()), width), table.begin());
-      DI_ASSIGN(bt, upload(fmt::format("compTable.{}", src), table.data(), table.size() * 4));
-      const int32_t n32 = int32_t(nEntries);
-      DI_ASSIGN(lens, upload(fmt::format("compLens.{}", src), &n32, 4));
+    if (src >= 0 && maxEntries > 0) {
+      // Every sequence's compressed rows [0, count) of the source's cache, once per forward.
+      const int64_t width = bucketUp((maxEntries + kGpuPageTokens - 1) / kGpuPageTokens, 1);
+      auto bt = pageTable(fmt::format("compTable.{}", src), width,
+                          [&](int64_t b) { return int64_t(seqs[size_t(b)].rq->compPages[size_t(src)].size()); },
+                          [&](int64_t b, int64_t p) {
+                            const auto& pages = seqs[size_t(b)].rq->compPages[size_t(src)];
+                            return pages.empty() ? 0 : pages[size_t(p)];
+                          });
+      if (!bt.ok()) return bt.error();
+      DI_ASSIGN(lens, upload(fmt::format("compLens.{}", src), counts.data(), counts.size() * 4));
       OpAttrs ga;
       ga.setInt("block_size", kGpuPageTokens);
       ga.setInt("offset", 0);
       DI_TRY(ops.run("gather_kcache", ga,
                      {{"k_cache", {m.compPool->baseAddr(), {m.compPool->numPages(), pageBytes}}},
-                      {"seq_lens", {lens, {1}}}, {"gather_lens", {lens, {1}}},
-                      {"block_table", {bt, {1, width}}}, {"out", {sw.ws, {1, sw.M, kGpuKvDim}}}},
+                      {"seq_lens", {lens, {R}}}, {"gather_lens", {lens, {R}}},
+                      {"block_table", {*bt, {R, width}}}, {"out", {sw.ws, {R, sw.M, kGpuKvDim}}}},
                      stream));
       ++m.counters.kvMetadataBuilds;
     }
   }
 
-  // This layer's window rows: positions end - g .. end - 1 into rows [N, N + g).
-  const int64_t g = std::min(end, W - 1 + T);
+  // This layer's window rows: sequence b's positions end - g .. end - 1 into its rows [N, N + g).
+  std::vector<int32_t> ends, gathered;
+  int64_t maxEnd = 0;
+  for (const GpuSeq& sq : seqs) {
+    ends.push_back(int32_t(sq.end()));
+    gathered.push_back(int32_t(std::min(sq.end(), W - 1 + sq.T)));
+    maxEnd = std::max(maxEnd, sq.end());
+  }
   {
-    const int64_t lastPage = (end - 1) / kGpuPageTokens;
-    const int64_t width = bucketUp(lastPage + 1, 1);
-    std::vector<int32_t> table(size_t(width), rq.windowPages[size_t(layer)][0]);
-    for (int64_t lp = 0; lp <= lastPage; ++lp)
-      table[size_t(lp)] = rq.windowPages[size_t(layer)][size_t(lp % m.ringPages)];
-    DI_ASSIGN(bt, upload("winTable", table.data(), table.size() * 4));
-    const int32_t lens[2] = {int32_t(end), int32_t(g)};
-    DI_ASSIGN(lensDev, upload("winLens", lens, sizeof(lens)));
+    const int64_t width = bucketUp((maxEnd - 1) / kGpuPageTokens + 1, 1);
+    auto bt = pageTable("winTable", width,
+                        [&](int64_t b) { return (seqs[size_t(b)].end() - 1) / kGpuPageTokens + 1; },
+                        [&](int64_t b, int64_t p) {
+                          return seqs[size_t(b)].rq->windowPages[size_t(layer)][size_t(p % m.ringPages)];
+                        });
+    if (!bt.ok()) return bt.error();
+    std::vector<int32_t> lens(ends);
+    lens.insert(lens.end(), gathered.begin(), gathered.end());
+    DI_ASSIGN(lensDev, upload("winLens", lens.data(), lens.size() * 4));
     OpAttrs ga;
     ga.setInt("block_size", kGpuPageTokens);
     ga.setInt("offset", sw.N);
     DI_TRY(ops.run("gather_kcache", ga,
-                   {{"k_cache", {m.windowPool->baseAddr(), winCacheShape}}, {"seq_lens", {lensDev, {1}}},
-                    {"gather_lens", {lensDev + 4, {1}}}, {"block_table", {bt, {1, width}}},
-                    {"out", {sw.ws, {1, sw.M, kGpuKvDim}}}},
+                   {{"k_cache", {m.windowPool->baseAddr(), winCacheShape}}, {"seq_lens", {lensDev, {R}}},
+                    {"gather_lens", {lensDev + uint64_t(4 * R), {R}}}, {"block_table", {*bt, {R, width}}},
+                    {"out", {sw.ws, {R, sw.M, kGpuKvDim}}}},
                    stream));
   }
 
@@ -126,8 +151,12 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
       DI_TRY(fillDevice8(none, 0xFF, size_t(T * K * 4), stream));
       topk = none;
     }
-    const int32_t meta[4] = {0, int32_t(T), int32_t(end), int32_t(g)};  // query_start_loc[2], seq_lens, gather_lens
-    DI_ASSIGN(metaDev, upload(fmt::format("rowMeta.{}", src), meta, sizeof(meta)));
+    std::vector<int32_t> meta;  // query_start_loc [R + 1], seq_lens [R], gather_lens [R]
+    for (const GpuSeq& sq : seqs) meta.push_back(int32_t(sq.offset));
+    meta.push_back(int32_t(T));
+    meta.insert(meta.end(), ends.begin(), ends.end());
+    meta.insert(meta.end(), gathered.begin(), gathered.end());
+    DI_ASSIGN(metaDev, upload(fmt::format("rowMeta.{}", src), meta.data(), meta.size() * 4));
     OpAttrs ca;
     ca.setInt("window", W);
     ca.setInt("ratio", std::max(role.ratio, 0));
@@ -135,8 +164,9 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
     ca.setInt("M", sw.M);
     ca.setInt("N", sw.N);
     DI_TRY(ops.run("combine_topk_swa", ca,
-                   {{"topk_indices", {topk, {T, K}}}, {"query_start_loc", {metaDev, {2}}},
-                    {"seq_lens", {metaDev + 8, {1}}}, {"gather_lens", {metaDev + 12, {1}}},
+                   {{"topk_indices", {topk, {T, K}}}, {"query_start_loc", {metaDev, {R + 1}}},
+                    {"seq_lens", {metaDev + uint64_t(4 * (R + 1)), {R}}},
+                    {"gather_lens", {metaDev + uint64_t(4 * (2 * R + 1)), {R}}},
                     {"rows", {rows, {T, rowW}}}, {"lens", {lens, {T}}}},
                    stream));
     sw.rows = rows;
@@ -152,11 +182,11 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
   OpAttrs pa;
   pa.setFloat("sm_scale", 1.0 / std::sqrt(double(D)));
   DI_TRY(ops.run("sparse_mla_prefill", pa,
-                 {{"q", {q, {T, H, D}}}, {"kv", {sw.ws, {sw.M, kGpuKvDim}}}, {"indices", {sw.rows, {T, rowW}}},
+                 {{"q", {q, {T, H, D}}}, {"kv", {sw.ws, {R * sw.M, kGpuKvDim}}}, {"indices", {sw.rows, {T, rowW}}},
                   {"lens", {sw.lens, {T}}}, {"attn_sink", {aw.attnSink.addr(), {H}}},
                   {"out", {o, {T, H, D}}}, {"lse", {lse, {T, H}}}},
                  stream));
-  DI_TRY(mk.ropeBf16InPlace(o, D, T * H, D, R, invFreq, perHead, /*inverse=*/true, stream));
+  DI_TRY(mk.ropeBf16InPlace(o, D, T * H, D, Rd, invFreq, perHead, /*inverse=*/true, stream));
 
   // z[g] = o[g] @ wo_a[g]^T (groups of H/G heads), rounded; y = wo_b z, rounded.
   const int64_t gw = (H / G) * D;
@@ -173,46 +203,54 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
 Status GpuForwardPass::compress(int layer, uint64_t u) {
   const LayerRole& role = cfg.role(layer);
   const GpuAttentionWeights& aw = w.layers[size_t(layer)].attn;
-  const int64_t C = cfg.hiddenSize, D = cfg.headDim, R = cfg.qkRopeHeadDim, Di = cfg.indexHeadDim;
+  const int64_t C = cfg.hiddenSize, D = cfg.headDim, Rd = cfg.qkRopeHeadDim, Di = cfg.indexHeadDim;
   const int ratio = role.ratio;
   const uint64_t invFreq = m.invFreq[size_t(layer)].addr();
   const double eps = cfg.rmsNormEps;
 
   DI_ASSIGN(ckv, buf("ckv", size_t(T * D * 4)));
   DI_TRY(gemm(u, C, aw.compWkv, ckv, T));
-  // Entries completed by this call: j0 .. j0 + n - 1; `pooled` holds their pre-norm vectors.
-  int64_t j0 = 0, n = 0;
+  // Entries completed by this call, over all sequences: (sequence, entry id); `pooled` holds
+  // their pre-norm vectors in that order.
+  std::vector<std::pair<int64_t, int64_t>> entries;
   uint64_t pooled = ckv;
   if (ratio == 1) {
-    j0 = pos0;
-    n = T;
+    for (int64_t b = 0; b < R; ++b)
+      for (int64_t t = 0; t < seqs[size_t(b)].T; ++t) entries.emplace_back(b, seqs[size_t(b)].pos0 + t);
   } else {
     DI_ASSIGN(cgate, buf("cgate", size_t(T * D * 4)));
     DI_TRY(gemm(u, C, aw.compWgate, cgate, T));
-    const int64_t firstOdd = pos0 % 2 == 1 ? pos0 : pos0 + 1;
-    n = firstOdd < end ? (end - firstOdd + 1) / 2 : 0;
-    j0 = firstOdd / 2;
-    const int64_t r0 = firstOdd - 1 - pos0;  // -1: the pair's first token is the carried tail
-    if (r0 < 0 && n > 0 && !rq.hasTail[size_t(layer)])
-      return Error{fmt::format("layer {}: compressor pair at position {} has no carried first token", layer,
-                               firstOdd - 1)};
-    DeviceBuffer& tk = rq.tailKv[size_t(layer)];
-    DeviceBuffer& tg = rq.tailGate[size_t(layer)];
-    if (n > 0) {
-      DI_ASSIGN(cpool, buf("cpool", size_t(n * D * 4)));
-      DI_TRY(mk.pairPool(ckv, cgate, tk.addr(), tg.addr(), r0, n, D, cpool, stream));
-      pooled = cpool;
-    }
-    // The last token opens a pair: carry its projections to the next call.
-    if ((end - 1) % 2 == 0) {
-      const int64_t row = end - 1 - pos0;
-      DI_TRY(copyDeviceToDevice(tk.addr(), ckv + uint64_t(row * D * 4), size_t(D * 4), stream));
-      DI_TRY(copyDeviceToDevice(tg.addr(), cgate + uint64_t(row * D * 4), size_t(D * 4), stream));
-      rq.hasTail[size_t(layer)] = 1;
-    } else {
-      rq.hasTail[size_t(layer)] = 0;
+    DI_ASSIGN(cpool, buf("cpool", size_t(T * D * 4)));
+    pooled = cpool;
+    for (int64_t b = 0; b < R; ++b) {
+      const GpuSeq& sq = seqs[size_t(b)];
+      GpuRequest& rq = *sq.rq;
+      const int64_t firstOdd = sq.pos0 % 2 == 1 ? sq.pos0 : sq.pos0 + 1;
+      const int64_t n = firstOdd < sq.end() ? (sq.end() - firstOdd + 1) / 2 : 0;
+      const int64_t r0 = firstOdd - 1 - sq.pos0;  // -1: the pair's first token is the carried tail
+      if (r0 < 0 && n > 0 && !rq.hasTail[size_t(layer)])
+        return Error{fmt::format("layer {}: compressor pair at position {} has no carried first token", layer,
+                                 firstOdd - 1)};
+      DeviceBuffer& tk = rq.tailKv[size_t(layer)];
+      DeviceBuffer& tg = rq.tailGate[size_t(layer)];
+      const uint64_t rowsAt = uint64_t(sq.offset * D * 4);
+      if (n > 0) {
+        DI_TRY(mk.pairPool(ckv + rowsAt, cgate + rowsAt, tk.addr(), tg.addr(), r0, n, D,
+                           cpool + uint64_t(int64_t(entries.size()) * D * 4), stream));
+        for (int64_t i = 0; i < n; ++i) entries.emplace_back(b, firstOdd / 2 + i);
+      }
+      // The last token opens a pair: carry its projections to the next call.
+      if ((sq.end() - 1) % 2 == 0) {
+        const uint64_t last = rowsAt + uint64_t((sq.T - 1) * D * 4);
+        DI_TRY(copyDeviceToDevice(tk.addr(), ckv + last, size_t(D * 4), stream));
+        DI_TRY(copyDeviceToDevice(tg.addr(), cgate + last, size_t(D * 4), stream));
+        rq.hasTail[size_t(layer)] = 1;
+      } else {
+        rq.hasTail[size_t(layer)] = 0;
+      }
     }
   }
+  const int64_t n = int64_t(entries.size());
   if (n == 0) return {};
 
   // latent = rmsnorm(pooled, compressor.norm) (bf16 values).
@@ -220,7 +258,17 @@ Status GpuForwardPass::compress(int layer, uint64_t u) {
   DI_ASSIGN(latB, buf("clatB", size_t(n * D * 2)));
   DI_TRY(mk.rmsNormF32ToF32(pooled, D, aw.compNorm.addr(), n, D, eps, lat, D, stream));
   DI_TRY(mk.roundToBf16(lat, latB, n * D, stream));
-  const ModelKernels::RopePositions entryPos{1, j0 * ratio, ratio, 0};
+  std::vector<int64_t> entryPos;
+  for (const auto& [b, j] : entries) entryPos.push_back(j * ratio);
+  DI_ASSIGN(entryPosDev, upload("cEntryPos", entryPos.data(), entryPos.size() * 8));
+  const ModelKernels::RopePositions atEntry{1, 0, 1, entryPosDev};
+  auto slotsIn = [&](const std::vector<std::vector<int32_t>> GpuRequest::*pages) {
+    std::vector<int64_t> slots;
+    for (const auto& [b, j] : entries)
+      slots.push_back(int64_t(((*seqs[size_t(b)].rq).*pages)[size_t(layer)][size_t(j / kGpuPageTokens)]) *
+                          kGpuPageTokens + j % kGpuPageTokens);
+    return slots;
+  };
 
   // Index keys: rope(rmsnorm(indexer.wk latent, k_norm), j * ratio) -> the index-key cache.
   DI_ASSIGN(keyF, buf("ckeyF", size_t(n * Di * 4)));
@@ -228,32 +276,23 @@ Status GpuForwardPass::compress(int layer, uint64_t u) {
   DI_ASSIGN(key, buf("ckey", size_t(n * Di * 2)));
   DI_TRY(gemm(latB, D, aw.idxWk, keyF, n));
   DI_TRY(mk.rmsNormF32ToF32(keyF, Di, aw.idxKNorm.addr(), n, Di, eps, keyN, Di, stream));
-  DI_TRY(mk.ropeF32ToBf16(keyN, Di, n, Di, R, invFreq, entryPos, key, Di, stream));
-  std::vector<int64_t> slots(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t j = j0 + i;
-    slots[size_t(i)] = int64_t(rq.indexPages[size_t(layer)][size_t(j / kGpuPageTokens)]) * kGpuPageTokens +
-                       j % kGpuPageTokens;
-  }
-  DI_ASSIGN(idxSlots, upload("cIdxSlots", slots.data(), slots.size() * 8));
-  DI_TRY(mk.indexKeyInsert(key, idxSlots, n, Di, m.indexPool->baseAddr(), kGpuPageTokens, stream));
+  DI_TRY(mk.ropeF32ToBf16(keyN, Di, n, Di, Rd, invFreq, atEntry, key, Di, stream));
+  const auto idxSlots = slotsIn(&GpuRequest::indexPages);
+  DI_ASSIGN(idxSlotsDev, upload("cIdxSlots", idxSlots.data(), idxSlots.size() * 8));
+  DI_TRY(mk.indexKeyInsert(key, idxSlotsDev, n, Di, m.indexPool->baseAddr(), kGpuPageTokens, stream));
 
   // Compressed entries: rope(latent, j * ratio) -> the compressed cache.
   DI_ASSIGN(row, buf("crow", size_t(n * D * 2)));
-  DI_TRY(mk.ropeF32ToBf16(lat, D, n, D, R, invFreq, entryPos, row, D, stream));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t j = j0 + i;
-    slots[size_t(i)] = int64_t(rq.compPages[size_t(layer)][size_t(j / kGpuPageTokens)]) * kGpuPageTokens +
-                       j % kGpuPageTokens;
-  }
-  DI_ASSIGN(compSlots, upload("cCompSlots", slots.data(), slots.size() * 8));
+  DI_TRY(mk.ropeF32ToBf16(lat, D, n, D, Rd, invFreq, atEntry, row, D, stream));
+  const auto compSlots = slotsIn(&GpuRequest::compPages);
+  DI_ASSIGN(compSlotsDev, upload("cCompSlots", compSlots.data(), compSlots.size() * 8));
   OpAttrs insAttrs;
   insAttrs.setInt("block_size", kGpuPageTokens);
   DI_TRY(ops.run("kv_quant_insert", insAttrs,
-                 {{"k", {row, {n, kGpuKvDim}}}, {"slot_mapping", {compSlots, {n}}},
+                 {{"k", {row, {n, kGpuKvDim}}}, {"slot_mapping", {compSlotsDev, {n}}},
                   {"k_cache", {m.compPool->baseAddr(), {m.compPool->numPages(), mlaPageBytes(kGpuPageTokens)}}}},
                  stream));
-  rq.compCount[size_t(layer)] += n;
+  for (const auto& [b, j] : entries) ++seqs[size_t(b)].rq->compCount[size_t(layer)];
   return {};
 }
 
@@ -262,19 +301,23 @@ Status GpuForwardPass::index(int layer, uint64_t u, uint64_t qr) {
   const GpuAttentionWeights& aw = w.layers[size_t(layer)].attn;
   const int keyLayer = role.indexKeyLayer;
   const int ratio = cfg.role(keyLayer).ratio;
-  const int64_t C = cfg.hiddenSize, Hi = cfg.indexNHeads, Di = cfg.indexHeadDim, R = cfg.qkRopeHeadDim;
+  const int64_t C = cfg.hiddenSize, Hi = cfg.indexNHeads, Di = cfg.indexHeadDim, Rd = cfg.qkRopeHeadDim;
   const int64_t qL = cfg.qLoraRank, K = cfg.indexTopk, bsz = cfg.candidateBlockSize;
   const int64_t KB = cfg.candidateTopkBlocks;
   const uint64_t invFreq = m.invFreq[size_t(layer)].addr();
-  const int64_t nKeys = rq.compCount[size_t(keyLayer)];
 
   DI_ASSIGN(sel, buf(fmt::format("sel.{}", layer), size_t(T * K * 4)));
   selection[layer] = sel;
-  std::vector<int32_t> visible(static_cast<size_t>(T));
+  std::vector<int32_t> visible, tokenReq;
   int64_t maxVisible = 0;
-  for (int64_t t = 0; t < T; ++t) {
-    visible[size_t(t)] = int32_t(std::min<int64_t>((pos0 + t + 1) / ratio, nKeys));
-    maxVisible = std::max<int64_t>(maxVisible, visible[size_t(t)]);
+  for (int64_t b = 0; b < R; ++b) {
+    const GpuSeq& sq = seqs[size_t(b)];
+    const int64_t nKeys = sq.rq->compCount[size_t(keyLayer)];
+    for (int64_t t = 0; t < sq.T; ++t) {
+      visible.push_back(int32_t(std::min<int64_t>((sq.pos0 + t + 1) / ratio, nKeys)));
+      tokenReq.push_back(int32_t(b));
+      maxVisible = std::max<int64_t>(maxVisible, visible.back());
+    }
   }
   if (maxVisible == 0) {
     DI_TRY(fillDevice8(sel, 0xFF, size_t(T * K * 4), stream));  // nothing visible: all -1
@@ -293,28 +336,30 @@ Status GpuForwardPass::index(int layer, uint64_t u, uint64_t qr) {
   DI_ASSIGN(wts, buf("iw", size_t(T * Hi * 4)));
   DI_TRY(gemm(qr, qL, aw.idxWqB, qiF, T));
   DI_TRY(gemm(u, C, aw.idxWeightsProj, wts, T));
-  const ModelKernels::RopePositions perHead{Hi, pos0, 1, 0};
-  DI_TRY(mk.ropeF32ToBf16(qiF, Di, T * Hi, Di, R, invFreq, perHead, qi, Di, stream));
+  const ModelKernels::RopePositions perHead{Hi, 0, 1, positionsDev};
+  DI_TRY(mk.ropeF32ToBf16(qiF, Di, T * Hi, Di, Rd, invFreq, perHead, qi, Di, stream));
   DI_TRY(mk.indexQueryQuant(qi, T * Hi, Di, wts, 1.0 / std::sqrt(double(Di)) / std::sqrt(double(Hi)), stream));
 
   // Scores of every visible entry (-inf beyond), width bucketed.
   const int64_t pagesNeeded = (maxVisible + kGpuPageTokens - 1) / kGpuPageTokens;
   const int64_t width = bucketUp(std::max(pagesNeeded, (K + kGpuPageTokens - 1) / kGpuPageTokens), 1);
   const int64_t N = width * kGpuPageTokens;
-  const auto& pages = rq.indexPages[size_t(keyLayer)];
-  std::vector<int32_t> table(size_t(width), pages.empty() ? 0 : pages[0]);
-  std::copy(pages.begin(), pages.begin() + std::min<int64_t>(int64_t(pages.size()), width), table.begin());
-  DI_ASSIGN(bt, upload("idxTable", table.data(), table.size() * 4));
+  auto bt = pageTable("idxTable", width,
+                      [&](int64_t b) { return int64_t(seqs[size_t(b)].rq->indexPages[size_t(keyLayer)].size()); },
+                      [&](int64_t b, int64_t p) {
+                        const auto& pages = seqs[size_t(b)].rq->indexPages[size_t(keyLayer)];
+                        return pages.empty() ? 0 : pages[size_t(p)];
+                      });
+  if (!bt.ok()) return bt.error();
   DI_ASSIGN(vis, upload("idxVisible", visible.data(), visible.size() * 4));
-  DI_ASSIGN(tokReq, buf("idxTokReq", size_t(T * 4)));
-  DI_TRY(fillDevice8(tokReq, 0, size_t(T * 4), stream));
+  DI_ASSIGN(tokReq, upload("idxTokReq", tokenReq.data(), tokenReq.size() * 4));
   DI_ASSIGN(scores, buf("idxScores", size_t(T * N * 4)));
   OpAttrs ia;
   ia.setInt("block_size", kGpuPageTokens);
   DI_TRY(ops.run("indexer_logits", ia,
                  {{"q", {qi, {T, Hi, Di}}}, {"weights", {wts, {T, Hi}}},
                   {"k_cache", {m.indexPool->baseAddr(), {m.indexPool->numPages(), kGpuPageTokens * (Di + 4)}}},
-                  {"block_table", {bt, {1, width}}}, {"token_to_req", {tokReq, {T}}}, {"visible", {vis, {T}}},
+                  {"block_table", {*bt, {R, width}}}, {"token_to_req", {tokReq, {T}}}, {"visible", {vis, {T}}},
                   {"scores", {scores, {T, N}}}},
                  stream));
 

@@ -108,12 +108,13 @@ Status GpuForwardPass::engram(int layer, uint64_t X) {
   // from the checkpoint's mapping, rounded to bf16 (GEMM inputs), uploaded.
   std::vector<int64_t> rowIds(size_t(T * lookups));
   std::vector<int64_t> window(static_cast<size_t>(maxN));
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t pos = pos0 + t;
-    for (int kk = 0; kk < maxN; ++kk)
-      window[size_t(kk)] = pos - kk >= 0 ? rq.classes[size_t(pos - kk)] : m.padClass;
-    engramRowIds(hp, role.engramIndex, window.data(), &rowIds[size_t(t * lookups)]);
-  }
+  for (const GpuSeq& sq : seqs)
+    for (int64_t t = 0; t < sq.T; ++t) {
+      const int64_t pos = sq.pos0 + t;
+      for (int kk = 0; kk < maxN; ++kk)
+        window[size_t(kk)] = pos - kk >= 0 ? sq.rq->classes[size_t(pos - kk)] : m.padClass;
+      engramRowIds(hp, role.engramIndex, window.data(), &rowIds[size_t((sq.offset + t) * lookups)]);
+    }
   std::vector<float> rows(size_t(T * lookups * width));
   Status read = m.ckpt->readEngramRows(ew.tableName, rowIds.data(), rowIds.size(), rows.data());
   if (!read.ok()) return Error{fmt::format("engram layer {}: {}", layer, read.error().message)};

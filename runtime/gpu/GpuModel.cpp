@@ -254,23 +254,78 @@ Status GpuModelImpl::reserve(GpuRequest& rq, int64_t newEnd) {
   return {};
 }
 
-Result<HostTensor> GpuModelImpl::forward(GpuRequest& rq, const std::vector<int32_t>& ids) {
+Result<std::vector<HostTensor>> GpuModelImpl::forward(
+    const std::vector<std::pair<GpuRequest*, std::vector<int32_t>>>& work, bool lastOnly) {
   DI_TRY(dev->use());
-  const size_t classesBefore = rq.classes.size();
-  if (!tokenMap.empty())
-    for (int32_t id : ids) rq.classes.push_back(tokenMap[size_t(id)]);
-  GpuForwardPass pass(*this, rq, int64_t(ids.size()));
+  std::vector<GpuSeq> seqs;
+  std::vector<int32_t> ids;
+  std::vector<size_t> classesBefore;
+  for (const auto& [rq, tokens] : work) {
+    GpuSeq sq;
+    sq.rq = rq;
+    sq.pos0 = rq->position;
+    sq.T = int64_t(tokens.size());
+    seqs.push_back(sq);
+    ids.insert(ids.end(), tokens.begin(), tokens.end());
+    classesBefore.push_back(rq->classes.size());
+    if (!tokenMap.empty())
+      for (int32_t id : tokens) rq->classes.push_back(tokenMap[size_t(id)]);
+  }
+  GpuForwardPass pass(*this, seqs);
+  pass.lastRowsOnly = lastOnly;
   auto logits = pass.run(ids);
   if (!logits.ok()) {
-    rq.classes.resize(classesBefore);
-    rq.unusable = true;
-    return Error{fmt::format("{} (the request is no longer usable)", logits.error().message)};
+    for (size_t i = 0; i < work.size(); ++i) {
+      work[i].first->classes.resize(classesBefore[i]);
+      work[i].first->unusable = true;
+    }
+    return Error{fmt::format("{} (the requests of this call are no longer usable)", logits.error().message)};
   }
-  rq.position += int64_t(ids.size());
-  return logits;
+  const int64_t V = cfg.vocabSize;
+  std::vector<HostTensor> out;
+  int64_t row = 0;
+  for (const auto& [rq, tokens] : work) {
+    const int64_t rows = lastOnly ? 1 : int64_t(tokens.size());
+    HostTensor t(DType::F32, {rows, V});
+    std::copy_n(logits->bytes.data() + size_t(row * V * 4), size_t(rows * V * 4), t.bytes.data());
+    row += rows;
+    rq->position += int64_t(tokens.size());
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
-Result<HostTensor> GpuModel::prefill(int64_t request, const std::vector<int32_t>& ids) {
+Result<std::vector<HostTensor>> GpuModel::forward(const std::vector<std::pair<int64_t, std::vector<int32_t>>>& work,
+                                                  bool lastOnly) {
+  GpuModelImpl& m = *impl_;
+  if (work.empty()) return std::vector<HostTensor>{};
+  std::vector<std::pair<GpuRequest*, std::vector<int32_t>>> items;
+  for (const auto& [request, ids] : work) {
+    auto it = m.requests.find(request);
+    if (it == m.requests.end()) return Error{fmt::format("forward: no request {}", request)};
+    GpuRequest& rq = it->second;
+    for (const auto& other : items)
+      if (other.first == &rq) return Error{fmt::format("forward: request {} appears twice in one call", request)};
+    if (ids.empty()) return Error{fmt::format("forward: request {} has no tokens", request)};
+    if (int64_t(ids.size()) > m.opts.maxChunkTokens)
+      return Error{fmt::format("forward: request {} brings {} tokens; one call takes at most {} per request (the "
+                               "prefill chunk)", request, ids.size(), m.opts.maxChunkTokens)};
+    if (rq.unusable) return Error{fmt::format("forward: request {} is unusable after an earlier failed call", request)};
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || ids[i] >= m.cfg.vocabSize)
+        return Error{fmt::format("forward: token {} (at index {}) of request {} is outside the vocabulary [0, {})",
+                                 ids[i], i, request, m.cfg.vocabSize)};
+    const int64_t end = rq.position + int64_t(ids.size());
+    if (m.cfg.maxPositionEmbeddings > 0 && end > m.cfg.maxPositionEmbeddings)
+      return Error{fmt::format("forward: positions up to {} exceed max_position_embeddings {}", end,
+                               m.cfg.maxPositionEmbeddings)};
+    items.emplace_back(&rq, ids);
+  }
+  for (auto& [rq, ids] : items) DI_TRY(m.reserve(*rq, rq->position + int64_t(ids.size())));
+  return m.forward(items, lastOnly);
+}
+
+Result<HostTensor> GpuModel::prefill(int64_t request, const std::vector<int32_t>& ids, bool lastOnly) {
   GpuModelImpl& m = *impl_;
   auto it = m.requests.find(request);
   if (it == m.requests.end()) return Error{fmt::format("prefill: no request {}", request)};
@@ -287,22 +342,27 @@ Result<HostTensor> GpuModel::prefill(int64_t request, const std::vector<int32_t>
                              m.cfg.maxPositionEmbeddings)};
   DI_TRY(m.reserve(rq, end));
   const int64_t V = m.cfg.vocabSize, n = int64_t(ids.size());
-  HostTensor all(DType::F32, {n, V});
+  HostTensor all(DType::F32, {lastOnly ? 1 : n, V});
   for (int64_t at = 0; at < n; at += m.opts.maxChunkTokens) {
     const int64_t len = std::min(m.opts.maxChunkTokens, n - at);
     std::vector<int32_t> chunk(ids.begin() + at, ids.begin() + at + len);
-    auto logits = m.forward(rq, chunk);
+    const bool lastChunk = at + len == n;
+    auto logits = m.forward({{&rq, chunk}}, lastOnly);
     if (!logits.ok()) return logits.error();
-    std::copy_n(logits->bytes.data(), logits->bytes.size(), all.bytes.data() + size_t(at * V * 4));
+    if (lastOnly) {
+      if (lastChunk) all = std::move((*logits)[0]);
+    } else {
+      std::copy_n((*logits)[0].bytes.data(), (*logits)[0].bytes.size(), all.bytes.data() + size_t(at * V * 4));
+    }
   }
   return all;
 }
 
 Result<std::vector<float>> GpuModel::decode(int64_t request, int32_t token) {
-  auto logits = prefill(request, {token});
+  auto logits = forward({{request, {token}}}, false);
   if (!logits.ok()) return logits.error();
   std::vector<float> row(size_t(impl_->cfg.vocabSize));
-  std::copy_n(logits->ptr<float>(), row.size(), row.data());
+  std::copy_n((*logits)[0].ptr<float>(), row.size(), row.data());
   return row;
 }
 

@@ -69,10 +69,16 @@ class GpuModel {
   Status releaseRequest(int64_t request);
   Result<int64_t> position(int64_t request) const;
 
-  // Runs `ids` at the request's next positions; fp32 logits [ids.size(), V]. Bad ids or a full
-  // cache are rejected before anything changes; a failure half-way makes the request unusable.
-  Result<HostTensor> prefill(int64_t request, const std::vector<int32_t>& ids);
+  // Runs `ids` at the request's next positions in chunks of maxChunkTokens; fp32 logits
+  // [ids.size(), V] (or [1, V], the last position's, with lastOnly). Bad ids or a full cache are
+  // rejected before anything changes; a failure half-way makes the request unusable.
+  Result<HostTensor> prefill(int64_t request, const std::vector<int32_t>& ids, bool lastOnly = false);
   Result<std::vector<float>> decode(int64_t request, int32_t token);
+  // One forward call over several requests at once (continuous batching): each brings up to
+  // maxChunkTokens tokens (a prefill chunk or one decode token). Logits per request, in order:
+  // [n, V], or [1, V] with lastOnly.
+  Result<std::vector<HostTensor>> forward(const std::vector<std::pair<int64_t, std::vector<int32_t>>>& work,
+                                          bool lastOnly = false);
 
   // The stream later calls enqueue their work on (a CUstream; nullptr = the legacy default
   // stream). Calls still return only once their logits are on the host.

@@ -7,8 +7,8 @@
 //   while (!engine->finished(*id)) engine->step(stream);      // prefill chunks, then decodes
 //   auto tokens = engine->tokens(*id);  engine->removeRequest(*id);
 //
-// Requests join and leave between steps (continuous batching at the step level: each step
-// advances every live request by one prefill chunk or one decode token). Work is enqueued on the
+// Requests join and leave between steps (continuous batching: each step is one forward call
+// that advances every live request by one prefill chunk or one decode token). Work is enqueued on the
 // caller's stream (a CUstream; nullptr = the legacy default stream) and the step returns once
 // its tokens are known. For engines that bring their own model code, runOp launches one `di`
 // op (spec/ops.md §11 names) on caller-owned device buffers.
