@@ -1,0 +1,402 @@
+// deepinfer-model-bench: a V4.1 model through the GPU runtime (GpuModel) on GPU 0: cold prefill
+// throughput and time to first token per context, decode throughput per number of streams
+// (batched in one forward call per step, and stepped one stream after another), the KV cache
+// footprint, each against the roofline of the measured ceilings (Roofline.h) and the model's
+// bytes and FLOPs per token (ModelRoofline.h). Prints a table; writes JSON.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "BenchKernels.h"
+#include "ModelBenchOptions.h"
+#include "ModelBenchReport.h"
+#include "ModelRoofline.h"
+#include "Roofline.h"
+#include "gpu/GpuModel.h"
+#include "model/Sampling.h"
+
+using namespace deepinfer;
+using namespace deepinfer::bench;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string utcNow(const char* format) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), format, &tm);
+  return buf;
+}
+
+// "NVIDIA H200" -> "nvidia-h200".
+std::string slug(const std::string& name) {
+  std::string s;
+  for (unsigned char ch : name) {
+    if (std::isalnum(ch)) s += char(std::tolower(ch));
+    else if (!s.empty() && s.back() != '-') s += '-';
+  }
+  while (!s.empty() && s.back() == '-') s.pop_back();
+  return s.empty() ? "gpu" : s;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::vector<int32_t> randomIds(std::mt19937_64& rng, int64_t n, int64_t vocab) {
+  std::uniform_int_distribution<int32_t> d(0, int32_t(vocab - 1));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = d(rng);
+  return ids;
+}
+
+int32_t greedy(const float* logits, int64_t V) { return sampleToken(logits, V, SamplingOptions{}, 0); }
+
+// Prefills `ids` into `req` one chunk per call (lastOnly logits: the head runs on the last row of
+// each chunk only, as an engine would); returns the last chunk's logits row and each call's time.
+Result<std::vector<float>> prefillChunks(GpuModel& model, int64_t req, const std::vector<int32_t>& ids, int64_t chunk,
+                                         std::vector<double>* chunkMs) {
+  std::vector<float> last;
+  for (size_t at = 0; at < ids.size(); at += size_t(chunk)) {
+    const size_t len = std::min(size_t(chunk), ids.size() - at);
+    std::vector<int32_t> part(ids.begin() + int64_t(at), ids.begin() + int64_t(at + len));
+    const auto t0 = Clock::now();
+    auto logits = model.prefill(req, part, /*lastOnly=*/true);
+    if (!logits.ok()) return logits.error();
+    if (chunkMs) chunkMs->push_back(secondsSince(t0) * 1e3);
+    if (at + len == ids.size()) last.assign(logits->ptr<float>(), logits->ptr<float>() + model.config().vocabSize);
+  }
+  return last;
+}
+
+PrefillRow measurePrefill(GpuModel& model, int64_t ctx, const ModelBenchOptions& opts, const Ceilings& ceil,
+                          std::mt19937_64& rng) {
+  const ModelConfig& cfg = model.config();
+  PrefillRow row;
+  row.ctx = ctx;
+  row.chunk = opts.chunk;
+  row.flops = prefillFlops(cfg, ctx);
+  const int64_t chunks = (ctx + opts.chunk - 1) / opts.chunk;
+  row.weightBytes = tokenWeightBytes(cfg, WeightStorage::Bf16, cfg.numExpertsPerTok).total() * double(chunks);
+  row.floorSeconds = rooflineFloorUs(ceil, row.weightBytes, row.flops.total()) * 1e-6;
+  const auto ids = randomIds(rng, ctx, cfg.vocabSize);
+  auto req = model.newRequest();
+  if (!req.ok()) {
+    row.error = req.error().message;
+    return row;
+  }
+  const auto t0 = Clock::now();
+  auto last = prefillChunks(model, *req, ids, opts.chunk, &row.chunkMs);
+  row.seconds = secondsSince(t0);
+  if (!last.ok()) {
+    row.error = last.error().message;
+    row.seconds = 0;
+  } else {
+    const auto t1 = Clock::now();
+    const int32_t first = greedy(last->data(), cfg.vocabSize);
+    row.sampleMs = secondsSince(t1) * 1e3;
+    row.firstTokenMs = row.seconds * 1e3 + row.sampleMs;
+    (void)first;
+  }
+  if (Status s = model.releaseRequest(*req); !s.ok() && row.error.empty()) row.error = s.error().message;
+  return row;
+}
+
+// The decode floor at S streams from the model's bytes per step (ModelRoofline.h).
+void decodeFloor(const ModelConfig& cfg, const Ceilings& ceil, DecodeRow& d) {
+  const int64_t mid = (d.firstPosition + d.lastPosition) / 2;
+  d.kvPerToken = decodeKvBytes(cfg, mid);
+  d.distinctExperts = expectedDistinctExperts(cfg.nRoutedExperts, cfg.numExpertsPerTok, d.streams);
+  d.weightBytesBatched = tokenWeightBytes(cfg, WeightStorage::Bf16, d.distinctExperts).total();
+  d.weightBytesPerToken = tokenWeightBytes(cfg, WeightStorage::Bf16, cfg.numExpertsPerTok).total();
+  const double kv = d.streams * d.kvPerToken.total();
+  d.floorSecondsBatched = rooflineFloorUs(ceil, d.weightBytesBatched + kv, 0) * 1e-6;
+  d.floorSecondsSerial = rooflineFloorUs(ceil, d.streams * d.weightBytesPerToken + kv, 0) * 1e-6;
+}
+
+// S fresh requests, each prefilled with the prompt; two untimed steps (the decode-shape kernels
+// compile there), then `repeats` timed blocks of `steps` steps. Tokens are the greedy picks of
+// the previous step's logits (host argmax included in the time).
+DecodeRow measureDecode(GpuModel& model, int streams, bool batched, const ModelBenchOptions& opts,
+                        const Ceilings& ceil, std::mt19937_64& rng) {
+  const ModelConfig& cfg = model.config();
+  const int64_t V = cfg.vocabSize;
+  DecodeRow row;
+  row.batched = batched;
+  row.streams = streams;
+  row.steps = opts.decodeSteps;
+  row.prompt = opts.promptTokens;
+  std::vector<int64_t> reqs;
+  std::vector<int32_t> next;
+  auto fail = [&](const Error& e) {
+    row.error = e.message;
+    for (int64_t r : reqs) (void)model.releaseRequest(r);
+    return row;
+  };
+  for (int s = 0; s < streams; ++s) {
+    auto req = model.newRequest();
+    if (!req.ok()) return fail(req.error());
+    reqs.push_back(*req);
+    auto last = prefillChunks(model, *req, randomIds(rng, opts.promptTokens, V), opts.chunk, nullptr);
+    if (!last.ok()) return fail(last.error());
+    next.push_back(greedy(last->data(), V));
+  }
+  auto step = [&]() -> Status {
+    if (batched) {
+      std::vector<std::pair<int64_t, std::vector<int32_t>>> work;
+      for (int s = 0; s < streams; ++s) work.push_back({reqs[size_t(s)], {next[size_t(s)]}});
+      auto logits = model.forward(work, /*lastOnly=*/true);
+      if (!logits.ok()) return logits.error();
+      for (int s = 0; s < streams; ++s) next[size_t(s)] = greedy((*logits)[size_t(s)].ptr<float>(), V);
+      return {};
+    }
+    for (int s = 0; s < streams; ++s) {
+      auto logits = model.decode(reqs[size_t(s)], next[size_t(s)]);
+      if (!logits.ok()) return logits.error();
+      next[size_t(s)] = greedy(logits->data(), V);
+    }
+    return {};
+  };
+  for (int w = 0; w < 2; ++w)
+    if (Status s = step(); !s.ok()) return fail(s.error());
+  auto pos = model.position(reqs[0]);
+  row.firstPosition = pos.ok() ? *pos : 0;
+  for (int r = 0; r < opts.repeats; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < opts.decodeSteps; ++i)
+      if (Status s = step(); !s.ok()) return fail(s.error());
+    row.repeatSeconds.push_back(secondsSince(t0));
+  }
+  row.lastPosition = row.firstPosition + int64_t(opts.repeats) * opts.decodeSteps - 1;
+  row.seconds = median(row.repeatSeconds);
+  decodeFloor(cfg, ceil, row);
+  for (int64_t r : reqs)
+    if (Status s = model.releaseRequest(r); !s.ok() && row.error.empty()) row.error = s.error().message;
+  return row;
+}
+
+std::vector<std::string> assumptionsFor(const ModelBenchReport& r) {
+  const ModelConfig& c = r.cfg;
+  std::vector<std::string> a = {
+      "Times are host wall-clock around GpuModel calls; every call returns only once its logits are on the host, "
+      "so each includes device synchronization, the logits copy and host overheads.",
+      fmt::format("Cold prefill: a fresh request with an empty cache, uniformly random token ids (fixed seed "
+                  "{}), {} tokens per prefill call (lastOnly logits: the head runs on each chunk's last row). Kernels were "
+                  "compiled and warmed beforehand by an untimed warm-up prefill of {} tokens and decode steps, so "
+                  "no JIT compile is timed.",
+                  r.opts.seed, r.opts.chunk, r.run.warmupTokens),
+      "Time to first token = the cold prefill time + the host's greedy pick of the first token from the last "
+      "row's logits.",
+      fmt::format("Decode: each stream is a request prefilled with {} random ids, then 2 untimed steps; tok/s = "
+                  "streams x {} steps / the median of {} timed repetitions; each step feeds the greedy pick of "
+                  "the previous logits. 'batched' runs one GpuModel::forward call per step over every stream; "
+                  "'serial' runs one GpuModel::decode call per stream per step (streams stepped one after another, "
+                  "not batched).",
+                  r.opts.promptTokens, r.opts.decodeSteps, r.opts.repeats),
+      "Decode roofline: floor time per step = (weights read per step + KV bytes read per step) / the measured "
+      "copy bandwidth (a device-to-device copy's read + write bytes per second); fraction = floor / measured.",
+      fmt::format("Weights per step: every matrix one token multiplies, as the runtime stores it (bf16; mHC mixes, "
+                  "sinks and router bias fp32): attention wq_a/wq_b/wkv/wo_a/wo_b, compressor and index-key "
+                  "projections of the kv sources, indexer wq_b/weights_proj of the index sources, mHC mixes, router, "
+                  "the shared expert, the routed experts, engram wkv, the head; one embedding row. One token reads "
+                  "{} routed experts per layer; a batched step of S streams reads the expected number of distinct "
+                  "experts when each token picks {} of {} uniformly: E(1 - (1 - k/E)^S). The serial roofline "
+                  "charges every stream its own weights.",
+                  c.numExpertsPerTok, c.numExpertsPerTok, c.nRoutedExperts),
+      fmt::format("KV bytes per decode token: per layer min(position + 1, {}) window rows of 584 bytes; per layer "
+                  "with ratio > 0, min({}, visible compressed entries) selected rows of 584 bytes; per index source, "
+                  "every visible index key of its key layer at 132 bytes (restricted index sources: at most {} "
+                  "candidate entries). Evaluated at the middle position of the timed steps. Cache writes and "
+                  "activations are not counted.",
+                  c.slidingWindow, c.indexTopk, int64_t(c.candidateTopkBlocks) * c.candidateBlockSize),
+      "Prefill roofline: floor = max(FLOPs / the measured mma.sync bf16 rate, weights read once per chunk / copy "
+      "bandwidth); FLOPs = 2 x the matrix operands one token multiplies (routed: num_experts_per_tok experts) x "
+      "context + the head once (2 V C) + attention 2 x 2 x H x head_dim x keys per token and layer (keys = the "
+      "window + the selected compressed rows, exact per position) + the indexer 2 x Hi x Di (+ 2 Hi) per scored "
+      "key. The runtime's GEMMs go through cuBLAS, which may exceed the mma.sync rate; a fraction above 100% "
+      "would mean that.",
+      "KV bytes per token = GpuKvCapacity::bytesPerToken: the compressed cache (584-byte rows in 64-row pages "
+      "padded to 576-byte units) and the index keys (132 bytes) of every kv source, divided by its compress "
+      "ratio. The window rings (a fixed amount per request, sized for sliding_window - 1 + one chunk rows per "
+      "layer) are reported per request and amortised over the context: bytes_per_token + "
+      "window_bytes_per_request / context.",
+      "Tokens of capacity per 80 GB = 80e9 / bytes_per_token (window rings and workspaces not counted); "
+      "capacity_tokens is this run's cache (its budget after the window rings of max_requests requests).",
+      "Random weights (make-model) and random token ids: routing and index selections are not those of real "
+      "text, which may change expert reuse across a batch and the time of data-dependent steps.",
+  };
+  if (c.numEngramLayers() > 0)
+    a.push_back("Engram table rows are gathered on the host from the checkpoint's mapping (not device bytes; not "
+                "in the roofline).");
+  return a;
+}
+
+int runModelBench(const ModelBenchOptions& opts) {
+  const auto start = Clock::now();
+  auto dev = Device::open(0);
+  if (!dev.ok()) {
+    fmt::print(stderr,
+               "deepinfer-model-bench: no GPU: {}\n"
+               "deepinfer-model-bench runs the model on an NVIDIA GPU (sm_80 or newer); nothing was measured.\n",
+               dev.error().message);
+    return 1;
+  }
+  const LocalGpuInfo& gpu = (*dev)->info();
+  ModelBenchReport rep;
+  rep.opts = opts;
+  ModelRunInfo& run = rep.run;
+  run.gpuName = gpu.profile.gpuName;
+  run.arch = gpu.profile.archName();
+  run.driver = gpu.profile.driverVersion;
+  run.smCount = gpu.profile.smCount;
+  run.memoryBytes = gpu.totalMemBytes;
+  run.commit = !opts.commit.empty() ? opts.commit : DI_BUILD_COMMIT;
+  run.date = utcNow("%Y-%m-%dT%H:%M:%SZ");
+  run.mode = opts.quick ? "quick" : "full";
+  run.modelDir = opts.model;
+  fmt::print("deepinfer-model-bench on {} ({}, {} SMs, {:.0f} GB), driver {}, commit {}\n", run.gpuName, run.arch,
+             run.smCount, double(run.memoryBytes) / 1e9, run.driver, run.commit);
+
+  {  // The ceilings first, while the device memory is free.
+    auto kernels = loadBenchKernels(**dev);
+    run.ceilings = measureCeilings(**dev, kernels.ok() ? &*kernels : nullptr,
+                                   kernels.ok() ? "" : kernels.error().message, 20);
+  }
+  const Ceilings& ceil = run.ceilings;
+  fmt::print("ceilings: copy {} GB/s{}, mma.sync bf16 {} TFLOP/s{}\n",
+             ceil.copyGBs > 0 ? fmt::format("{:.0f}", ceil.copyGBs) : "-",
+             ceil.copyError.empty() ? "" : " (" + ceil.copyError + ")",
+             ceil.mmaTflops > 0 ? fmt::format("{:.0f}", ceil.mmaTflops) : "-",
+             ceil.mmaError.empty() ? "" : " (" + ceil.mmaError + ")");
+  std::fflush(stdout);
+
+  GpuModelOptions mo;
+  mo.maxChunkTokens = opts.chunk;
+  mo.kvCacheBytes = opts.kvBytes;
+  int maxStreams = 1;
+  for (int s : opts.streams) maxStreams = std::max(maxStreams, s);
+  mo.maxRequests = std::max(16, maxStreams + 1);
+  auto t0 = Clock::now();
+  auto loaded = GpuModel::load(opts.model, *dev, mo);
+  if (!loaded.ok()) {
+    fmt::print(stderr, "deepinfer-model-bench: loading {}: {}\n", opts.model, loaded.error().message);
+    return 1;
+  }
+  GpuModel& model = **loaded;
+  run.loadSeconds = secondsSince(t0);
+  run.target = model.targetName();
+  rep.cfg = model.config();
+  const ModelConfig& cfg = rep.cfg;
+  const double embedBytes = double(cfg.vocabSize) * double(cfg.hiddenSize);  // elements of embed
+  rep.deviceWeightBytes = tokenWeightBytes(cfg, WeightStorage::Bf16, cfg.nRoutedExperts).total() -
+                          tokenWeightBytes(cfg, WeightStorage::Bf16, 0).embedRow + 2 * embedBytes;
+  rep.checkpointWeightBytes = tokenWeightBytes(cfg, WeightStorage::Checkpoint, cfg.nRoutedExperts).total() -
+                              tokenWeightBytes(cfg, WeightStorage::Checkpoint, 0).embedRow + 2 * embedBytes;
+  const GpuKvCapacity& cap = model.capacity();
+  KvReport& kv = rep.kv;
+  kv.runtimeBytesPerToken = cap.bytesPerToken;
+  kv.bytesPerTokenRows = kvCacheBytesPerToken(cfg, 0);
+  kv.windowBytesPerRequest = cap.windowBytesPerRequest;
+  kv.minWindowBytesPerRequest = minWindowBytesPerRequest(cfg);
+  kv.capacityTokens = cap.tokens;
+  kv.totalBytes = cap.totalBytes;
+  kv.budgetBytes = opts.kvBytes;
+  kv.maxRequests = mo.maxRequests;
+  fmt::print("loaded {} in {:.0f} s (target {}): {} layers, {} experts; KV cache {} tokens, {} bytes per token\n",
+             opts.model, run.loadSeconds, run.target, cfg.numHiddenLayers, cfg.nRoutedExperts, cap.tokens,
+             cap.bytesPerToken);
+  std::fflush(stdout);
+
+  std::mt19937_64 rng(opts.seed);
+  bool problems = false;
+  // Warm-up: the largest context once (every kernel and shape bucket the timed prefills reach
+  // compiles here), then a few decode steps of that request and a batched step.
+  {
+    run.warmupTokens = *std::max_element(opts.contexts.begin(), opts.contexts.end());
+    t0 = Clock::now();
+    auto req = model.newRequest();
+    Status s = req.ok() ? Status{} : Status{req.error()};
+    if (s.ok()) {
+      auto last = prefillChunks(model, *req, randomIds(rng, run.warmupTokens, cfg.vocabSize), opts.chunk, nullptr);
+      if (!last.ok()) s = last.error();
+      for (int i = 0; i < 2 && s.ok(); ++i)
+        if (auto d = model.decode(*req, 1); !d.ok()) s = d.error();
+      (void)model.releaseRequest(*req);
+    }
+    run.warmupSeconds = secondsSince(t0);
+    fmt::print("warm-up: prefill of {} tokens + 2 decode steps in {:.1f} s{}\n", run.warmupTokens, run.warmupSeconds,
+               s.ok() ? "" : " FAILED: " + s.error().message);
+    std::fflush(stdout);
+    problems = !s.ok();
+  }
+
+  for (int64_t ctx : opts.contexts) {
+    rep.prefill.push_back(measurePrefill(model, ctx, opts, ceil, rng));
+    const PrefillRow& p = rep.prefill.back();
+    if (p.error.empty())
+      fmt::print("prefill {}: {:.3f} s, {:.0f} tok/s, TTFT {:.1f} ms\n", ctx, p.seconds, p.tokPerS(), p.firstTokenMs);
+    else
+      fmt::print("prefill {}: ERROR {}\n", ctx, p.error);
+    std::fflush(stdout);
+    problems = problems || !p.error.empty();
+  }
+  for (int s : opts.streams)
+    for (bool batched : {true, false}) {
+      rep.decode.push_back(measureDecode(model, s, batched, opts, ceil, rng));
+      const DecodeRow& d = rep.decode.back();
+      if (d.error.empty())
+        fmt::print("decode {} stream(s), {}: {:.1f} tok/s ({:.2f} ms per step)\n", s, batched ? "batched" : "serial",
+                   d.tokPerS(), d.stepMs());
+      else
+        fmt::print("decode {} stream(s), {}: ERROR {}\n", s, batched ? "batched" : "serial", d.error);
+      std::fflush(stdout);
+      problems = problems || !d.error.empty();
+    }
+  run.totalSeconds = secondsSince(start);
+  rep.assumptions = assumptionsFor(rep);
+  printModelReport(rep);
+
+  const std::string path = !opts.out.empty() ? opts.out
+                                             : fmt::format("benchmarks/results/model-{}-{}.json", slug(run.gpuName),
+                                                           utcNow("%Y-%m-%d"));
+  std::error_code ec;
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  std::ofstream f(path, std::ios::trunc);
+  f << modelReportJson(rep);
+  f.close();
+  if (!f) {
+    fmt::print(stderr, "deepinfer-model-bench: could not write {}{}\n", path, ec ? ": " + ec.message() : "");
+    return 1;
+  }
+  fmt::print("\nwrote {} ({:.0f} s){}\n", path, run.totalSeconds, problems ? "; some measurements FAILED (exit 1)" : "");
+  return problems ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto opts = parseModelBenchOptions(argc, argv);
+  if (!opts.ok()) {
+    fmt::print(stderr, "deepinfer-model-bench: {}\n\n{}", opts.error().message, modelBenchUsage());
+    return 2;
+  }
+  if (opts->help) {
+    fmt::print("{}", modelBenchUsage());
+    return 0;
+  }
+  return runModelBench(*opts);
+}

@@ -1,0 +1,120 @@
+#include "ModelBenchOptions.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+namespace deepinfer::bench {
+
+std::string modelBenchUsage() {
+  return "usage: deepinfer-model-bench --model DIR [--out FILE] [--contexts N,N] [--streams N,N]\n"
+         "                             [--decode-steps N] [--chunk N] [--prompt N] [--kv-bytes B]\n"
+         "                             [--repeats N] [--seed N] [--commit SHA] [--quick]\n"
+         "\n"
+         "Runs a V4.1 model through the GPU runtime (GpuModel) on GPU 0 and measures cold prefill\n"
+         "throughput and time to first token per context, decode throughput per number of streams and\n"
+         "the KV cache footprint, each against the roofline of the measured copy bandwidth and mma.sync\n"
+         "bf16 rate. Prints a table; writes JSON.\n"
+         "\n"
+         "  --model DIR        model directory (config.json + safetensors), e.g. make-model --preset proxy\n"
+         "  --out FILE         JSON output (default benchmarks/results/model-<gpu-slug>-<date>.json)\n"
+         "  --contexts LIST    prefill contexts in tokens (default 16384,65536)\n"
+         "  --streams LIST     decode streams (default 1,4,12); stepped one after another, not batched\n"
+         "  --decode-steps N   decode steps per timed repetition (default 32)\n"
+         "  --chunk N          prefill chunk tokens (default 1024)\n"
+         "  --prompt N         prompt tokens of every decode stream (default 512)\n"
+         "  --kv-bytes B       KV cache budget in bytes (default: the runtime's, half the free memory\n"
+         "                     after the weights)\n"
+         "  --repeats N        timed repetitions of each decode measurement, median (default 3)\n"
+         "  --seed N           token-id seed (default fixed, so runs compare)\n"
+         "  --commit SHA       git commit recorded in the JSON (default $DI_GIT_COMMIT, else the build's)\n"
+         "  --quick            smoke sizes: contexts 2048,8192, streams 1,4, 8 steps, 1 repeat, prompt 128\n";
+}
+
+namespace {
+
+Result<int64_t> integer(const std::string& flag, const std::string& v, int64_t lo) {
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 0);
+  if (v.empty() || *end != '\0' || x < lo) return Error{fmt::format("{} expects an integer >= {}, got '{}'", flag, lo, v)};
+  return int64_t(x);
+}
+
+Result<std::vector<int64_t>> integerList(const std::string& flag, const std::string& v, int64_t lo) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at <= v.size()) {
+    const size_t comma = v.find(',', at);
+    const std::string item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    auto n = integer(flag, item, lo);
+    if (!n.ok()) return n.error();
+    out.push_back(*n);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<ModelBenchOptions> parseModelBenchOptions(int argc, char** argv) {
+  ModelBenchOptions o;
+  bool setContexts = false, setStreams = false, setSteps = false, setRepeats = false, setPrompt = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (a == "--quick") {
+      o.quick = true;
+      continue;
+    }
+    static const char* const kValued[] = {"--model", "--out", "--contexts", "--streams", "--decode-steps", "--chunk",
+                                          "--prompt", "--kv-bytes", "--repeats", "--seed", "--commit"};
+    bool known = false;
+    for (const char* k : kValued) known = known || a == k;
+    if (!known) return Error{fmt::format("unknown option '{}'", a)};
+    if (i + 1 >= argc) return Error{fmt::format("{} needs a value", a)};
+    const std::string v = argv[++i];
+    if (a == "--model") o.model = v;
+    else if (a == "--out") o.out = v;
+    else if (a == "--commit") o.commit = v;
+    else if (a == "--contexts") {
+      auto l = integerList(a, v, 2);
+      if (!l.ok()) return l.error();
+      o.contexts = *l;
+      setContexts = true;
+    } else if (a == "--streams") {
+      auto l = integerList(a, v, 1);
+      if (!l.ok()) return l.error();
+      o.streams.assign(l->begin(), l->end());
+      setStreams = true;
+    } else {
+      auto n = integer(a, v, a == "--seed" || a == "--kv-bytes" ? 0 : 1);
+      if (!n.ok()) return n.error();
+      if (a == "--decode-steps") o.decodeSteps = int(*n), setSteps = true;
+      if (a == "--chunk") o.chunk = *n;
+      if (a == "--prompt") o.promptTokens = *n, setPrompt = true;
+      if (a == "--kv-bytes") o.kvBytes = *n;
+      if (a == "--repeats") o.repeats = int(*n), setRepeats = true;
+      if (a == "--seed") o.seed = uint64_t(*n);
+    }
+  }
+  if (o.help) return o;
+  if (o.model.empty()) return Error{"--model DIR is required"};
+  if (o.quick) {
+    if (!setContexts) o.contexts = {2048, 8192};
+    if (!setStreams) o.streams = {1, 4};
+    if (!setSteps) o.decodeSteps = 8;
+    if (!setRepeats) o.repeats = 1;
+    if (!setPrompt) o.promptTokens = 128;
+  }
+  if (o.commit.empty()) {
+    const char* env = std::getenv("DI_GIT_COMMIT");
+    o.commit = env && *env ? env : "";
+  }
+  return o;
+}
+
+}  // namespace deepinfer::bench

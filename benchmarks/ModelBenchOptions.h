@@ -1,0 +1,30 @@
+// Command line of deepinfer-model-bench.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "deepinfer/Error.h"
+
+namespace deepinfer::bench {
+
+struct ModelBenchOptions {
+  std::string model;                         // --model DIR (required)
+  std::string out;                           // JSON path (default benchmarks/results/model-<gpu>-<date>.json)
+  std::string commit;                        // --commit, else $DI_GIT_COMMIT, else the build's git hash
+  std::vector<int64_t> contexts{16384, 65536};
+  std::vector<int> streams{1, 4, 12};
+  int decodeSteps = 32;
+  int64_t chunk = 1024;                      // prefill chunk tokens (GpuModelOptions::maxChunkTokens)
+  int64_t promptTokens = 512;                // prompt of every decode stream
+  int64_t kvBytes = 0;                       // KV cache budget; 0: what fits
+  int repeats = 3;                           // timed repetitions of each decode measurement (median)
+  uint64_t seed = 0x5EED70C5ull;
+  bool quick = false, help = false;
+};
+
+// Parses argv; --quick replaces the sizes the user did not set with small ones.
+Result<ModelBenchOptions> parseModelBenchOptions(int argc, char** argv);
+std::string modelBenchUsage();
+
+}  // namespace deepinfer::bench

@@ -1,0 +1,189 @@
+#include "ModelBenchReport.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace deepinfer::bench {
+namespace {
+
+// JSON string with the escapes RFC 8259 requires.
+std::string js(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char ch : s) {
+    switch (ch) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\r': o += "\\r"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (ch < 0x20) o += fmt::format("\\u{:04x}", ch);
+        else o += char(ch);
+    }
+  }
+  return o + "\"";
+}
+
+// A JSON number; null for "not measured" (0) and non-finite values.
+std::string jn(double v) {
+  if (!std::isfinite(v) || v == 0) return "null";
+  return fmt::format("{:.6g}", v);
+}
+
+std::string jerr(const std::string& e) { return e.empty() ? "null" : js(e); }
+
+template <typename T>
+std::string jlist(const std::vector<T>& v) {
+  std::string o = "[";
+  for (size_t i = 0; i < v.size(); ++i) o += fmt::format("{}{}", i ? ", " : "", jn(double(v[i])));
+  return o + "]";
+}
+
+std::string pct(double f) { return f > 0 && std::isfinite(f) ? fmt::format("{:.1f}%", 100 * f) : "-"; }
+std::string num(double v, int prec) { return v > 0 && std::isfinite(v) ? fmt::format("{:.{}f}", v, prec) : "-"; }
+
+std::string ctxName(int64_t ctx) { return ctx % 1024 == 0 ? fmt::format("{}K", ctx / 1024) : fmt::format("{}", ctx); }
+
+}  // namespace
+
+void printModelReport(const ModelBenchReport& r) {
+  const Ceilings& c = r.run.ceilings;
+  fmt::print("\n{} ({}), driver {}, commit {}, {}; model {} ({} layers, {} experts, hidden {}), target {}\n",
+             r.run.gpuName, r.run.arch, r.run.driver, r.run.commit, r.run.date, r.run.modelDir, r.cfg.numHiddenLayers,
+             r.cfg.nRoutedExperts, r.cfg.hiddenSize, r.run.target);
+  fmt::print("measured ceilings: copy {} GB/s, mma.sync bf16 {} TFLOP/s; weights {:.1f} GB as bf16 on the GPU, "
+             "loaded in {:.0f} s\n",
+             num(c.copyGBs, 0), num(c.mmaTflops, 0), r.deviceWeightBytes / 1e9, r.run.loadSeconds);
+
+  fmt::print("\ncold prefill (fresh request, kernels compiled by a warm-up; chunks of {} tokens)\n", r.opts.chunk);
+  fmt::print("{:>8} {:>10} {:>10} {:>10} {:>12} {:>10} {:>9}\n", "context", "seconds", "tok/s", "TTFT ms", "TFLOP",
+             "floor s", "roofline");
+  for (const PrefillRow& p : r.prefill) {
+    if (!p.error.empty()) {
+      fmt::print("{:>8} ERROR {}\n", ctxName(p.ctx), p.error);
+      continue;
+    }
+    fmt::print("{:>8} {:>10.3f} {:>10.0f} {:>10.1f} {:>12.1f} {:>10.3f} {:>9}\n", ctxName(p.ctx), p.seconds,
+               p.tokPerS(), p.firstTokenMs, p.flops.total() / 1e12, p.floorSeconds, pct(p.fraction()));
+  }
+
+  fmt::print("\ndecode (prompt {} tokens, {} steps, median of {}; batched: one forward call per step over every "
+             "stream; serial: streams stepped one after another, not batched)\n",
+             r.opts.promptTokens, r.opts.decodeSteps, r.opts.repeats);
+  fmt::print("{:>8} {:>8} {:>10} {:>10} {:>12} {:>14} {:>9} {:>15}\n", "streams", "mode", "tok/s", "step ms", "GB per step",
+             "floor step ms", "roofline", "serial roofline");
+  for (const DecodeRow& d : r.decode) {
+    if (!d.error.empty()) {
+      fmt::print("{:>8} {:>8} ERROR {}\n", d.streams, d.batched ? "batched" : "serial", d.error);
+      continue;
+    }
+    fmt::print("{:>8} {:>8} {:>10.1f} {:>10.2f} {:>12.2f} {:>14.3f} {:>9} {:>15}\n", d.streams,
+               d.batched ? "batched" : "serial", d.tokPerS(), d.stepMs(),
+               (d.weightBytesBatched + d.streams * d.kvPerToken.total()) / 1e9, d.floorSecondsBatched * 1e3,
+               pct(d.fraction()), pct(d.fractionSerial()));
+  }
+
+  const KvReport& k = r.kv;
+  fmt::print("\nKV cache: {} bytes per context token (compressed + index keys of the kv sources; {:.1f} unpadded), "
+             "+ {:.2f} MB of window rings per request\n",
+             k.runtimeBytesPerToken, k.bytesPerTokenRows, double(k.windowBytesPerRequest) / 1e6);
+  for (const PrefillRow& p : r.prefill)
+    fmt::print("  at {}: {:.0f} bytes per token with the window amortised\n", ctxName(p.ctx),
+               k.amortisedBytesPerToken(p.ctx));
+  fmt::print("  tokens per 80 GB = 80e9 / {} = {:.1f} M; this run's cache: {} tokens in {:.1f} GB ({} requests)\n",
+             k.runtimeBytesPerToken, k.tokensPer80GB() / 1e6, k.capacityTokens, double(k.totalBytes) / 1e9,
+             k.maxRequests);
+  fmt::print("\nassumptions:\n");
+  for (const std::string& a : r.assumptions) fmt::print("  - {}\n", a);
+}
+
+std::string modelReportJson(const ModelBenchReport& r) {
+  const Ceilings& c = r.run.ceilings;
+  const ModelConfig& m = r.cfg;
+  std::string o = "{\n";
+  o += fmt::format(
+      "  \"benchmark\": \"deepinfer-model-bench\",\n"
+      "  \"gpu\": {{\"name\": {}, \"arch\": {}, \"sm_count\": {}, \"memory_bytes\": {}, \"driver\": {}}},\n"
+      "  \"commit\": {},\n  \"date\": {},\n  \"mode\": {},\n",
+      js(r.run.gpuName), js(r.run.arch), r.run.smCount, r.run.memoryBytes, js(r.run.driver), js(r.run.commit),
+      js(r.run.date), js(r.run.mode));
+  o += fmt::format(
+      "  \"ceilings\": {{\"copy_gb_s\": {}, \"copy_error\": {}, \"mma_bf16_tflop_s\": {}, \"mma_error\": {}}},\n",
+      jn(c.copyGBs), jerr(c.copyError), jn(c.mmaTflops), jerr(c.mmaError));
+  o += fmt::format(
+      "  \"model\": {{\"dir\": {}, \"target\": {}, \"layers\": {}, \"hidden\": {}, \"heads\": {}, \"head_dim\": {}, "
+      "\"vocab\": {}, \"routed_experts\": {}, \"experts_per_token\": {}, \"shared_experts\": {}, "
+      "\"moe_intermediate\": {}, \"sliding_window\": {}, \"index_topk\": {}, \"compress_ratios\": {}, "
+      "\"kv_source_layers\": {}, \"index_source_layers\": {}, \"engram_layers\": {}, "
+      "\"weight_bytes_bf16\": {}, \"weight_bytes_checkpoint\": {}, \"load_seconds\": {}}},\n",
+      js(r.run.modelDir), js(r.run.target), m.numHiddenLayers, m.hiddenSize, m.numAttentionHeads, m.headDim,
+      m.vocabSize, m.nRoutedExperts, m.numExpertsPerTok, m.nSharedExperts, m.moeIntermediateSize, m.slidingWindow,
+      m.indexTopk,
+      jlist(std::vector<int>(m.compressRatios.begin(), m.compressRatios.begin() + m.numHiddenLayers)),
+      jlist(m.kvSourceLayerIds), jlist(m.indexSourceLayerIds), jlist(m.engramLayerIds), jn(r.deviceWeightBytes),
+      jn(r.checkpointWeightBytes), jn(r.run.loadSeconds));
+  o += fmt::format(
+      "  \"options\": {{\"contexts\": {}, \"streams\": {}, \"decode_steps\": {}, \"chunk\": {}, \"prompt\": {}, "
+      "\"repeats\": {}, \"kv_bytes\": {}, \"seed\": {}}},\n",
+      jlist(r.opts.contexts), jlist(r.opts.streams), r.opts.decodeSteps, r.opts.chunk, r.opts.promptTokens,
+      r.opts.repeats, r.opts.kvBytes, r.opts.seed);
+  o += fmt::format("  \"warmup\": {{\"tokens\": {}, \"seconds\": {}}},\n", r.run.warmupTokens,
+                   jn(r.run.warmupSeconds));
+
+  o += "  \"prefill\": [";
+  for (size_t i = 0; i < r.prefill.size(); ++i) {
+    const PrefillRow& p = r.prefill[i];
+    o += fmt::format(
+        "{}\n    {{\"context\": {}, \"chunk\": {}, \"error\": {}, \"seconds\": {}, \"tok_s\": {}, "
+        "\"time_to_first_token_ms\": {}, \"sample_ms\": {}, \"flops\": {{\"linear\": {}, \"head\": {}, "
+        "\"attention\": {}, \"indexer\": {}, \"total\": {}}}, \"weight_bytes_read\": {}, "
+        "\"roofline_floor_seconds\": {}, \"roofline_fraction\": {}, \"tok_s_roofline\": {}, "
+        "\"kv_bytes_per_token_window_amortised\": {}, \"chunk_ms\": {}}}",
+        i ? "," : "", p.ctx, p.chunk, jerr(p.error), jn(p.seconds), jn(p.tokPerS()), jn(p.firstTokenMs),
+        jn(p.sampleMs), jn(p.flops.linear), jn(p.flops.head), jn(p.flops.attention), jn(p.flops.indexer),
+        jn(p.flops.total()), jn(p.weightBytes), jn(p.floorSeconds), jn(p.fraction()),
+        jn(p.floorSeconds > 0 ? double(p.ctx) / p.floorSeconds : 0), jn(r.kv.amortisedBytesPerToken(p.ctx)),
+        jlist(p.chunkMs));
+  }
+  o += "\n  ],\n";
+
+  o += "  \"decode\": [";
+  for (size_t i = 0; i < r.decode.size(); ++i) {
+    const DecodeRow& d = r.decode[i];
+    o += fmt::format(
+        "{}\n    {{\"mode\": {}, \"streams\": {}, \"steps\": {}, \"prompt\": {}, \"positions\": [{}, {}], \"error\": {}, "
+        "\"repeat_seconds\": {}, \"seconds\": {}, \"tok_s\": {}, \"tok_s_per_stream\": {}, \"step_ms\": {}, "
+        "\"distinct_routed_experts_per_layer\": {}, \"weight_bytes_per_step_batched\": {}, "
+        "\"weight_bytes_per_token\": {}, \"kv_bytes_per_token\": {{\"window\": {}, \"compressed\": {}, "
+        "\"index_keys\": {}, \"total\": {}}}, \"roofline_floor_step_ms\": {}, \"roofline_fraction\": {}, "
+        "\"tok_s_roofline\": {}, \"serial_floor_step_ms\": {}, \"serial_roofline_fraction\": {}}}",
+        i ? "," : "",
+        js(d.batched ? "batched: one forward call per step over every stream"
+                     : "serial: streams stepped one after another, not batched"),
+        d.streams, d.steps, d.prompt, d.firstPosition, d.lastPosition, jerr(d.error),
+        jlist(d.repeatSeconds), jn(d.seconds), jn(d.tokPerS()), jn(d.tokPerS() / std::max(1, d.streams)),
+        jn(d.stepMs()), jn(d.distinctExperts), jn(d.weightBytesBatched), jn(d.weightBytesPerToken),
+        jn(d.kvPerToken.window), jn(d.kvPerToken.compressed), jn(d.kvPerToken.indexKeys), jn(d.kvPerToken.total()),
+        jn(d.floorSecondsBatched * 1e3), jn(d.fraction()),
+        jn(d.floorSecondsBatched > 0 ? d.streams / d.floorSecondsBatched : 0), jn(d.floorSecondsSerial * 1e3),
+        jn(d.fractionSerial()));
+  }
+  o += "\n  ],\n";
+
+  const KvReport& k = r.kv;
+  o += fmt::format(
+      "  \"kv\": {{\"bytes_per_token\": {}, \"bytes_per_token_unpadded\": {}, \"window_bytes_per_request\": {}, "
+      "\"window_bytes_per_request_min\": {}, \"tokens_per_80gb\": {}, \"tokens_per_80gb_formula\": {}, "
+      "\"capacity_tokens\": {}, \"cache_total_bytes\": {}, \"budget_bytes\": {}, \"max_requests\": {}}},\n",
+      k.runtimeBytesPerToken, jn(k.bytesPerTokenRows), k.windowBytesPerRequest, jn(k.minWindowBytesPerRequest),
+      jn(k.tokensPer80GB()), js("80e9 / bytes_per_token"), k.capacityTokens, k.totalBytes, k.budgetBytes,
+      k.maxRequests);
+  o += "  \"assumptions\": [";
+  for (size_t i = 0; i < r.assumptions.size(); ++i) o += fmt::format("{}\n    {}", i ? "," : "", js(r.assumptions[i]));
+  o += "\n  ],\n";
+  o += fmt::format("  \"seconds\": {}\n}}\n", jn(r.run.totalSeconds));
+  return o;
+}
+
+}  // namespace deepinfer::bench

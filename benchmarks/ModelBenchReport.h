@@ -1,0 +1,91 @@
+// What deepinfer-model-bench measured and derived, the readable table and the JSON file.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ModelBenchOptions.h"
+#include "ModelRoofline.h"
+#include "Roofline.h"
+#include "model/ModelConfig.h"
+
+namespace deepinfer::bench {
+
+struct ModelRunInfo {
+  std::string gpuName, arch, driver, commit, date, mode, modelDir, target;
+  int smCount = 0;
+  int64_t memoryBytes = 0;
+  double loadSeconds = 0, warmupSeconds = 0, totalSeconds = 0;
+  int64_t warmupTokens = 0;
+  Ceilings ceilings;
+};
+
+// One cold prefill: a fresh request, `ctx` random ids in chunks of `chunk`.
+struct PrefillRow {
+  int64_t ctx = 0, chunk = 0;
+  double seconds = 0;            // every chunk's prefill call, back to back
+  double firstTokenMs = 0;       // seconds + the greedy pick of the first token from the last row
+  double sampleMs = 0;
+  std::vector<double> chunkMs;
+  PrefillFlops flops;
+  double weightBytes = 0;        // weights read once per chunk (bf16 as the runtime holds them)
+  double floorSeconds = 0;       // rooflineFloorUs(flops, bytes)
+  std::string error;
+  double tokPerS() const { return seconds > 0 ? double(ctx) / seconds : 0; }
+  double fraction() const { return seconds > 0 ? floorSeconds / seconds : 0; }
+};
+
+// Decode at S streams: each stream prefilled with `prompt` tokens, then `steps` steps of one
+// token per stream, `repeats` times. Batched: one GpuModel::forward call per step over every
+// stream; serial: one GpuModel::decode call per stream per step (streams stepped one after
+// another, not batched).
+struct DecodeRow {
+  bool batched = false;
+  int streams = 0, steps = 0;
+  int64_t prompt = 0, firstPosition = 0, lastPosition = 0;
+  std::vector<double> repeatSeconds;
+  double seconds = 0;               // the median repetition
+  double distinctExperts = 0;       // routed experts per layer one batched step reads (expected)
+  double weightBytesBatched = 0;    // weights one step of all streams reads, batched
+  double weightBytesPerToken = 0;   // weights one token reads alone
+  DecodeKvBytes kvPerToken;         // at the middle position of the timed steps
+  double floorSecondsBatched = 0;   // per step: (batched weights + S * KV) / copy bandwidth
+  double floorSecondsSerial = 0;    // per step: S * (weights + KV) / copy bandwidth
+  std::string error;
+  double tokPerS() const { return seconds > 0 ? double(streams) * steps / seconds : 0; }
+  double stepMs() const { return steps > 0 ? seconds / steps * 1e3 : 0; }
+  double fraction() const { return seconds > 0 ? floorSecondsBatched * steps / seconds : 0; }
+  double fractionSerial() const { return seconds > 0 ? floorSecondsSerial * steps / seconds : 0; }
+};
+
+struct KvReport {
+  int64_t runtimeBytesPerToken = 0;    // GpuKvCapacity::bytesPerToken (compressed + index keys, paged)
+  double bytesPerTokenRows = 0;        // the same from the config, unpadded rows
+  int64_t windowBytesPerRequest = 0;   // GpuKvCapacity::windowBytesPerRequest (rings sized for a chunk)
+  double minWindowBytesPerRequest = 0; // sliding_window rows per layer
+  int64_t capacityTokens = 0, totalBytes = 0, budgetBytes = 0;
+  int maxRequests = 0;
+  static constexpr double kPer80GB = 80e9;
+  double tokensPer80GB() const { return runtimeBytesPerToken > 0 ? kPer80GB / double(runtimeBytesPerToken) : 0; }
+  // Per token of one request at context `ctx`, its window rings amortised over the context.
+  double amortisedBytesPerToken(int64_t ctx) const {
+    return double(runtimeBytesPerToken) + (ctx > 0 ? double(windowBytesPerRequest) / double(ctx) : 0);
+  }
+};
+
+struct ModelBenchReport {
+  ModelRunInfo run;
+  ModelBenchOptions opts;
+  ModelConfig cfg;
+  double deviceWeightBytes = 0;        // every weight as bf16 (computed from the config)
+  double checkpointWeightBytes = 0;    // the same in the checkpoint's fp8/fp4 formats
+  std::vector<PrefillRow> prefill;
+  std::vector<DecodeRow> decode;
+  KvReport kv;
+  std::vector<std::string> assumptions;
+};
+
+void printModelReport(const ModelBenchReport& r);
+std::string modelReportJson(const ModelBenchReport& r);
+
+}  // namespace deepinfer::bench
