@@ -135,6 +135,8 @@ struct GpuForwardPass {
 
   Status engram(int layer, uint64_t X);
   Status attention(int layer, uint64_t u, uint64_t fOut);
+  Status attendDecode(int layer, uint64_t q, uint64_t o, uint64_t lse);
+  Status attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t lse);
   Status compress(int layer, uint64_t u);
   Status index(int layer, uint64_t u, uint64_t qr);
   Status moe(int layer, uint64_t u, uint64_t fOut);

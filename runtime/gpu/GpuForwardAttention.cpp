@@ -71,6 +71,94 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
   if (role.isKvSource) DI_TRY(compress(layer, u));
   if (role.isIndexSource) DI_TRY(index(layer, u, qr));
 
+  DI_ASSIGN(o, buf("o", size_t(T * H * D * 2)));
+  DI_ASSIGN(lse, buf("lse", size_t(T * H * 4)));
+  const bool decodeOnly = std::all_of(seqs.begin(), seqs.end(), [](const GpuSeq& sq) { return sq.T == 1; });
+  if (decodeOnly) {
+    DI_TRY(attendDecode(layer, q, o, lse));
+  } else {
+    DI_TRY(attendPrefill(layer, q, o, lse));
+  }
+  ++m.counters.attentionLayers;
+  DI_TRY(mk.ropeBf16InPlace(o, D, T * H, D, Rd, invFreq, perHead, /*inverse=*/true, stream));
+
+  // z[g] = o[g] @ wo_a[g]^T (groups of H/G heads), rounded; y = wo_b z, rounded.
+  const int64_t gw = (H / G) * D;
+  DI_ASSIGN(zF, buf("zF", size_t(T * G * oL * 4)));
+  DI_ASSIGN(z, buf("z", size_t(T * G * oL * 2)));
+  DI_TRY(blas.gemmBf16F32Batched(o, H * D, gw, aw.woA.addr(), gw, oL * gw, zF, G * oL, oL, T, oL, gw, G, stream));
+  DI_TRY(mk.roundToBf16(zF, z, T * G * oL, stream));
+  DI_ASSIGN(yF, buf("yF", size_t(T * C * 4)));
+  DI_TRY(gemm(z, G * oL, aw.woB, yF, T));
+  DI_TRY(mk.roundToBf16(yF, fOut, T * C, stream));
+  return {};
+}
+
+// Decode steps (one token per sequence): sparse_mla_decode reads both fp8 caches directly, the
+// window rows by their ring slots and the selected compressed entries through the page table.
+Status GpuForwardPass::attendDecode(int layer, uint64_t q, uint64_t o, uint64_t lse) {
+  const LayerRole& role = cfg.role(layer);
+  const GpuAttentionWeights& aw = w.layers[size_t(layer)].attn;
+  const int64_t H = cfg.numAttentionHeads, D = cfg.headDim, W = cfg.slidingWindow;
+  const int64_t K = std::max<int64_t>(cfg.indexTopk, 1);
+  const int64_t pageBytes = mlaPageBytes(kGpuPageTokens);
+  std::vector<int32_t> swa(size_t(T * W), -1), swaLens(static_cast<size_t>(T));
+  for (int64_t b = 0; b < R; ++b) {
+    const int64_t pos = seqs[size_t(b)].pos0, first = std::max<int64_t>(0, pos - W + 1);
+    for (int64_t p = first; p <= pos; ++p)
+      swa[size_t(b * W + p - first)] = int32_t(windowSlot(*seqs[size_t(b)].rq, layer, p));
+    swaLens[size_t(b)] = int32_t(pos - first + 1);
+  }
+  DI_ASSIGN(swaDev, upload("decSwa", swa.data(), swa.size() * 4));
+  DI_ASSIGN(swaLensDev, upload("decSwaLens", swaLens.data(), swaLens.size() * 4));
+  std::map<std::string, DiTensor> t = {
+      {"q", {q, {T, 1, H, D}}},
+      {"swa_cache", {m.windowPool->baseAddr(), {m.windowPool->numPages(), pageBytes}}},
+      {"swa_indices", {swaDev, {T, 1, W}}},
+      {"swa_lens", {swaLensDev, {T}}},
+      {"attn_sink", {aw.attnSink.addr(), {H}}},
+      {"out", {o, {T, 1, H, D}}},
+      {"lse", {lse, {T, 1, H}}}};
+  if (role.ratio > 0) {
+    const int src = role.kvSourceLayer;
+    int64_t maxPages = 1;
+    for (const GpuSeq& sq : seqs) maxPages = std::max<int64_t>(maxPages, int64_t(sq.rq->compPages[size_t(src)].size()));
+    const int64_t width = bucketUp(maxPages, 1);
+    auto bt = pageTable(fmt::format("decCompTable.{}", src), width,
+                        [&](int64_t b) { return int64_t(seqs[size_t(b)].rq->compPages[size_t(src)].size()); },
+                        [&](int64_t b, int64_t p) {
+                          const auto& pages = seqs[size_t(b)].rq->compPages[size_t(src)];
+                          return pages.empty() ? 0 : pages[size_t(p)];
+                        });
+    if (!bt.ok()) return bt.error();
+    std::vector<int32_t> req(static_cast<size_t>(T)), lens(static_cast<size_t>(T), int32_t(K));
+    for (int64_t b = 0; b < R; ++b) req[size_t(b)] = int32_t(b);
+    DI_ASSIGN(reqDev, upload("decReq", req.data(), req.size() * 4));
+    DI_ASSIGN(lensDev, upload("decExtraLens", lens.data(), lens.size() * 4));
+    DI_ASSIGN(slots, buf("decExtra", size_t(T * K * 4)));
+    DI_TRY(mk.selectionToSlots(selection.at(role.indexSourceLayer), T, K, *bt, width, reqDev, kGpuPageTokens, slots,
+                               stream));
+    t["extra_cache"] = {m.compPool->baseAddr(), {m.compPool->numPages(), pageBytes}};
+    t["extra_indices"] = {slots, {T, 1, K}};
+    t["extra_lens"] = {lensDev, {T}};
+  }
+  OpAttrs da;
+  da.setFloat("sm_scale", 1.0 / std::sqrt(double(D)));
+  da.setInt("swa_block_size", kGpuPageTokens);
+  da.setInt("extra_block_size", kGpuPageTokens);
+  return ops.run("sparse_mla_decode", da, t, stream);
+}
+
+// Prefill chunks: the rows a token reads are gathered (dequantized) into a workspace, indexed by
+// combine_topk_swa rows, and attended by sparse_mla_prefill.
+Status GpuForwardPass::attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t lse) {
+  const LayerRole& role = cfg.role(layer);
+  const GpuAttentionWeights& aw = w.layers[size_t(layer)].attn;
+  const int64_t H = cfg.numAttentionHeads, D = cfg.headDim;
+  const int64_t W = cfg.slidingWindow, K = std::max<int64_t>(cfg.indexTopk, 1);
+  const int64_t pageBytes = mlaPageBytes(kGpuPageTokens);
+  const std::vector<int64_t> winCacheShape{m.windowPool->numPages(), pageBytes};
+
   // The workspace of this layer's kv source (ratio 0: a window-only workspace, key -1).
   const int src = role.ratio > 0 ? role.kvSourceLayer : -1;
   SourceWorkspace& sw = sources[src];
@@ -174,11 +262,8 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
     sw.rowsFor = idxSrc;
     ++m.counters.indexRowBuilds;
   }
-  ++m.counters.attentionLayers;
 
   // One softmax over window rows and selected compressed rows, sink in the denominator.
-  DI_ASSIGN(o, buf("o", size_t(T * H * D * 2)));
-  DI_ASSIGN(lse, buf("lse", size_t(T * H * 4)));
   OpAttrs pa;
   pa.setFloat("sm_scale", 1.0 / std::sqrt(double(D)));
   DI_TRY(ops.run("sparse_mla_prefill", pa,
@@ -186,17 +271,6 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
                   {"lens", {sw.lens, {T}}}, {"attn_sink", {aw.attnSink.addr(), {H}}},
                   {"out", {o, {T, H, D}}}, {"lse", {lse, {T, H}}}},
                  stream));
-  DI_TRY(mk.ropeBf16InPlace(o, D, T * H, D, Rd, invFreq, perHead, /*inverse=*/true, stream));
-
-  // z[g] = o[g] @ wo_a[g]^T (groups of H/G heads), rounded; y = wo_b z, rounded.
-  const int64_t gw = (H / G) * D;
-  DI_ASSIGN(zF, buf("zF", size_t(T * G * oL * 4)));
-  DI_ASSIGN(z, buf("z", size_t(T * G * oL * 2)));
-  DI_TRY(blas.gemmBf16F32Batched(o, H * D, gw, aw.woA.addr(), gw, oL * gw, zF, G * oL, oL, T, oL, gw, G, stream));
-  DI_TRY(mk.roundToBf16(zF, z, T * G * oL, stream));
-  DI_ASSIGN(yF, buf("yF", size_t(T * C * 4)));
-  DI_TRY(gemm(z, G * oL, aw.woB, yF, T));
-  DI_TRY(mk.roundToBf16(yF, fOut, T * C, stream));
   return {};
 }
 

@@ -148,6 +148,12 @@ class ModelKernels {
   Status dropNegInf(uint64_t selection, int64_t T, int64_t K, uint64_t scores, int64_t scoresStride,
                     void* stream) const;
 
+  // Compressed entry ids -> cache slots (sparse_mla_decode indices): slots[t, i] =
+  // pageTable[tokenReq[t], e / blockSize] * blockSize + e % blockSize for e = selection[t, i] >= 0,
+  // else -1. selection/slots i32 [T, K], pageTable i32 [R, width], tokenReq i32 [T].
+  Status selectionToSlots(uint64_t selection, int64_t T, int64_t K, uint64_t pageTable, int64_t width,
+                          uint64_t tokenReq, int64_t blockSize, uint64_t slots, void* stream) const;
+
   // out[t] = argmax of logits[t, 0..V) (ties to the lower index; argmaxToken's NaN behaviour:
   // NaN never wins, and a NaN at index 0 gives 0). logits f32 [T, V], out i32 [T].
   Status argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream) const;

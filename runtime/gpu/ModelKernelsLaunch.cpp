@@ -379,6 +379,20 @@ Status ModelKernels::dropNegInf(uint64_t selection, int64_t T, int64_t K, uint64
   return launch("di_model_drop_neg_inf", gridForWarps(T), 0, &p, sizeof(p), stream);
 }
 
+Status ModelKernels::selectionToSlots(uint64_t selection, int64_t T, int64_t K, uint64_t pageTable, int64_t width,
+                                      uint64_t tokenReq, int64_t blockSize, uint64_t slots, void* stream) const {
+  Check c("selectionToSlots");
+  c.range("T", T, 0, kI32Max).range("K", K, 0, kI32Max).range("width", width, 1, kI32Max)
+      .range("blockSize", blockSize, 1, 1 << 20);
+  if (T > 0 && K > 0)
+    c.addr("selection", selection, 4).addr("pageTable", pageTable, 4).addr("tokenReq", tokenReq, 4).addr("slots", slots, 4);
+  DI_TRY(c.status());
+  if (T == 0 || K == 0) return {};
+  di::SelectionToSlotsParams p{ptr<const int32_t>(selection), ptr<const int32_t>(pageTable), ptr<const int32_t>(tokenReq),
+                               ptr<int32_t>(slots), T, int32_t(K), int32_t(width), int32_t(blockSize), 0};
+  return launch("di_model_selection_to_slots", gridFor(T * K), 0, &p, sizeof(p), stream);
+}
+
 Status ModelKernels::argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream) const {
   Check c("argmax");
   c.range("T", T, 0, kI32Max).range("V", V, 1, kI32Max);

@@ -127,6 +127,20 @@ __device__ __forceinline__ void drop_neg_inf(const DropNegInfParams& p) {
   }
 }
 
+// One thread per (token, entry). An entry past the page table (never produced by the
+// indexer: entries are < the visible count) reads as -1 rather than out of bounds.
+__device__ __forceinline__ void selection_to_slots(const SelectionToSlotsParams& p) {
+  const int64_t n = p.T * p.K;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / p.K;
+    const int32_t e = p.selection[i];
+    int32_t slot = -1;
+    if (e >= 0 && e / p.block_size < p.width)
+      slot = p.page_table[int64_t(p.token_req[t]) * p.width + e / p.block_size] * p.block_size + e % p.block_size;
+    p.slots[i] = slot;
+  }
+}
+
 }  // namespace model
 }  // namespace di
 
@@ -149,4 +163,8 @@ extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
     di_model_drop_neg_inf(const di::DropNegInfParams p) {
   di::model::drop_neg_inf(p);
+}
+extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
+    di_model_selection_to_slots(const di::SelectionToSlotsParams p) {
+  di::model::selection_to_slots(p);
 }

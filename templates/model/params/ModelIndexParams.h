@@ -59,4 +59,19 @@ struct DropNegInfParams {
 };
 static_assert(sizeof(DropNegInfParams) == 40, "DropNegInfParams layout");
 
+// Compressed entry ids -> cache slots for sparse_mla_decode: slots[t, i] = page_table[req[t],
+// e / block_size] * block_size + e % block_size for e = selection[t, i] >= 0, else -1.
+struct SelectionToSlotsParams {
+  const int32_t* selection;   // [T, K]
+  const int32_t* page_table;  // [R, width]
+  const int32_t* token_req;   // [T]
+  int32_t* slots;             // [T, K]
+  int64_t T;
+  int32_t K;
+  int32_t width;
+  int32_t block_size;
+  int32_t pad_;
+};
+static_assert(sizeof(SelectionToSlotsParams) == 56, "SelectionToSlotsParams layout");
+
 }  // namespace di
