@@ -126,6 +126,11 @@ struct GpuForwardPass {
     int64_t N = 0, M = 0;
     int rowsFor = -2;                     // index source whose combined rows are in rows/lens
     uint64_t rows = 0, lens = 0;
+    // Decode steps: the compressed page table [R, width], token -> sequence map and lens, and
+    // the selected entries' cache slots for the index source `slotsFor`.
+    uint64_t decTable = 0, decReq = 0, decLens = 0, decSlots = 0;
+    int64_t decWidth = 0;
+    int slotsFor = -2;
   };
   std::map<int, SourceWorkspace> sources; // kv source layer (or -1 for ratio 0) -> workspace
 

@@ -120,27 +120,41 @@ Status GpuForwardPass::attendDecode(int layer, uint64_t q, uint64_t o, uint64_t 
       {"out", {o, {T, 1, H, D}}},
       {"lse", {lse, {T, 1, H}}}};
   if (role.ratio > 0) {
+    // Built once per forward per kv source (YOCO) and once per reading index source.
     const int src = role.kvSourceLayer;
-    int64_t maxPages = 1;
-    for (const GpuSeq& sq : seqs) maxPages = std::max<int64_t>(maxPages, int64_t(sq.rq->compPages[size_t(src)].size()));
-    const int64_t width = bucketUp(maxPages, 1);
-    auto bt = pageTable(fmt::format("decCompTable.{}", src), width,
-                        [&](int64_t b) { return int64_t(seqs[size_t(b)].rq->compPages[size_t(src)].size()); },
-                        [&](int64_t b, int64_t p) {
-                          const auto& pages = seqs[size_t(b)].rq->compPages[size_t(src)];
-                          return pages.empty() ? 0 : pages[size_t(p)];
-                        });
-    if (!bt.ok()) return bt.error();
-    std::vector<int32_t> req(static_cast<size_t>(T)), lens(static_cast<size_t>(T), int32_t(K));
-    for (int64_t b = 0; b < R; ++b) req[size_t(b)] = int32_t(b);
-    DI_ASSIGN(reqDev, upload("decReq", req.data(), req.size() * 4));
-    DI_ASSIGN(lensDev, upload("decExtraLens", lens.data(), lens.size() * 4));
-    DI_ASSIGN(slots, buf("decExtra", size_t(T * K * 4)));
-    DI_TRY(mk.selectionToSlots(selection.at(role.indexSourceLayer), T, K, *bt, width, reqDev, kGpuPageTokens, slots,
-                               stream));
+    SourceWorkspace& sw = sources[src];
+    if (sw.decTable == 0) {
+      int64_t maxPages = 1;
+      for (const GpuSeq& sq : seqs)
+        maxPages = std::max<int64_t>(maxPages, int64_t(sq.rq->compPages[size_t(src)].size()));
+      sw.decWidth = bucketUp(maxPages, 1);
+      auto bt = pageTable(fmt::format("decCompTable.{}", src), sw.decWidth,
+                          [&](int64_t b) { return int64_t(seqs[size_t(b)].rq->compPages[size_t(src)].size()); },
+                          [&](int64_t b, int64_t p) {
+                            const auto& pages = seqs[size_t(b)].rq->compPages[size_t(src)];
+                            return pages.empty() ? 0 : pages[size_t(p)];
+                          });
+      if (!bt.ok()) return bt.error();
+      sw.decTable = *bt;
+      std::vector<int32_t> req(static_cast<size_t>(T)), lens(static_cast<size_t>(T), int32_t(K));
+      for (int64_t b = 0; b < R; ++b) req[size_t(b)] = int32_t(b);
+      DI_ASSIGN(reqDev, upload(fmt::format("decReq.{}", src), req.data(), req.size() * 4));
+      DI_ASSIGN(lensDev, upload(fmt::format("decExtraLens.{}", src), lens.data(), lens.size() * 4));
+      sw.decReq = reqDev;
+      sw.decLens = lensDev;
+      ++m.counters.kvMetadataBuilds;
+    }
+    if (sw.slotsFor != role.indexSourceLayer) {
+      DI_ASSIGN(slots, buf(fmt::format("decExtra.{}", src), size_t(T * K * 4)));
+      DI_TRY(mk.selectionToSlots(selection.at(role.indexSourceLayer), T, K, sw.decTable, sw.decWidth, sw.decReq,
+                                 kGpuPageTokens, slots, stream));
+      sw.decSlots = slots;
+      sw.slotsFor = role.indexSourceLayer;
+      ++m.counters.indexRowBuilds;
+    }
     t["extra_cache"] = {m.compPool->baseAddr(), {m.compPool->numPages(), pageBytes}};
-    t["extra_indices"] = {slots, {T, 1, K}};
-    t["extra_lens"] = {lensDev, {T}};
+    t["extra_indices"] = {sw.decSlots, {T, 1, K}};
+    t["extra_lens"] = {sw.decLens, {T}};
   }
   OpAttrs da;
   da.setFloat("sm_scale", 1.0 / std::sqrt(double(D)));

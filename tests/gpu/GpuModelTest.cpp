@@ -178,15 +178,15 @@ TEST(GpuModel, PrefillAnd32DecodesMatchCpu) {
   // consumer layer), and combined index rows are built once per index source.
   const auto after = e.gpu->counters();
   const int64_t forwards = after.forwards - before.forwards;
-  int sources = 0, indexGroups = 0, attending = 0;
-  for (int L = 0; L < e.cpu->config().numHiddenLayers; ++L) {
-    const LayerRole& r = e.cpu->config().role(L);
-    sources += r.isKvSource;
-    attending += 1;
-    (void)r;
+  const int layers = e.cpu->config().numHiddenLayers;
+  int sources = 0, indexGroups = 0;
+  for (int L = 0; L < layers; ++L) {
+    sources += e.cpu->config().role(L).isKvSource;
+    indexGroups += e.cpu->config().role(L).isIndexSource;
   }
-  for (int L = 0; L < e.cpu->config().numHiddenLayers; ++L) indexGroups += e.cpu->config().role(L).isIndexSource;
-  EXPECT_EQ(after.attentionLayers - before.attentionLayers, forwards * attending);
+  // Every layer attends; the source metadata is built once per source per forward (the first
+  // forward's first chunk sees no compressed entries yet), not once per consuming layer.
+  EXPECT_EQ(after.attentionLayers - before.attentionLayers, forwards * layers);
   EXPECT_LE(after.kvMetadataBuilds - before.kvMetadataBuilds, forwards * sources);
   EXPECT_GE(after.kvMetadataBuilds - before.kvMetadataBuilds, (forwards - 1) * sources);
   EXPECT_LE(after.indexRowBuilds - before.indexRowBuilds, forwards * (indexGroups + 1));
@@ -215,8 +215,9 @@ TEST(GpuModel, PrefillThenDecodeEqualsFullPrefill) {
     auto row = e.gpu->decode(*part, ids[size_t(i)]);
     ASSERT_TRUE(row.ok()) << row.error().message;
     const float* f = fl->ptr<float>() + i * V;
-    worst = std::max(worst, rowError(row->data(), f, V));
-    EXPECT_EQ(argmaxToken(row->data(), V), argmaxToken(f, V)) << "position " << i;
+    const RowCheck c = checkRow(row->data(), f, V);
+    worst = std::max(worst, c.relErr);
+    EXPECT_TRUE(!c.decisive || c.same) << "position " << i << ": greedy choice differs on a decisive row";
   }
   recordResult(fmt::format(R"({{"test":"prefill_then_decode_vs_full","max_rel_err":{:.3e}}})", worst));
   EXPECT_LE(worst, kLogitTolerance);
