@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 
+#include "ReportText.h"
 #include "BenchKernels.h"
 #include "ModelBenchOptions.h"
 #include "ModelBenchReport.h"
@@ -24,30 +25,6 @@ using namespace deepinfer;
 using namespace deepinfer::bench;
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string utcNow(const char* format) {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), format, &tm);
-  return buf;
-}
-
-// "NVIDIA H200" -> "nvidia-h200".
-std::string slug(const std::string& name) {
-  std::string s;
-  for (unsigned char ch : name) {
-    if (std::isalnum(ch)) s += char(std::tolower(ch));
-    else if (!s.empty() && s.back() != '-') s += '-';
-  }
-  while (!s.empty() && s.back() == '-') s.pop_back();
-  return s.empty() ? "gpu" : s;
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;

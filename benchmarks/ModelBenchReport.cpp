@@ -1,3 +1,4 @@
+#include "ReportText.h"
 #include "ModelBenchReport.h"
 
 #include <fmt/format.h>
@@ -7,23 +8,6 @@
 namespace deepinfer::bench {
 namespace {
 
-// JSON string with the escapes RFC 8259 requires.
-std::string js(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char ch : s) {
-    switch (ch) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (ch < 0x20) o += fmt::format("\\u{:04x}", ch);
-        else o += char(ch);
-    }
-  }
-  return o + "\"";
-}
 
 // A JSON number; null for "not measured" (0) and non-finite values.
 std::string jn(double v) {

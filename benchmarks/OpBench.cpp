@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "ReportText.h"
 #include "BenchCheck.h"
 #include "BenchKernels.h"
 #include "BenchOptions.h"
@@ -23,31 +24,7 @@ using namespace deepinfer::bench;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr double kDelayUs = kSampleDelayUs;
-
-double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string utcNow(const char* format) {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), format, &tm);
-  return buf;
-}
-
-// "NVIDIA H200" -> "nvidia-h200".
-std::string slug(const std::string& name) {
-  std::string s;
-  for (unsigned char ch : name) {
-    if (std::isalnum(ch)) s += char(std::tolower(ch));
-    else if (!s.empty() && s.back() != '-') s += '-';
-  }
-  while (!s.empty() && s.back() == '-') s.pop_back();
-  return s.empty() ? "gpu" : s;
-}
 
 void listSpecs(const std::vector<BenchSpec>& specs) {
   fmt::print("{:<19} {:<14} {:>10} {:>12}  {}\n", "op", "shape", "target us", "public us", "parameters");

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 
+#include "GpuTestDevice.h"
 #include "deepinfer/Device.h"
 #include "deepinfer/Formats.h"
 #include "deepinfer/Tensor.h"
@@ -31,14 +32,13 @@ struct Env {
 Env& env() {
   static Env e = [] {
     Env e;
-    const char* s = std::getenv("DI_TEST_SEED");
-    e.seed = s ? std::strtoull(s, nullptr, 0) : std::random_device{}();
-    auto d = Device::open(0);
-    if (!d.ok()) {
-      e.why = d.error().message;
+    const auto& g = testing_util::gpuTestDevice();
+    e.seed = g.seed;
+    if (!g.dev) {
+      e.why = g.why;
       return e;
     }
-    e.dev = *d;
+    e.dev = g.dev;
     auto b = Cublas::create(e.dev);
     if (!b.ok()) {
       e.why = b.error().message;

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <random>
 
+#include "GpuTestDevice.h"
 #include "gpu/GpuModel.h"
 #include "model/CpuForward.h"
 #include "model/MakeModel.h"
@@ -35,14 +36,13 @@ struct ModelEnv {
 ModelEnv& env() {
   static ModelEnv e = [] {
     ModelEnv e;
-    auto d = Device::open(0);
-    if (!d.ok()) {
-      e.why = d.error().message;
+    const auto& g = testing_util::gpuTestDevice();
+    e.seed = g.seed;
+    if (!g.dev) {
+      e.why = g.why;
       return e;
     }
-    e.dev = *d;
-    const char* s = std::getenv("DI_TEST_SEED");
-    e.seed = s ? std::strtoull(s, nullptr, 0) : std::random_device{}();
+    e.dev = g.dev;
     e.dir = (std::filesystem::path(::testing::TempDir()) / fmt::format("di_gpu_model_{}", ::getpid())).string();
     MakeModelOptions mo;
     mo.preset = "tiny";

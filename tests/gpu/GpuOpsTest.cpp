@@ -17,6 +17,7 @@
 #include <mutex>
 #include <random>
 
+#include "GpuTestDevice.h"
 #include "cases/OpCases.h"
 #include "deepinfer/OpRunner.h"
 #include "deepinfer/Reference.h"
@@ -39,14 +40,13 @@ struct Env {
 Env& env() {
   static Env e = [] {
     Env e;
-    const char* s = std::getenv("DI_TEST_SEED");
-    e.seed = s ? std::strtoull(s, nullptr, 0) : std::random_device{}();
-    auto d = Device::open(0);
-    if (!d.ok()) {
-      e.why = d.error().message;
+    const auto& g = testing_util::gpuTestDevice();
+    e.seed = g.seed;
+    if (!g.dev) {
+      e.why = g.why;
       return e;
     }
-    e.dev = *d;
+    e.dev = g.dev;
     e.jit = std::make_unique<Jit>(e.dev);
     fmt::print("GPU: {} (sm_{}), seed {}\n", e.dev->info().profile.gpuName, e.dev->info().profile.arch(), e.seed);
     return e;

@@ -18,6 +18,7 @@
 #include <numeric>
 #include <random>
 
+#include "GpuTestDevice.h"
 #include "deepinfer/Formats.h"
 #include "gpu/ModelKernels.h"
 #include "model/CpuForward.h"
@@ -40,14 +41,13 @@ struct MkEnv {
 MkEnv& mkEnv() {
   static MkEnv e = [] {
     MkEnv e;
-    const char* s = std::getenv("DI_TEST_SEED");
-    e.seed = s ? std::strtoull(s, nullptr, 0) : std::random_device{}();
-    auto d = Device::open(0);
-    if (!d.ok()) {
-      e.why = d.error().message;
+    const auto& g = testing_util::gpuTestDevice();
+    e.seed = g.seed;
+    if (!g.dev) {
+      e.why = g.why;
       return e;
     }
-    e.dev = *d;
+    e.dev = g.dev;
     const TargetProfile local = e.dev->info().profile;
     std::vector<TargetProfile> targets = {local};
     if (local.arch() != 80) targets.push_back(*findTarget("sm_80"));
