@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The main job: set up and build, then compile every kernel for the targets that matter here.
-# With a GPU: the local GPU's kernels (plus the sm_80/sm_86 specializations it can run as PTX);
-# without one: every op x default target x candidate config, with the resource report.
+# The main job: set up and build, then prepare the kernels for this machine.
+# With a GPU: autotune every kernel op of the model for the local GPU (`deepinfer-jit tune`:
+# candidates compiled into the kernel cache, checked against the references, timed; winners and
+# timings in the tuning cache; a warm re-run is a full cache hit in seconds).
+# Without one: every op x default target x candidate config through NVRTC, with the resource
+# report and the checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 JIT=dist/bin/deepinfer-jit
 "$JIT" targets
 if "$JIT" targets --local-only | grep -q '^local GPU 0'; then
-  exec "$JIT" compile --target auto --target sm_80 --target sm_86 "$@"
+  exec "$JIT" tune "$@"
 else
   exec "$JIT" compile "$@"
 fi
