@@ -4,7 +4,10 @@ per op and target, the cases/shapes covered, comparisons, failures and the large
 import json, re, sys, os, datetime
 
 def main(run_dir, commit, out):
-    rows = [json.loads(l) for l in open(os.path.join(run_dir, "gpu-results.jsonl"))]
+    all_rows = [json.loads(l) for l in open(os.path.join(run_dir, "gpu-results.jsonl"))]
+    # Op comparisons carry "op"; the whole-model tests (GpuModelTest) write rows keyed by "test".
+    rows = [r for r in all_rows if "op" in r]
+    model = [r for r in all_rows if "test" in r]
     gpu = open(os.path.join(run_dir, "gpu.txt")).read().strip().splitlines()[-1].split(", ")
     log = open(os.path.join(run_dir, "gpu-tests.log"), errors="replace").read()
     seed = re.search(r"seed (\d+)", log).group(1)
@@ -33,12 +36,15 @@ def main(run_dir, commit, out):
         "passed": sum(1 for o in ops.values() if o["failed"] == 0), "groups": len(ops),
         "results": [dict(o, cases=sorted(o["cases"]), shapes=sorted(o["shapes"])) for o in ops.values()],
         "compute_sanitizer": san,
+        "model_tests": model,
     }
     json.dump(result, open(out, "w"), indent=1)
     for o in result["results"]:
         errs = ", ".join(f'{k} {v["max"]:.3g}' for k, v in o["max_err"].items())
         print(f'{o["op"]:<20} {o["target"]:<6} {o["loaded_as"]:<5} {len(o["cases"]):>2} cases {o["comparisons"]:>3} cmp '
               f'{"ok" if o["failed"] == 0 else str(o["failed"]) + " FAILED":<9} max err: {errs}')
+    for r in model:
+        print("model:", json.dumps(r))
     for k, v in san.items():
         print(f"compute-sanitizer {k}: {v['summary']} {v['kernels_reported']}")
 
