@@ -38,6 +38,7 @@ Status DiOps::run(const std::string& op, const OpAttrs& attrs, const std::map<st
       auto b = DeviceBuffer::alloc(size_t(ws));
       if (!b.ok()) return b.error();
       workspace_ = std::move(*b);
+      ++workspaceGen_;
     }
     addrs["__workspace"] = workspace_.addr();
   }

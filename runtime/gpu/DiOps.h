@@ -27,12 +27,14 @@ class DiOps {
              void* stream);
   const TargetProfile& target() const { return target_; }
   int64_t launches() const { return launches_; }
+  uint64_t workspaceGeneration() const { return workspaceGen_; }  // changes when the workspace moves
 
  private:
   Jit& jit_;
   TargetProfile target_;
   DeviceBuffer workspace_;
   int64_t launches_ = 0;
+  uint64_t workspaceGen_ = 0;
 };
 
 }  // namespace deepinfer

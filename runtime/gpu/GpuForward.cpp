@@ -2,6 +2,8 @@
 // the engram module, the delayed-mHC pre step, attention, the post step fused with the next
 // pre step, the MoE; the final collapse and norm come from the last fused step, then the head.
 #include <cmath>
+#include <cstring>
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 
 #include "GpuForward.h"
@@ -24,7 +26,21 @@ Result<uint64_t> Scratch::get(const std::string& name, size_t bytes) {
   if (!b.ok()) return Error{fmt::format("scratch buffer '{}' ({} bytes): {}", name, bytes, b.error().message)};
   const uint64_t a = b->addr();
   bufs_[name] = std::move(*b);
+  ++generation_;
   return a;
+}
+
+Result<void*> Scratch::pinned(const std::string& name, size_t bytes) {
+  bytes = std::max<size_t>(bytes, 256);
+  auto it = pinned_.find(name);
+  if (it != pinned_.end() && it->second.size() >= bytes) return it->second.data();
+  if (it != pinned_.end()) pinned_.erase(it);
+  auto b = PinnedBuffer::alloc(bytes + bytes / 4);
+  if (!b.ok()) return Error{fmt::format("pinned staging '{}' ({} bytes): {}", name, bytes, b.error().message)};
+  void* p = b->data();
+  pinned_[name] = std::move(*b);
+  ++generation_;
+  return p;
 }
 
 GpuForwardPass::GpuForwardPass(GpuModelImpl& model, std::vector<GpuSeq> sequences)
@@ -41,8 +57,28 @@ GpuForwardPass::GpuForwardPass(GpuModelImpl& model, std::vector<GpuSeq> sequence
 Result<uint64_t> GpuForwardPass::upload(const std::string& name, const void* data, size_t bytes) {
   auto a = buf(name, bytes);
   if (!a.ok()) return a.error();
-  DI_TRY(copyHostToDevice(*a, data, bytes, stream));
+  if (mode == Mode::Eager) {
+    DI_TRY(copyHostToDevice(*a, data, bytes, stream));
+    return *a;
+  }
+  // Graphs: the copy reads a pinned staging buffer with a stable address, refreshed each step.
+  // Every upload of the step gets its own (a name reused per layer holds a value per layer):
+  // keyed by its position in the step's sequence of uploads, which the signature fixes.
+  auto p = s.pinned(fmt::format("{}#{}", name, uploads++), bytes);
+  if (!p.ok()) return p.error();
+  std::memcpy(*p, data, bytes);
+  if (mode == Mode::Record) DI_TRY(copyHostToDevice(*a, *p, bytes, stream));
   return *a;
+}
+
+Status GpuForwardPass::runOp(const std::string& op, const OpAttrs& attrs,
+                             const std::map<std::string, DiTensor>& tensors, void* st) {
+  sig += op;
+  for (const auto& [n, v] : attrs.all()) sig += fmt::format(",{}={}", n, v.isInt ? double(v.i) : v.f);
+  for (const auto& [n, t] : tensors) sig += fmt::format(",{}[{}]", n, fmt::join(t.shape, "x"));
+  sig += ';';
+  if (!launching()) return {};
+  return ops.run(op, attrs, tensors, st);
 }
 
 int64_t GpuForwardPass::windowSlot(const GpuRequest& rq, int layer, int64_t pos) const {
@@ -72,10 +108,10 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
   positionsDev = posDev;
 
   // Embedding broadcast to the 4 streams; the first collapse selects stream 0 (one-hot pre).
-  DI_TRY(mk.embedStreams(idsDev, w.embed.addr(), X0, T, C, stream));
+  DI_LAUNCH(mk.embedStreams(idsDev, w.embed.addr(), X0, T, C, stream));
   std::vector<float> oneHot(size_t(T * 4), 0.f);
   for (int64_t t = 0; t < T; ++t) oneHot[size_t(t * 4)] = 1.f;
-  DI_TRY(copyHostToDevice(preF, oneHot.data(), oneHot.size() * 4, stream));
+  DI_TRY(upload("preF", oneHot.data(), oneHot.size() * 4));
 
   OpAttrs mhcAttrs;
   mhcAttrs.setFloat("rms_eps", cfg.rmsNormEps);
@@ -102,7 +138,7 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
     std::map<std::string, DiTensor> t;
     mixTensors(hw, preIn, norm, preOut, t);
     t["x"] = {X, xShape};
-    return ops.run("mhc_pre", mhcAttrs, t, stream);
+    return runOp("mhc_pre", mhcAttrs, t, stream);
   };
   auto fusedPostPre = [&](const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut) -> Status {
     std::map<std::string, DiTensor> t;
@@ -110,7 +146,7 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
     t["f_out"] = {f, tc};
     t["residual"] = {X, xShape};
     t["x"] = {Y, xShape};
-    DI_TRY(ops.run("mhc_fused_post_pre", mhcAttrs, t, stream));
+    DI_TRY(runOp("mhc_fused_post_pre", mhcAttrs, t, stream));
     std::swap(X, Y);
     return {};
   };
@@ -122,7 +158,7 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
     t["comb"] = {comb, t44};
     t["x"] = {Y, xShape};
     t["sqrsum"] = {sqrsum, {T}};
-    DI_TRY(ops.run("mhc_post", {}, t, stream));
+    DI_TRY(runOp("mhc_post", {}, t, stream));
     std::swap(X, Y);
     return {};
   };
@@ -165,17 +201,19 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
     for (const GpuSeq& q : seqs) last.push_back(int32_t(q.offset + q.T - 1));
     DI_ASSIGN(lastDev, upload("lastRows", last.data(), last.size() * 4));
     DI_ASSIGN(hLast, buf("hLast", size_t(R * C * 2)));
-    DI_TRY(mk.gatherRowsBf16(u, lastDev, R, C, hLast, stream));
+    DI_LAUNCH(mk.gatherRowsBf16(u, lastDev, R, C, hLast, stream));
     rows = R;
     h = hLast;
   }
   DI_ASSIGN(logitsDev, buf("logits", size_t(rows * V * 4)));
-  DI_TRY(gemm(h, C, w.head, logitsDev, rows));
-  HostTensor logits(DType::F32, {rows, V});
-  DI_TRY(copyDeviceToHost(logits.bytes.data(), logitsDev, logits.bytes.size(), stream));
+  DI_LAUNCH(gemm(h, C, w.head, logitsDev, rows));
   ++m.counters.forwards;
   m.counters.tokens += T;
-  return logits;
+  logitsAddr = logitsDev;
+  logitsRows = rows;
+  HostTensor logits(DType::F32, {rows, V});
+  if (mode == Mode::Eager) DI_TRY(copyDeviceToHost(logits.bytes.data(), logitsDev, logits.bytes.size(), stream));
+  return logits;  // Record/Refresh: filled by the caller after the graph runs
 }
 
 }  // namespace deepinfer

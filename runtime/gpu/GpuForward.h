@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "Cublas.h"
+#include "deepinfer/DeviceGraph.h"
 #include "DiOps.h"
 #include "GpuModel.h"
 #include "GpuWeights.h"
@@ -16,6 +17,12 @@
 #include "PagePool.h"
 #include "model/Checkpoint.h"
 #include "model/EngramHash.h"
+
+// Enqueues device work unless the pass only refreshes a graph's host-side inputs.
+#define DI_LAUNCH(expr)              \
+  do {                               \
+    if (launching()) DI_TRY(expr);   \
+  } while (0)
 
 // Declares `uint64_t var` from a Result<uint64_t>, returning its error.
 #define DI_ASSIGN(var, expr)              \
@@ -32,13 +39,18 @@ constexpr int64_t kGpuStreams = 4;      // mHC streams
 constexpr int64_t kGpuKvDim = 512;      // fp8_ds_mla row width
 constexpr int64_t kGpuPageTokens = 64;  // tokens per page of every cache (window, compressed, index)
 
-// Named device buffers that only grow; reused by every forward call.
+// Named device buffers (and pinned host staging buffers) that only grow; reused by every
+// forward call. `generation` changes whenever one moves, which invalidates captured graphs.
 class Scratch {
  public:
   Result<uint64_t> get(const std::string& name, size_t bytes);
+  Result<void*> pinned(const std::string& name, size_t bytes);
+  uint64_t generation() const { return generation_; }
 
  private:
   std::map<std::string, DeviceBuffer> bufs_;
+  std::map<std::string, PinnedBuffer> pinned_;
+  uint64_t generation_ = 0;
 };
 
 // One request's caches. Window rings: `ringPages` pages per layer, row of position p is
@@ -55,6 +67,8 @@ struct GpuRequest {
   std::vector<DeviceBuffer> tailKv, tailGate;          // [layer] f32 [512] each (ratio-2 sources)
 };
 
+struct GpuSeq;
+
 class GpuModelImpl {
  public:
   ModelConfig cfg;
@@ -67,6 +81,10 @@ class GpuModelImpl {
   std::unique_ptr<ModelKernels> mk;
   std::unique_ptr<Cublas> blas;
   std::vector<DeviceBuffer> invFreq;                   // [layer] f32 [rope/2]
+  struct ExpertTables {
+    DeviceBuffer w1, w3, w2;                           // u64 [E]: the routed experts' weight addresses
+  };
+  std::vector<ExpertTables> expertTables;              // [layer]
   std::unique_ptr<EngramHashParams> engramHash;
   std::vector<int32_t> tokenMap;
   int64_t padClass = 0;
@@ -76,6 +94,19 @@ class GpuModelImpl {
   std::unique_ptr<DevicePagePool> windowPool, compPool, indexPool;
   int64_t ringRows = 0, ringPages = 0;
   GpuKvCapacity capacity;
+
+  // Decode steps as CUDA graphs, one per shape signature of the step (GpuForwardPass::sig).
+  struct CachedGraph {
+    DeviceGraph graph;
+    uint64_t logits = 0;
+    int64_t rows = 0;
+  };
+  std::map<std::string, CachedGraph> graphs;
+  std::map<std::string, int> captureFailures;
+  std::unique_ptr<Stream> ownStream;                   // when the caller gives none (graphs need one)
+  void* userStream = nullptr;
+  Result<std::vector<HostTensor>> replayOrCapture(const std::vector<GpuSeq>& seqs, const std::vector<int32_t>& ids,
+                                                  bool lastOnly, bool* done);
 
   std::map<int64_t, GpuRequest> requests;
   int64_t nextRequest = 1;
@@ -116,6 +147,16 @@ struct GpuForwardPass {
   std::vector<int64_t> positions;         // [T] absolute position of every row
   uint64_t positionsDev = 0;              // i64 [T]
   bool lastRowsOnly = false;              // logits of each sequence's last row only
+  // Eager: launch as the code runs. Record: the same under stream capture (uploads read pinned
+  // staging). Refresh: host work only (metadata into the pinned staging a captured graph reads).
+  enum class Mode { Eager, Record, Refresh } mode = Mode::Eager;
+  std::string sig;                        // shapes of this step: buffers, uploads, ops (graph key)
+  int64_t uploads = 0;                    // uploads so far in this pass (pinned staging slots)
+  uint64_t logitsAddr = 0;                // where run() left the logits (Record/Refresh)
+  int64_t logitsRows = 0;
+  bool launching() const { return mode != Mode::Refresh; }
+  Status runOp(const std::string& op, const OpAttrs& attrs, const std::map<std::string, DiTensor>& tensors,
+               void* stream);
 
   // Per-forward shared decisions (YOCO, model.md §2): selections of index sources, the
   // candidate source's kept blocks, the gathered compressed workspace of each kv source.
@@ -145,9 +186,18 @@ struct GpuForwardPass {
   Status compress(int layer, uint64_t u);
   Status index(int layer, uint64_t u, uint64_t qr);
   Status moe(int layer, uint64_t u, uint64_t fOut);
+  // Decode steps: routed rows through pointer-array GEMMs built on the device (no host trip).
+  Status moeRoutedOnDevice(int layer, uint64_t u, uint64_t ids, uint64_t wts, uint64_t routed);
+  bool decodeOnly() const;
 
   // Helpers.
-  Result<uint64_t> buf(const std::string& name, size_t bytes) { return s.get(name, bytes); }
+  Result<uint64_t> buf(const std::string& name, size_t bytes) {
+    sig += name;
+    sig += ':';
+    sig += std::to_string(bytes);
+    sig += ';';
+    return s.get(name, bytes);
+  }
   Result<uint64_t> upload(const std::string& name, const void* data, size_t bytes);
   int64_t windowSlot(const GpuRequest& rq, int layer, int64_t pos) const;
   Status gemm(uint64_t x, int64_t ldx, const GpuMatrix& W, uint64_t y, int64_t M);

@@ -41,20 +41,20 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
   // qr = rmsnorm(wq_a u); q = rope(wq_b qr) rounded once per vector.
   DI_ASSIGN(qrF, buf("qrF", size_t(T * qL * 4)));
   DI_ASSIGN(qr, buf("qr", size_t(T * qL * 2)));
-  DI_TRY(gemm(u, C, aw.wqA, qrF, T));
-  DI_TRY(mk.rmsNormF32(qrF, qL, aw.qNorm.addr(), T, qL, eps, qr, qL, stream));
+  DI_LAUNCH(gemm(u, C, aw.wqA, qrF, T));
+  DI_LAUNCH(mk.rmsNormF32(qrF, qL, aw.qNorm.addr(), T, qL, eps, qr, qL, stream));
   DI_ASSIGN(qF, buf("qF", size_t(T * H * D * 4)));
   DI_ASSIGN(q, buf("q", size_t(T * H * D * 2)));
-  DI_TRY(gemm(qr, qL, aw.wqB, qF, T));
-  DI_TRY(mk.ropeF32ToBf16(qF, D, T * H, D, Rd, invFreq, perHead, q, D, stream));
+  DI_LAUNCH(gemm(qr, qL, aw.wqB, qF, T));
+  DI_LAUNCH(mk.ropeF32ToBf16(qF, D, T * H, D, Rd, invFreq, perHead, q, D, stream));
 
   // kv = rope(rmsnorm(wkv u)), written into this layer's window rings.
   DI_ASSIGN(kvF, buf("kvF", size_t(T * D * 4)));
   DI_ASSIGN(kvN, buf("kvN", size_t(T * D * 4)));
   DI_ASSIGN(kv, buf("kv", size_t(T * D * 2)));
-  DI_TRY(gemm(u, C, aw.wkv, kvF, T));
-  DI_TRY(mk.rmsNormF32ToF32(kvF, D, aw.kvNorm.addr(), T, D, eps, kvN, D, stream));
-  DI_TRY(mk.ropeF32ToBf16(kvN, D, T, D, Rd, invFreq, perToken, kv, D, stream));
+  DI_LAUNCH(gemm(u, C, aw.wkv, kvF, T));
+  DI_LAUNCH(mk.rmsNormF32ToF32(kvF, D, aw.kvNorm.addr(), T, D, eps, kvN, D, stream));
+  DI_LAUNCH(mk.ropeF32ToBf16(kvN, D, T, D, Rd, invFreq, perToken, kv, D, stream));
   std::vector<int64_t> slots;
   for (const GpuSeq& sq : seqs)
     for (int64_t t = 0; t < sq.T; ++t) slots.push_back(windowSlot(*sq.rq, layer, sq.pos0 + t));
@@ -63,7 +63,7 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
   const std::vector<int64_t> winCacheShape{m.windowPool->numPages(), pageBytes};
   OpAttrs insAttrs;
   insAttrs.setInt("block_size", kGpuPageTokens);
-  DI_TRY(ops.run("kv_quant_insert", insAttrs,
+  DI_TRY(runOp("kv_quant_insert", insAttrs,
                  {{"k", {kv, {T, kGpuKvDim}}}, {"slot_mapping", {slotDev, {T}}},
                   {"k_cache", {m.windowPool->baseAddr(), winCacheShape}}},
                  stream));
@@ -80,17 +80,17 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
     DI_TRY(attendPrefill(layer, q, o, lse));
   }
   ++m.counters.attentionLayers;
-  DI_TRY(mk.ropeBf16InPlace(o, D, T * H, D, Rd, invFreq, perHead, /*inverse=*/true, stream));
+  DI_LAUNCH(mk.ropeBf16InPlace(o, D, T * H, D, Rd, invFreq, perHead, /*inverse=*/true, stream));
 
   // z[g] = o[g] @ wo_a[g]^T (groups of H/G heads), rounded; y = wo_b z, rounded.
   const int64_t gw = (H / G) * D;
   DI_ASSIGN(zF, buf("zF", size_t(T * G * oL * 4)));
   DI_ASSIGN(z, buf("z", size_t(T * G * oL * 2)));
-  DI_TRY(blas.gemmBf16F32Batched(o, H * D, gw, aw.woA.addr(), gw, oL * gw, zF, G * oL, oL, T, oL, gw, G, stream));
-  DI_TRY(mk.roundToBf16(zF, z, T * G * oL, stream));
+  DI_LAUNCH(blas.gemmBf16F32Batched(o, H * D, gw, aw.woA.addr(), gw, oL * gw, zF, G * oL, oL, T, oL, gw, G, stream));
+  DI_LAUNCH(mk.roundToBf16(zF, z, T * G * oL, stream));
   DI_ASSIGN(yF, buf("yF", size_t(T * C * 4)));
-  DI_TRY(gemm(z, G * oL, aw.woB, yF, T));
-  DI_TRY(mk.roundToBf16(yF, fOut, T * C, stream));
+  DI_LAUNCH(gemm(z, G * oL, aw.woB, yF, T));
+  DI_LAUNCH(mk.roundToBf16(yF, fOut, T * C, stream));
   return {};
 }
 
@@ -146,7 +146,7 @@ Status GpuForwardPass::attendDecode(int layer, uint64_t q, uint64_t o, uint64_t 
     }
     if (sw.slotsFor != role.indexSourceLayer) {
       DI_ASSIGN(slots, buf(fmt::format("decExtra.{}", src), size_t(T * K * 4)));
-      DI_TRY(mk.selectionToSlots(selection.at(role.indexSourceLayer), T, K, sw.decTable, sw.decWidth, sw.decReq,
+      DI_LAUNCH(mk.selectionToSlots(selection.at(role.indexSourceLayer), T, K, sw.decTable, sw.decWidth, sw.decReq,
                                  kGpuPageTokens, slots, stream));
       sw.decSlots = slots;
       sw.slotsFor = role.indexSourceLayer;
@@ -160,7 +160,7 @@ Status GpuForwardPass::attendDecode(int layer, uint64_t q, uint64_t o, uint64_t 
   da.setFloat("sm_scale", 1.0 / std::sqrt(double(D)));
   da.setInt("swa_block_size", kGpuPageTokens);
   da.setInt("extra_block_size", kGpuPageTokens);
-  return ops.run("sparse_mla_decode", da, t, stream);
+  return runOp("sparse_mla_decode", da, t, stream);
 }
 
 // Prefill chunks: the rows a token reads are gathered (dequantized) into a workspace, indexed by
@@ -201,7 +201,7 @@ Status GpuForwardPass::attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t
       OpAttrs ga;
       ga.setInt("block_size", kGpuPageTokens);
       ga.setInt("offset", 0);
-      DI_TRY(ops.run("gather_kcache", ga,
+      DI_TRY(runOp("gather_kcache", ga,
                      {{"k_cache", {m.compPool->baseAddr(), {m.compPool->numPages(), pageBytes}}},
                       {"seq_lens", {lens, {R}}}, {"gather_lens", {lens, {R}}},
                       {"block_table", {*bt, {R, width}}}, {"out", {sw.ws, {R, sw.M, kGpuKvDim}}}},
@@ -232,7 +232,7 @@ Status GpuForwardPass::attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t
     OpAttrs ga;
     ga.setInt("block_size", kGpuPageTokens);
     ga.setInt("offset", sw.N);
-    DI_TRY(ops.run("gather_kcache", ga,
+    DI_TRY(runOp("gather_kcache", ga,
                    {{"k_cache", {m.windowPool->baseAddr(), winCacheShape}}, {"seq_lens", {lensDev, {R}}},
                     {"gather_lens", {lensDev + uint64_t(4 * R), {R}}}, {"block_table", {*bt, {R, width}}},
                     {"out", {sw.ws, {R, sw.M, kGpuKvDim}}}},
@@ -250,7 +250,7 @@ Status GpuForwardPass::attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t
       topk = selection.at(idxSrc);
     } else {
       DI_ASSIGN(none, buf("noTopk", size_t(T * K * 4)));
-      DI_TRY(fillDevice8(none, 0xFF, size_t(T * K * 4), stream));
+      DI_LAUNCH(fillDevice8(none, 0xFF, size_t(T * K * 4), stream));
       topk = none;
     }
     std::vector<int32_t> meta;  // query_start_loc [R + 1], seq_lens [R], gather_lens [R]
@@ -265,7 +265,7 @@ Status GpuForwardPass::attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t
     ca.setInt("topk", K);
     ca.setInt("M", sw.M);
     ca.setInt("N", sw.N);
-    DI_TRY(ops.run("combine_topk_swa", ca,
+    DI_TRY(runOp("combine_topk_swa", ca,
                    {{"topk_indices", {topk, {T, K}}}, {"query_start_loc", {metaDev, {R + 1}}},
                     {"seq_lens", {metaDev + uint64_t(4 * (R + 1)), {R}}},
                     {"gather_lens", {metaDev + uint64_t(4 * (2 * R + 1)), {R}}},
@@ -280,7 +280,7 @@ Status GpuForwardPass::attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t
   // One softmax over window rows and selected compressed rows, sink in the denominator.
   OpAttrs pa;
   pa.setFloat("sm_scale", 1.0 / std::sqrt(double(D)));
-  DI_TRY(ops.run("sparse_mla_prefill", pa,
+  DI_TRY(runOp("sparse_mla_prefill", pa,
                  {{"q", {q, {T, H, D}}}, {"kv", {sw.ws, {R * sw.M, kGpuKvDim}}}, {"indices", {sw.rows, {T, rowW}}},
                   {"lens", {sw.lens, {T}}}, {"attn_sink", {aw.attnSink.addr(), {H}}},
                   {"out", {o, {T, H, D}}}, {"lse", {lse, {T, H}}}},
@@ -297,7 +297,7 @@ Status GpuForwardPass::compress(int layer, uint64_t u) {
   const double eps = cfg.rmsNormEps;
 
   DI_ASSIGN(ckv, buf("ckv", size_t(T * D * 4)));
-  DI_TRY(gemm(u, C, aw.compWkv, ckv, T));
+  DI_LAUNCH(gemm(u, C, aw.compWkv, ckv, T));
   // Entries completed by this call, over all sequences: (sequence, entry id); `pooled` holds
   // their pre-norm vectors in that order.
   std::vector<std::pair<int64_t, int64_t>> entries;
@@ -307,7 +307,7 @@ Status GpuForwardPass::compress(int layer, uint64_t u) {
       for (int64_t t = 0; t < seqs[size_t(b)].T; ++t) entries.emplace_back(b, seqs[size_t(b)].pos0 + t);
   } else {
     DI_ASSIGN(cgate, buf("cgate", size_t(T * D * 4)));
-    DI_TRY(gemm(u, C, aw.compWgate, cgate, T));
+    DI_LAUNCH(gemm(u, C, aw.compWgate, cgate, T));
     DI_ASSIGN(cpool, buf("cpool", size_t(T * D * 4)));
     pooled = cpool;
     for (int64_t b = 0; b < R; ++b) {
@@ -323,15 +323,15 @@ Status GpuForwardPass::compress(int layer, uint64_t u) {
       DeviceBuffer& tg = rq.tailGate[size_t(layer)];
       const uint64_t rowsAt = uint64_t(sq.offset * D * 4);
       if (n > 0) {
-        DI_TRY(mk.pairPool(ckv + rowsAt, cgate + rowsAt, tk.addr(), tg.addr(), r0, n, D,
+        DI_LAUNCH(mk.pairPool(ckv + rowsAt, cgate + rowsAt, tk.addr(), tg.addr(), r0, n, D,
                            cpool + uint64_t(int64_t(entries.size()) * D * 4), stream));
         for (int64_t i = 0; i < n; ++i) entries.emplace_back(b, firstOdd / 2 + i);
       }
       // The last token opens a pair: carry its projections to the next call.
       if ((sq.end() - 1) % 2 == 0) {
         const uint64_t last = rowsAt + uint64_t((sq.T - 1) * D * 4);
-        DI_TRY(copyDeviceToDevice(tk.addr(), ckv + last, size_t(D * 4), stream));
-        DI_TRY(copyDeviceToDevice(tg.addr(), cgate + last, size_t(D * 4), stream));
+        DI_LAUNCH(copyDeviceToDevice(tk.addr(), ckv + last, size_t(D * 4), stream));
+        DI_LAUNCH(copyDeviceToDevice(tg.addr(), cgate + last, size_t(D * 4), stream));
         rq.hasTail[size_t(layer)] = 1;
       } else {
         rq.hasTail[size_t(layer)] = 0;
@@ -344,8 +344,8 @@ Status GpuForwardPass::compress(int layer, uint64_t u) {
   // latent = rmsnorm(pooled, compressor.norm) (bf16 values).
   DI_ASSIGN(lat, buf("clat", size_t(n * D * 4)));
   DI_ASSIGN(latB, buf("clatB", size_t(n * D * 2)));
-  DI_TRY(mk.rmsNormF32ToF32(pooled, D, aw.compNorm.addr(), n, D, eps, lat, D, stream));
-  DI_TRY(mk.roundToBf16(lat, latB, n * D, stream));
+  DI_LAUNCH(mk.rmsNormF32ToF32(pooled, D, aw.compNorm.addr(), n, D, eps, lat, D, stream));
+  DI_LAUNCH(mk.roundToBf16(lat, latB, n * D, stream));
   std::vector<int64_t> entryPos;
   for (const auto& [b, j] : entries) entryPos.push_back(j * ratio);
   DI_ASSIGN(entryPosDev, upload("cEntryPos", entryPos.data(), entryPos.size() * 8));
@@ -362,21 +362,21 @@ Status GpuForwardPass::compress(int layer, uint64_t u) {
   DI_ASSIGN(keyF, buf("ckeyF", size_t(n * Di * 4)));
   DI_ASSIGN(keyN, buf("ckeyN", size_t(n * Di * 4)));
   DI_ASSIGN(key, buf("ckey", size_t(n * Di * 2)));
-  DI_TRY(gemm(latB, D, aw.idxWk, keyF, n));
-  DI_TRY(mk.rmsNormF32ToF32(keyF, Di, aw.idxKNorm.addr(), n, Di, eps, keyN, Di, stream));
-  DI_TRY(mk.ropeF32ToBf16(keyN, Di, n, Di, Rd, invFreq, atEntry, key, Di, stream));
+  DI_LAUNCH(gemm(latB, D, aw.idxWk, keyF, n));
+  DI_LAUNCH(mk.rmsNormF32ToF32(keyF, Di, aw.idxKNorm.addr(), n, Di, eps, keyN, Di, stream));
+  DI_LAUNCH(mk.ropeF32ToBf16(keyN, Di, n, Di, Rd, invFreq, atEntry, key, Di, stream));
   const auto idxSlots = slotsIn(&GpuRequest::indexPages);
   DI_ASSIGN(idxSlotsDev, upload("cIdxSlots", idxSlots.data(), idxSlots.size() * 8));
-  DI_TRY(mk.indexKeyInsert(key, idxSlotsDev, n, Di, m.indexPool->baseAddr(), kGpuPageTokens, stream));
+  DI_LAUNCH(mk.indexKeyInsert(key, idxSlotsDev, n, Di, m.indexPool->baseAddr(), kGpuPageTokens, stream));
 
   // Compressed entries: rope(latent, j * ratio) -> the compressed cache.
   DI_ASSIGN(row, buf("crow", size_t(n * D * 2)));
-  DI_TRY(mk.ropeF32ToBf16(lat, D, n, D, Rd, invFreq, atEntry, row, D, stream));
+  DI_LAUNCH(mk.ropeF32ToBf16(lat, D, n, D, Rd, invFreq, atEntry, row, D, stream));
   const auto compSlots = slotsIn(&GpuRequest::compPages);
   DI_ASSIGN(compSlotsDev, upload("cCompSlots", compSlots.data(), compSlots.size() * 8));
   OpAttrs insAttrs;
   insAttrs.setInt("block_size", kGpuPageTokens);
-  DI_TRY(ops.run("kv_quant_insert", insAttrs,
+  DI_TRY(runOp("kv_quant_insert", insAttrs,
                  {{"k", {row, {n, kGpuKvDim}}}, {"slot_mapping", {compSlotsDev, {n}}},
                   {"k_cache", {m.compPool->baseAddr(), {m.compPool->numPages(), mlaPageBytes(kGpuPageTokens)}}}},
                  stream));
@@ -408,10 +408,10 @@ Status GpuForwardPass::index(int layer, uint64_t u, uint64_t qr) {
     }
   }
   if (maxVisible == 0) {
-    DI_TRY(fillDevice8(sel, 0xFF, size_t(T * K * 4), stream));  // nothing visible: all -1
+    DI_LAUNCH(fillDevice8(sel, 0xFF, size_t(T * K * 4), stream));  // nothing visible: all -1
     if (role.isCandidateSource) {
       DI_ASSIGN(kept, buf("keptBlocks", size_t(T * KB * 4)));
-      DI_TRY(fillDevice8(kept, 0xFF, size_t(T * KB * 4), stream));
+      DI_LAUNCH(fillDevice8(kept, 0xFF, size_t(T * KB * 4), stream));
       keptBlocks = kept;
     }
     return {};
@@ -422,11 +422,11 @@ Status GpuForwardPass::index(int layer, uint64_t u, uint64_t qr) {
   DI_ASSIGN(qiF, buf("qiF", size_t(T * Hi * Di * 4)));
   DI_ASSIGN(qi, buf("qi", size_t(T * Hi * Di * 2)));
   DI_ASSIGN(wts, buf("iw", size_t(T * Hi * 4)));
-  DI_TRY(gemm(qr, qL, aw.idxWqB, qiF, T));
-  DI_TRY(gemm(u, C, aw.idxWeightsProj, wts, T));
+  DI_LAUNCH(gemm(qr, qL, aw.idxWqB, qiF, T));
+  DI_LAUNCH(gemm(u, C, aw.idxWeightsProj, wts, T));
   const ModelKernels::RopePositions perHead{Hi, 0, 1, positionsDev};
-  DI_TRY(mk.ropeF32ToBf16(qiF, Di, T * Hi, Di, Rd, invFreq, perHead, qi, Di, stream));
-  DI_TRY(mk.indexQueryQuant(qi, T * Hi, Di, wts, 1.0 / std::sqrt(double(Di)) / std::sqrt(double(Hi)), stream));
+  DI_LAUNCH(mk.ropeF32ToBf16(qiF, Di, T * Hi, Di, Rd, invFreq, perHead, qi, Di, stream));
+  DI_LAUNCH(mk.indexQueryQuant(qi, T * Hi, Di, wts, 1.0 / std::sqrt(double(Di)) / std::sqrt(double(Hi)), stream));
 
   // Scores of every visible entry (-inf beyond), width bucketed.
   const int64_t pagesNeeded = (maxVisible + kGpuPageTokens - 1) / kGpuPageTokens;
@@ -444,7 +444,7 @@ Status GpuForwardPass::index(int layer, uint64_t u, uint64_t qr) {
   DI_ASSIGN(scores, buf("idxScores", size_t(T * N * 4)));
   OpAttrs ia;
   ia.setInt("block_size", kGpuPageTokens);
-  DI_TRY(ops.run("indexer_logits", ia,
+  DI_TRY(runOp("indexer_logits", ia,
                  {{"q", {qi, {T, Hi, Di}}}, {"weights", {wts, {T, Hi}}},
                   {"k_cache", {m.indexPool->baseAddr(), {m.indexPool->numPages(), kGpuPageTokens * (Di + 4)}}},
                   {"block_table", {*bt, {R, width}}}, {"token_to_req", {tokReq, {T}}}, {"visible", {vis, {T}}},
@@ -457,10 +457,10 @@ Status GpuForwardPass::index(int layer, uint64_t u, uint64_t qr) {
     DI_ASSIGN(blockScores, buf("blockScores", size_t(T * nb * 4)));
     DI_ASSIGN(blockLens, buf("blockLens", size_t(T * 4)));
     DI_ASSIGN(kept, buf("keptBlocks", size_t(T * KB * 4)));
-    DI_TRY(mk.candidateBlockScores(scores, N, vis, T, bsz, blockScores, nb, blockLens, stream));
+    DI_LAUNCH(mk.candidateBlockScores(scores, N, vis, T, bsz, blockScores, nb, blockLens, stream));
     OpAttrs ta;
     ta.setInt("k", KB);
-    DI_TRY(ops.run("topk", ta,
+    DI_TRY(runOp("topk", ta,
                    {{"scores", {blockScores, {T, nb}}}, {"lens", {blockLens, {T}}}, {"indices", {kept, {T, KB}}}},
                    stream));
     keptBlocks = kept;
@@ -468,13 +468,13 @@ Status GpuForwardPass::index(int layer, uint64_t u, uint64_t qr) {
   if (role.candidateRestricted) {
     if (keptBlocks == 0)
       return Error{fmt::format("layer {}: candidate-restricted but no candidate source ran before it", layer)};
-    DI_TRY(mk.maskToBlocks(scores, N, vis, T, keptBlocks, KB, bsz, stream));
+    DI_LAUNCH(mk.maskToBlocks(scores, N, vis, T, keptBlocks, KB, bsz, stream));
   }
   OpAttrs ta;
   ta.setInt("k", K);
-  DI_TRY(ops.run("topk", ta, {{"scores", {scores, {T, N}}}, {"lens", {vis, {T}}}, {"indices", {sel, {T, K}}}},
+  DI_TRY(runOp("topk", ta, {{"scores", {scores, {T, N}}}, {"lens", {vis, {T}}}, {"indices", {sel, {T, K}}}},
                  stream));
-  if (role.candidateRestricted) DI_TRY(mk.dropNegInf(sel, T, K, scores, N, stream));
+  if (role.candidateRestricted) DI_LAUNCH(mk.dropNegInf(sel, T, K, scores, N, stream));
   return {};
 }
 

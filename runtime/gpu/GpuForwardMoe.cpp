@@ -20,9 +20,28 @@ Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
   DI_ASSIGN(logits, buf("routerLogits", size_t(T * E * 4)));
   DI_ASSIGN(ids, buf("routerIds", size_t(T * k * 4)));
   DI_ASSIGN(wts, buf("routerWeights", size_t(T * k * 4)));
-  DI_TRY(gemm(u, C, mw.gate, logits, T));
-  DI_TRY(mk.routerTopk(logits, mw.gateBias.addr(), T, E, k, cfg.normTopkProb, cfg.routedScalingFactor, ids, wts,
+  DI_LAUNCH(gemm(u, C, mw.gate, logits, T));
+  DI_LAUNCH(mk.routerTopk(logits, mw.gateBias.addr(), T, E, k, cfg.normTopkProb, cfg.routedScalingFactor, ids, wts,
                        stream));
+  if (decodeOnly()) {
+    DI_ASSIGN(routedDev, buf("moeRouted", size_t(T * k * C * 4)));
+    DI_TRY(moeRoutedOnDevice(layer, u, ids, wts, routedDev));
+    uint64_t sharedDev = 0;
+    if (cfg.nSharedExperts > 0) {
+      const int64_t Is = mw.shared.w1.rows;
+      DI_ASSIGN(sg, buf("moeSG", size_t(T * Is * 4)));
+      DI_ASSIGN(sv, buf("moeSV", size_t(T * Is * 4)));
+      DI_ASSIGN(sh, buf("moeSH", size_t(T * Is * 2)));
+      DI_ASSIGN(sy, buf("moeSY", size_t(T * C * 4)));
+      DI_LAUNCH(gemm(u, C, mw.shared.w1, sg, T));
+      DI_LAUNCH(gemm(u, C, mw.shared.w3, sv, T));
+      DI_LAUNCH(mk.swiglu(sg, sv, 0, T, Is, limit, sh, stream));
+      DI_LAUNCH(gemm(sh, Is, mw.shared.w2, sy, T));
+      sharedDev = sy;
+    }
+    DI_LAUNCH(mk.moeSum(sharedDev, routedDev, T, k, C, fOut, stream));
+    return {};
+  }
   std::vector<int32_t> hostIds(size_t(T * k));
   DI_TRY(copyDeviceToHost(hostIds.data(), ids, hostIds.size() * 4, stream));
 
@@ -48,7 +67,7 @@ Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
   DI_ASSIGN(tgtDev, upload("moeTgt", target.data(), target.size() * 4));
   DI_ASSIGN(xs, buf("moeX", size_t(n * C * 2)));
   DI_ASSIGN(permW, buf("moeW", size_t(n * 4)));
-  DI_TRY(mk.gatherRowsBf16(u, tokDev, n, C, xs, stream));
+  DI_LAUNCH(mk.gatherRowsBf16(u, tokDev, n, C, xs, stream));
   // Routing weights follow the same permutation: gather them as 1-wide f32 rows through the
   // f32 scatter's inverse (weights[t * k + r] -> permW[i]).
   {
@@ -67,18 +86,18 @@ Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
     if (rows == 0) continue;
     const GpuExpertWeights& ew = mw.experts[size_t(e)];
     const uint64_t x = xs + uint64_t(offset[size_t(e)] * C * 2);
-    DI_TRY(gemm(x, C, ew.w1, g + uint64_t(offset[size_t(e)] * I * 4), rows));
-    DI_TRY(gemm(x, C, ew.w3, v + uint64_t(offset[size_t(e)] * I * 4), rows));
+    DI_LAUNCH(gemm(x, C, ew.w1, g + uint64_t(offset[size_t(e)] * I * 4), rows));
+    DI_LAUNCH(gemm(x, C, ew.w3, v + uint64_t(offset[size_t(e)] * I * 4), rows));
   }
-  DI_TRY(mk.swiglu(g, v, permW, n, I, limit, h, stream));
+  DI_LAUNCH(mk.swiglu(g, v, permW, n, I, limit, h, stream));
   for (int64_t e = 0; e < E; ++e) {
     const int64_t rows = count[size_t(e)];
     if (rows == 0) continue;
-    DI_TRY(gemm(h + uint64_t(offset[size_t(e)] * I * 2), I, mw.experts[size_t(e)].w2,
+    DI_LAUNCH(gemm(h + uint64_t(offset[size_t(e)] * I * 2), I, mw.experts[size_t(e)].w2,
                 ys + uint64_t(offset[size_t(e)] * C * 4), rows));
   }
   DI_ASSIGN(routed, buf("moeRouted", size_t(n * C * 4)));
-  DI_TRY(mk.scatterRowsF32(ys, tgtDev, n, C, routed, stream));
+  DI_LAUNCH(mk.scatterRowsF32(ys, tgtDev, n, C, routed, stream));
 
   uint64_t shared = 0;
   if (cfg.nSharedExperts > 0) {
@@ -87,13 +106,39 @@ Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
     DI_ASSIGN(sv, buf("moeSV", size_t(T * Is * 4)));
     DI_ASSIGN(sh, buf("moeSH", size_t(T * Is * 2)));
     DI_ASSIGN(sy, buf("moeSY", size_t(T * C * 4)));
-    DI_TRY(gemm(u, C, mw.shared.w1, sg, T));
-    DI_TRY(gemm(u, C, mw.shared.w3, sv, T));
-    DI_TRY(mk.swiglu(sg, sv, 0, T, Is, limit, sh, stream));
-    DI_TRY(gemm(sh, Is, mw.shared.w2, sy, T));
+    DI_LAUNCH(gemm(u, C, mw.shared.w1, sg, T));
+    DI_LAUNCH(gemm(u, C, mw.shared.w3, sv, T));
+    DI_LAUNCH(mk.swiglu(sg, sv, 0, T, Is, limit, sh, stream));
+    DI_LAUNCH(gemm(sh, Is, mw.shared.w2, sy, T));
     shared = sy;
   }
-  return mk.moeSum(shared, routed, T, k, C, fOut, stream);
+  DI_LAUNCH(mk.moeSum(shared, routed, T, k, C, fOut, stream));
+  return {};
+}
+
+bool GpuForwardPass::decodeOnly() const {
+  return std::all_of(seqs.begin(), seqs.end(), [](const GpuSeq& sq) { return sq.T == 1; });
+}
+
+// Rows in (token, rank) order, so the routing weights need no permutation and the outputs land
+// where moeSum reads them. Each row is a 1-row GEMM against its expert (rows sharing an expert
+// read its weights again: decode batches are small).
+Status GpuForwardPass::moeRoutedOnDevice(int layer, uint64_t u, uint64_t ids, uint64_t wts, uint64_t routed) {
+  const int64_t C = cfg.hiddenSize, E = cfg.nRoutedExperts, k = cfg.numExpertsPerTok, I = cfg.moeIntermediateSize;
+  const int64_t n = T * k;
+  const GpuModelImpl::ExpertTables& tab = m.expertTables[size_t(layer)];
+  DI_ASSIGN(g, buf("moeG", size_t(n * I * 4)));
+  DI_ASSIGN(v, buf("moeV", size_t(n * I * 4)));
+  DI_ASSIGN(h, buf("moeH", size_t(n * I * 2)));
+  DI_ASSIGN(ptrs, buf("moePtrs", size_t(8 * n * 8)));
+  DI_LAUNCH(mk.moeRowPointers(ids, n, k, E, tab.w1.addr(), tab.w3.addr(), tab.w2.addr(), u, C, g, v, h, routed, I, ptrs,
+                           stream));
+  auto at = [&](int slot) { return ptrs + uint64_t(slot * n * 8); };
+  DI_LAUNCH(blas.gemmBf16F32Pointers(at(0), C, at(1), C, at(3), I, 1, I, C, n, stream));
+  DI_LAUNCH(blas.gemmBf16F32Pointers(at(0), C, at(2), C, at(4), I, 1, I, C, n, stream));
+  DI_LAUNCH(mk.swiglu(g, v, wts, n, I, cfg.swigluLimit, h, stream));
+  DI_LAUNCH(blas.gemmBf16F32Pointers(at(5), I, at(6), I, at(7), C, 1, C, I, n, stream));
+  return {};
 }
 
 Status GpuForwardPass::engram(int layer, uint64_t X) {
@@ -124,9 +169,10 @@ Status GpuForwardPass::engram(int layer, uint64_t X) {
   m.counters.engramLookups += T;
 
   DI_ASSIGN(kvF, buf("engramKv", size_t(T * 5 * C * 4)));
-  DI_TRY(gemm(e, lookups * width, ew.wkv, kvF, T));
-  DI_TRY(mk.roundF32InPlace(kvF, T * 5 * C, stream));  // the wkv output is rounded to bf16
-  return mk.engramGate(X, kvF, ew.qWeight.addr(), ew.kWeight.addr(), T, C, cfg.rmsNormEps, stream);
+  DI_LAUNCH(gemm(e, lookups * width, ew.wkv, kvF, T));
+  DI_LAUNCH(mk.roundF32InPlace(kvF, T * 5 * C, stream));  // the wkv output is rounded to bf16
+  DI_LAUNCH(mk.engramGate(X, kvF, ew.qWeight.addr(), ew.kWeight.addr(), T, C, cfg.rmsNormEps, stream));
+  return {};
 }
 
 }  // namespace deepinfer

@@ -40,7 +40,10 @@ const ModelConfig& GpuModel::config() const { return impl_->cfg; }
 const GpuKvCapacity& GpuModel::capacity() const { return impl_->capacity; }
 const GpuForwardCounters& GpuModel::counters() const { return impl_->counters; }
 std::string GpuModel::targetName() const { return impl_->target.archName(); }
-void GpuModel::setStream(void* stream) { impl_->stream = stream; }
+void GpuModel::setStream(void* stream) {
+  impl_->userStream = stream;
+  impl_->stream = stream ? stream : (impl_->ownStream ? impl_->ownStream->handle() : nullptr);
+}
 
 int64_t GpuModel::pagesInUse() const {
   return impl_->windowPool->pages().usedCount() + impl_->compPool->pages().usedCount() +
@@ -97,6 +100,22 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
     DI_TRY(b->upload(f.data(), f.size() * 4));
     m.invFreq.push_back(std::move(*b));
   }
+  for (const GpuLayerWeights& lw : m.w.layers) {
+    GpuModelImpl::ExpertTables tables;
+    std::vector<uint64_t> w1, w3, w2;
+    for (const GpuExpertWeights& e : lw.ffn.experts) {
+      w1.push_back(e.w1.addr());
+      w3.push_back(e.w3.addr());
+      w2.push_back(e.w2.addr());
+    }
+    for (auto [dst, src] : {std::pair{&tables.w1, &w1}, std::pair{&tables.w3, &w3}, std::pair{&tables.w2, &w2}}) {
+      auto b = DeviceBuffer::alloc(std::max<size_t>(src->size(), 1) * 8);
+      if (!b.ok()) return b.error();
+      DI_TRY(b->upload(src->data(), src->size() * 8));
+      *dst = std::move(*b);
+    }
+    m.expertTables.push_back(std::move(tables));
+  }
   if (m.cfg.numEngramLayers() > 0) {
     auto hash = loadEngramHash(modelDir, m.cfg);
     if (!hash.ok()) return hash.error();
@@ -140,6 +159,12 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
       compPages += p;
       indexPages += p;
     }
+  if (opts.cudaGraphs) {
+    auto st = Stream::create();  // graphs capture a real stream, never the legacy default one
+    if (!st.ok()) return st.error();
+    m.ownStream = std::make_unique<Stream>(std::move(*st));
+    m.stream = m.ownStream->handle();
+  }
   auto wp = DevicePagePool::create(int64_t(m.cfg.numHiddenLayers) * m.ringPages * opts.maxRequests, pageBytes);
   if (!wp.ok()) return wp.error();
   auto cp = DevicePagePool::create(compPages, pageBytes);
@@ -271,9 +296,19 @@ Result<std::vector<HostTensor>> GpuModelImpl::forward(
     if (!tokenMap.empty())
       for (int32_t id : tokens) rq->classes.push_back(tokenMap[size_t(id)]);
   }
-  GpuForwardPass pass(*this, seqs);
-  pass.lastRowsOnly = lastOnly;
-  auto logits = pass.run(ids);
+  Result<HostTensor> logits = Error{"not run"};
+  bool viaGraph = false;
+  const bool decodeStep = std::all_of(seqs.begin(), seqs.end(), [](const GpuSeq& q) { return q.T == 1; });
+  if (opts.cudaGraphs && stream && decodeStep) {
+    auto g = replayOrCapture(seqs, ids, lastOnly, &viaGraph);
+    if (!g.ok()) logits = g.error();
+    else if (viaGraph) logits = std::move((*g)[0]);
+  }
+  if (!viaGraph && (logits.ok() || logits.error().message == "not run")) {
+    GpuForwardPass pass(*this, seqs);
+    pass.lastRowsOnly = lastOnly;
+    logits = pass.run(ids);
+  }
   if (!logits.ok()) {
     for (size_t i = 0; i < work.size(); ++i) {
       work[i].first->classes.resize(classesBefore[i]);
@@ -293,6 +328,78 @@ Result<std::vector<HostTensor>> GpuModelImpl::forward(
     out.push_back(std::move(t));
   }
   return out;
+}
+
+// A decode step through a CUDA graph: a refresh pass computes the step's host-side inputs into
+// pinned staging and its shape signature; a graph captured for that signature replays it, else
+// one is captured now (the request state is rolled back to before the refresh first). *done is
+// false when the step must run eagerly instead (capture failed; retried later, at most 3 times
+// per signature). Returns the logits ([rows, V] as one tensor) when *done.
+Result<std::vector<HostTensor>> GpuModelImpl::replayOrCapture(const std::vector<GpuSeq>& seqs,
+                                                              const std::vector<int32_t>& ids, bool lastOnly,
+                                                              bool* done) {
+  *done = false;
+  struct Snapshot {
+    std::vector<int64_t> compCount;
+    std::vector<char> hasTail;
+  };
+  std::vector<Snapshot> snaps;
+  for (const GpuSeq& q : seqs) snaps.push_back({q.rq->compCount, q.rq->hasTail});
+  const GpuForwardCounters before = counters;
+  auto restore = [&] {
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      seqs[i].rq->compCount = snaps[i].compCount;
+      seqs[i].rq->hasTail = snaps[i].hasTail;
+    }
+    counters = before;
+  };
+  auto keyOf = [&](const GpuForwardPass& p) {
+    return fmt::format("{}|scratch{}|ws{}|last{}", p.sig, scratch.generation(), ops->workspaceGeneration(), lastOnly);
+  };
+  auto finish = [&](const CachedGraph& g) -> Result<std::vector<HostTensor>> {
+    DI_TRY(g.graph.launch(stream));
+    HostTensor t(DType::F32, {g.rows, cfg.vocabSize});
+    DI_TRY(copyDeviceToHost(t.bytes.data(), g.logits, t.bytes.size(), stream));
+    ++counters.graphLaunches;
+    *done = true;
+    std::vector<HostTensor> out;
+    out.push_back(std::move(t));
+    return out;
+  };
+
+  GpuForwardPass refresh(*this, seqs);
+  refresh.mode = GpuForwardPass::Mode::Refresh;
+  refresh.lastRowsOnly = lastOnly;
+  auto r = refresh.run(ids);
+  if (!r.ok()) {
+    restore();
+    return r.error();
+  }
+  const std::string key = keyOf(refresh);
+  if (auto it = graphs.find(key); it != graphs.end()) return finish(it->second);
+
+  restore();
+  if (captureFailures[key] >= 3) return std::vector<HostTensor>{};
+  GpuForwardPass record(*this, seqs);
+  record.mode = GpuForwardPass::Mode::Record;
+  record.lastRowsOnly = lastOnly;
+  DI_TRY(DeviceGraph::beginCapture(stream));
+  auto rr = record.run(ids);
+  auto graph = DeviceGraph::endCapture(stream);
+  if (!rr.ok() || !graph.ok()) {
+    ++captureFailures[key];
+    restore();
+    fmt::print(stderr, "deepinfer-jit: decode step not captured as a graph ({}); running it eagerly\n",
+               !rr.ok() ? rr.error().message : graph.error().message);
+    return std::vector<HostTensor>{};
+  }
+  if (graphs.size() >= 64) graphs.erase(graphs.begin());  // bounded: shapes change as contexts grow
+  CachedGraph& g = graphs[keyOf(record)];
+  g.graph = std::move(*graph);
+  g.logits = record.logitsAddr;
+  g.rows = record.logitsRows;
+  ++counters.graphCaptures;
+  return finish(g);
 }
 
 Result<std::vector<HostTensor>> GpuModel::forward(const std::vector<std::pair<int64_t, std::vector<int32_t>>>& work,

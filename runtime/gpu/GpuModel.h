@@ -31,6 +31,7 @@ struct GpuModelOptions {
   int64_t kvCacheBytes = 0;         // device bytes for the KV caches; 0 = kvMemoryFraction of free
   double kvMemoryFraction = 0.5;
   int maxRequests = 16;             // requests that may hold caches at once
+  bool cudaGraphs = true;           // decode steps replay CUDA graphs captured per step shape
   JitOptions jit;
 };
 
@@ -42,6 +43,8 @@ struct GpuForwardCounters {
   int64_t indexRowBuilds = 0;       // combined index rows (once per index source per forward)
   int64_t attentionLayers = 0;      // layers that attended (they reuse the metadata above)
   int64_t engramLookups = 0;
+  int64_t graphCaptures = 0;        // decode-step graphs captured
+  int64_t graphLaunches = 0;        // decode steps run by replaying a graph
 };
 
 struct GpuKvCapacity {

@@ -154,6 +154,13 @@ class ModelKernels {
   Status selectionToSlots(uint64_t selection, int64_t T, int64_t K, uint64_t pageTable, int64_t width,
                           uint64_t tokenReq, int64_t blockSize, uint64_t slots, void* stream) const;
 
+  // Operand addresses for pointer-array GEMMs over n = T*k routed rows (row i: token i / k,
+  // expert ids[i]): out u64 [8, n] = x rows (x + (i/k)*C bf16), w1[e], w3[e], g/v rows (f32
+  // [n, I]), h rows (bf16 [n, I]), w2[e], y rows (f32 [n, C]). w1/w3/w2: u64 [E] tables.
+  Status moeRowPointers(uint64_t ids, int64_t n, int64_t k, int64_t E, uint64_t w1, uint64_t w3, uint64_t w2,
+                        uint64_t x, int64_t C, uint64_t g, uint64_t v, uint64_t h, uint64_t y, int64_t I, uint64_t out,
+                        void* stream) const;
+
   // out[t] = argmax of logits[t, 0..V) (ties to the lower index; argmaxToken's NaN behaviour:
   // NaN never wins, and a NaN at index 0 gives 0). logits f32 [T, V], out i32 [T].
   Status argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream) const;

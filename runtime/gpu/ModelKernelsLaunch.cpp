@@ -393,6 +393,22 @@ Status ModelKernels::selectionToSlots(uint64_t selection, int64_t T, int64_t K, 
   return launch("di_model_selection_to_slots", gridFor(T * K), 0, &p, sizeof(p), stream);
 }
 
+Status ModelKernels::moeRowPointers(uint64_t ids, int64_t n, int64_t k, int64_t E, uint64_t w1, uint64_t w3,
+                                    uint64_t w2, uint64_t x, int64_t C, uint64_t g, uint64_t v, uint64_t h, uint64_t y,
+                                    int64_t I, uint64_t out, void* stream) const {
+  Check c("moeRowPointers");
+  c.range("n", n, 0, kI32Max).range("k", k, 1, kI32Max).range("E", E, 1, kI32Max).range("C", C, 1, kI32Max)
+      .range("I", I, 1, kI32Max);
+  if (n > 0)
+    c.addr("ids", ids, 4).addr("w1", w1, 8).addr("w3", w3, 8).addr("w2", w2, 8).addr("x", x, 2).addr("g", g, 4)
+        .addr("v", v, 4).addr("h", h, 2).addr("y", y, 4).addr("out", out, 8);
+  DI_TRY(c.status());
+  if (n == 0) return {};
+  di::MoeRowPointersParams p{ptr<const int32_t>(ids), ptr<const uint64_t>(w1), ptr<const uint64_t>(w3),
+                             ptr<const uint64_t>(w2), x, g, v, h, y, ptr<uint64_t>(out), n, int32_t(k), int32_t(E), C, I};
+  return launch("di_model_moe_row_pointers", gridFor(n), 0, &p, sizeof(p), stream);
+}
+
 Status ModelKernels::argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream) const {
   Check c("argmax");
   c.range("T", T, 0, kI32Max).range("V", V, 1, kI32Max);

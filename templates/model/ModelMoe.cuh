@@ -128,6 +128,23 @@ __device__ __forceinline__ void moe_sum(const MoeSumParams& p) {
   }
 }
 
+// One thread per routed row. An out-of-range expert id (never produced by the router) points
+// the row at expert 0 rather than at memory outside the tables.
+__device__ __forceinline__ void moe_row_pointers(const MoeRowPointersParams& p) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * blockDim.x) {
+    int32_t e = p.ids[i];
+    if (e < 0 || e >= p.E) e = 0;
+    p.out[0 * p.n + i] = p.x + uint64_t(i / p.k) * uint64_t(p.C) * 2u;
+    p.out[1 * p.n + i] = p.w1[e];
+    p.out[2 * p.n + i] = p.w3[e];
+    p.out[3 * p.n + i] = p.g + uint64_t(i) * uint64_t(p.I) * 4u;
+    p.out[4 * p.n + i] = p.v + uint64_t(i) * uint64_t(p.I) * 4u;
+    p.out[5 * p.n + i] = p.h + uint64_t(i) * uint64_t(p.I) * 2u;
+    p.out[6 * p.n + i] = p.w2[e];
+    p.out[7 * p.n + i] = p.y + uint64_t(i) * uint64_t(p.C) * 4u;
+  }
+}
+
 }  // namespace model
 }  // namespace di
 
@@ -145,4 +162,8 @@ extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_sc
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_moe_sum(const di::MoeSumParams p) {
   di::model::moe_sum(p);
+}
+extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
+    di_model_moe_row_pointers(const di::MoeRowPointersParams p) {
+  di::model::moe_row_pointers(p);
 }

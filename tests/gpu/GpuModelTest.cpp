@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -318,6 +319,49 @@ TEST(GpuModel, Sm80PtxSpecializationMatchesCpu) {
   ASSERT_TRUE(gpu.ok()) << gpu.error().message;
   EXPECT_EQ((*gpu)->targetName(), "sm_80");
   compareGreedy(**gpu, *e.cpu, randomIds(100, e.seed + 3, e.cpu->config().vocabSize), 8, "tiny_sm80_ptx");
+}
+
+TEST(GpuModel, DecodeGraphsMatchEagerBitForBit) {
+  NEED_GPU();
+  // The shared model replays decode steps as CUDA graphs; a second instance runs them eagerly.
+  // Same kernels in the same order: the logits must be identical, bit for bit, every step,
+  // including steps where a new shape forces a fresh capture.
+  GpuModelOptions go;
+  go.kvCacheBytes = int64_t(256) << 20;
+  go.maxRequests = 2;
+  go.maxChunkTokens = 128;
+  go.cudaGraphs = false;
+  auto eager = GpuModel::load(e.dir, e.dev, go);
+  ASSERT_TRUE(eager.ok()) << eager.error().message;
+  const int64_t V = e.cpu->config().vocabSize;
+  const auto prompt = randomIds(60, e.seed + 4, V);
+  auto rg = e.gpu->newRequest();
+  auto re = (*eager)->newRequest();
+  ASSERT_TRUE(rg.ok() && re.ok());
+  auto pg = e.gpu->prefill(*rg, prompt, true);
+  auto pe = (*eager)->prefill(*re, prompt, true);
+  ASSERT_TRUE(pg.ok() && pe.ok());
+  const auto before = e.gpu->counters();
+  int32_t next = argmaxToken(pe->ptr<float>(), V);
+  int differing = 0;
+  for (int s = 0; s < 24; ++s) {  // crosses a 64-entry page: new page-table widths, a new graph
+    auto g = e.gpu->decode(*rg, next);
+    auto x = (*eager)->decode(*re, next);
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    ASSERT_TRUE(x.ok()) << x.error().message;
+    differing += std::memcmp(g->data(), x->data(), size_t(V) * 4) != 0;
+    next = argmaxToken(x->data(), V);
+  }
+  const auto after = e.gpu->counters();
+  recordResult(fmt::format(R"({{"test":"decode_graphs_vs_eager","steps":24,"graph_launches":{},"graph_captures":{},)"
+                           R"("steps_differing":{}}})",
+                           after.graphLaunches - before.graphLaunches, after.graphCaptures - before.graphCaptures,
+                           differing));
+  EXPECT_EQ(differing, 0);
+  EXPECT_EQ(after.graphLaunches - before.graphLaunches, 24) << "every decode step should replay a graph";
+  EXPECT_LT(after.graphCaptures - before.graphCaptures, 24) << "graphs should be reused across steps";
+  EXPECT_EQ((*eager)->counters().graphLaunches, 0);
+  EXPECT_TRUE(e.gpu->releaseRequest(*rg).ok());
 }
 
 TEST(GpuModel, NoLeakOver1000Requests) {

@@ -1,0 +1,82 @@
+#include "deepinfer/DeviceGraph.h"
+
+#include <fmt/format.h>
+
+#include "CudaDriver.h"
+
+namespace deepinfer {
+
+Status DeviceGraph::beginCapture(void* stream) {
+  auto d = cuda::driver();
+  if (!d.ok()) return d.error();
+  DI_CU((*d)->cuStreamBeginCapture(static_cast<CUstream>(stream), CU_STREAM_CAPTURE_MODE_RELAXED),
+        "beginning a stream capture");
+  return {};
+}
+
+Result<DeviceGraph> DeviceGraph::endCapture(void* stream) {
+  auto d = cuda::driver();
+  if (!d.ok()) return d.error();
+  CUgraph graph = nullptr;
+  DI_CU((*d)->cuStreamEndCapture(static_cast<CUstream>(stream), &graph), "ending a stream capture");
+  CUgraphExec exec = nullptr;
+  const CUresult rc = (*d)->cuGraphInstantiate(&exec, graph, 0);
+  (*d)->cuGraphDestroy(graph);
+  if (rc != CUDA_SUCCESS) return cuda::cudaError(rc, "instantiating a captured graph");
+  DeviceGraph g;
+  g.exec_ = exec;
+  return g;
+}
+
+DeviceGraph& DeviceGraph::operator=(DeviceGraph&& o) noexcept {
+  if (this != &o) {
+    this->~DeviceGraph();
+    exec_ = o.exec_;
+    o.exec_ = nullptr;
+  }
+  return *this;
+}
+
+DeviceGraph::~DeviceGraph() {
+  if (!exec_) return;
+  auto d = cuda::driver();
+  if (d.ok()) (*d)->cuGraphExecDestroy(static_cast<CUgraphExec>(exec_));
+  exec_ = nullptr;
+}
+
+Status DeviceGraph::launch(void* stream) const {
+  if (!exec_) return Error{"launching an empty graph"};
+  auto d = cuda::driver();
+  if (!d.ok()) return d.error();
+  DI_CU((*d)->cuGraphLaunch(static_cast<CUgraphExec>(exec_), static_cast<CUstream>(stream)), "launching a graph");
+  return {};
+}
+
+Result<PinnedBuffer> PinnedBuffer::alloc(size_t bytes) {
+  auto d = cuda::driver();
+  if (!d.ok()) return d.error();
+  PinnedBuffer b;
+  DI_CU((*d)->cuMemAllocHost(&b.p_, bytes), fmt::format("allocating {} bytes of pinned host memory", bytes));
+  b.size_ = bytes;
+  return b;
+}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+  if (this != &o) {
+    this->~PinnedBuffer();
+    p_ = o.p_;
+    size_ = o.size_;
+    o.p_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (!p_) return;
+  auto d = cuda::driver();
+  if (d.ok()) (*d)->cuMemFreeHost(p_);
+  p_ = nullptr;
+}
+
+}  // namespace deepinfer
