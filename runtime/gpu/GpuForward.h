@@ -188,6 +188,7 @@ struct GpuForwardPass {
   Status moe(int layer, uint64_t u, uint64_t fOut);
   // Decode steps: routed rows through pointer-array GEMMs built on the device (no host trip).
   Status moeRoutedOnDevice(int layer, uint64_t u, uint64_t ids, uint64_t wts, uint64_t routed);
+  Result<uint64_t> moeRoutedOnHost(int layer, uint64_t u, uint64_t ids, uint64_t wts);
   bool decodeOnly() const;
 
   // Helpers.

@@ -13,7 +13,6 @@ namespace deepinfer {
 Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
   const GpuMoeWeights& mw = w.layers[size_t(layer)].ffn;
   const int64_t C = cfg.hiddenSize, E = cfg.nRoutedExperts, k = cfg.numExpertsPerTok;
-  const int64_t I = cfg.moeIntermediateSize;
   const double limit = cfg.swigluLimit;
 
   // Router.
@@ -23,25 +22,44 @@ Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
   DI_LAUNCH(gemm(u, C, mw.gate, logits, T));
   DI_LAUNCH(mk.routerTopk(logits, mw.gateBias.addr(), T, E, k, cfg.normTopkProb, cfg.routedScalingFactor, ids, wts,
                        stream));
+  // Routed experts: on the device for decode steps (graph-capturable), else grouped per expert
+  // on the host.
+  uint64_t routed = 0;
   if (decodeOnly()) {
-    DI_ASSIGN(routedDev, buf("moeRouted", size_t(T * k * C * 4)));
-    DI_TRY(moeRoutedOnDevice(layer, u, ids, wts, routedDev));
-    uint64_t sharedDev = 0;
-    if (cfg.nSharedExperts > 0) {
-      const int64_t Is = mw.shared.w1.rows;
-      DI_ASSIGN(sg, buf("moeSG", size_t(T * Is * 4)));
-      DI_ASSIGN(sv, buf("moeSV", size_t(T * Is * 4)));
-      DI_ASSIGN(sh, buf("moeSH", size_t(T * Is * 2)));
-      DI_ASSIGN(sy, buf("moeSY", size_t(T * C * 4)));
-      DI_LAUNCH(gemm(u, C, mw.shared.w1, sg, T));
-      DI_LAUNCH(gemm(u, C, mw.shared.w3, sv, T));
-      DI_LAUNCH(mk.swiglu(sg, sv, 0, T, Is, limit, sh, stream));
-      DI_LAUNCH(gemm(sh, Is, mw.shared.w2, sy, T));
-      sharedDev = sy;
-    }
-    DI_LAUNCH(mk.moeSum(sharedDev, routedDev, T, k, C, fOut, stream));
-    return {};
+    DI_ASSIGN(r, buf("moeRouted", size_t(T * k * C * 4)));
+    DI_TRY(moeRoutedOnDevice(layer, u, ids, wts, r));
+    routed = r;
+  } else {
+    auto r = moeRoutedOnHost(layer, u, ids, wts);
+    if (!r.ok()) return r.error();
+    routed = *r;
   }
+
+  uint64_t shared = 0;
+  if (cfg.nSharedExperts > 0) {
+    const int64_t Is = mw.shared.w1.rows;
+    DI_ASSIGN(sg, buf("moeSG", size_t(T * Is * 4)));
+    DI_ASSIGN(sv, buf("moeSV", size_t(T * Is * 4)));
+    DI_ASSIGN(sh, buf("moeSH", size_t(T * Is * 2)));
+    DI_ASSIGN(sy, buf("moeSY", size_t(T * C * 4)));
+    DI_LAUNCH(gemm(u, C, mw.shared.w1, sg, T));
+    DI_LAUNCH(gemm(u, C, mw.shared.w3, sv, T));
+    DI_LAUNCH(mk.swiglu(sg, sv, 0, T, Is, limit, sh, stream));
+    DI_LAUNCH(gemm(sh, Is, mw.shared.w2, sy, T));
+    shared = sy;
+  }
+  DI_LAUNCH(mk.moeSum(shared, routed, T, k, C, fOut, stream));
+  return {};
+}
+
+// Prefill: routing decisions come back to the host, rows are grouped per expert (token order
+// inside a group) and each expert runs as cuBLAS GEMMs over its rows; outputs are scattered to
+// routed[t * k + r]. Returns the routed buffer (f32 [T, k, C]).
+Result<uint64_t> GpuForwardPass::moeRoutedOnHost(int layer, uint64_t u, uint64_t ids, uint64_t wts) {
+  const GpuMoeWeights& mw = w.layers[size_t(layer)].ffn;
+  const int64_t C = cfg.hiddenSize, E = cfg.nRoutedExperts, k = cfg.numExpertsPerTok;
+  const int64_t I = cfg.moeIntermediateSize;
+  const double limit = cfg.swigluLimit;
   std::vector<int32_t> hostIds(size_t(T * k));
   DI_TRY(copyDeviceToHost(hostIds.data(), ids, hostIds.size() * 4, stream));
 
@@ -99,21 +117,7 @@ Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
   DI_ASSIGN(routed, buf("moeRouted", size_t(n * C * 4)));
   DI_LAUNCH(mk.scatterRowsF32(ys, tgtDev, n, C, routed, stream));
 
-  uint64_t shared = 0;
-  if (cfg.nSharedExperts > 0) {
-    const int64_t Is = mw.shared.w1.rows;
-    DI_ASSIGN(sg, buf("moeSG", size_t(T * Is * 4)));
-    DI_ASSIGN(sv, buf("moeSV", size_t(T * Is * 4)));
-    DI_ASSIGN(sh, buf("moeSH", size_t(T * Is * 2)));
-    DI_ASSIGN(sy, buf("moeSY", size_t(T * C * 4)));
-    DI_LAUNCH(gemm(u, C, mw.shared.w1, sg, T));
-    DI_LAUNCH(gemm(u, C, mw.shared.w3, sv, T));
-    DI_LAUNCH(mk.swiglu(sg, sv, 0, T, Is, limit, sh, stream));
-    DI_LAUNCH(gemm(sh, Is, mw.shared.w2, sy, T));
-    shared = sy;
-  }
-  DI_LAUNCH(mk.moeSum(shared, routed, T, k, C, fOut, stream));
-  return {};
+  return routed;
 }
 
 bool GpuForwardPass::decodeOnly() const {
