@@ -16,6 +16,7 @@
 #include <random>
 #include <sstream>
 
+#include "AtomicPublish.h"
 #include "deepinfer/Specialize.h"
 
 namespace deepinfer {
@@ -184,27 +185,7 @@ Status BinaryCache::store(const std::string& key, const CompiledUnit& unit) cons
   const std::string body = fmt::format("{}{} {}\n", kMagic, payload.size(), sha256Hex(payload)) + payload;
   std::random_device rd;
   const std::string tmp = fmt::format("{}/staging/{}.{}.{:x}", dir_, key, ::getpid(), rd());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) return Error{fmt::format("cannot stage {}: {}", tmp, std::strerror(errno))};
-  size_t done = 0;
-  while (done < body.size()) {
-    const ssize_t n = ::write(fd, body.data() + done, body.size() - done);
-    if (n <= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Error{fmt::format("writing {}: {}", tmp, std::strerror(errno))};
-    }
-    done += size_t(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Error{fmt::format("flushing {}: {}", tmp, std::strerror(errno))};
-  }
-  if (::rename(tmp.c_str(), entryPath(key).c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return Error{fmt::format("publishing {}: {}", entryPath(key), std::strerror(errno))};
-  }
-  return {};
+  return publishAtomically(tmp, entryPath(key), body);
 }
 
 std::vector<BinaryCache::EntryInfo> BinaryCache::list() const {
@@ -274,6 +255,18 @@ Result<CompiledUnit> BinaryCache::getOrCompile(const std::string& key, const std
   }
   ::close(lfd);  // releases the lock; the lock file stays (never deleted)
   return u;
+}
+
+Result<CompiledUnit> compileThroughCache(const BinaryCache* cache, const std::string& key, const std::string& what,
+                                         const std::function<Result<CompiledUnit>()>& compile, bool requireHit,
+                                         bool* compiled) {
+  *compiled = false;
+  if (cache) return cache->getOrCompile(key, what, compile, requireHit, compiled);
+  if (requireHit)
+    return Error{fmt::format("a cache hit is required for {}, but the kernel cache is not available", what)};
+  fmt::print(stderr, "deepinfer-jit: compiling {}\n", what);
+  *compiled = true;
+  return compile();
 }
 
 }  // namespace deepinfer

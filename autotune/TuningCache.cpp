@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include "AtomicPublish.h"
 #include "deepinfer/BinaryCache.h"
 #include "deepinfer/Nvrtc.h"
 #include "deepinfer/Specialize.h"
@@ -355,27 +356,7 @@ Result<TuningMetadata> TuningCache::inspect(const std::string& text) {
 static Status writeAtomically(const std::string& dir, const std::string& path, const std::string& body) {
   std::random_device rd;
   const std::string tmp = fmt::format("{}/.staged.{}.{:x}.tmp", dir, ::getpid(), rd());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) return Error{fmt::format("cannot stage {}: {}", tmp, std::strerror(errno))};
-  size_t done = 0;
-  while (done < body.size()) {
-    const ssize_t n = ::write(fd, body.data() + done, body.size() - done);
-    if (n <= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Error{fmt::format("writing {}: {}", tmp, std::strerror(errno))};
-    }
-    done += size_t(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Error{fmt::format("flushing {}: {}", tmp, std::strerror(errno))};
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return Error{fmt::format("publishing {}: {}", path, std::strerror(errno))};
-  }
-  return {};
+  return publishAtomically(tmp, path, body);
 }
 
 Result<bool> TuningCache::importFile(const std::string& dir, const std::string& name, const std::string& text,

@@ -42,7 +42,6 @@ Status DiOps::run(const std::string& op, const OpAttrs& attrs, const std::map<st
     }
     addrs["__workspace"] = workspace_.addr();
   }
-  ++launches_;
   Status st = jit_.launch(**k, addrs, stream);
   if (!st.ok()) return Error{fmt::format("forward: {}: {}", op, st.error().message)};
   return {};

@@ -25,15 +25,12 @@ class DiOps {
   // Runs `op` with tensors by canonical name (inputs, in/out and outputs) on `stream`.
   Status run(const std::string& op, const OpAttrs& attrs, const std::map<std::string, DiTensor>& tensors,
              void* stream);
-  const TargetProfile& target() const { return target_; }
-  int64_t launches() const { return launches_; }
   uint64_t workspaceGeneration() const { return workspaceGen_; }  // changes when the workspace moves
 
  private:
   Jit& jit_;
   TargetProfile target_;
   DeviceBuffer workspace_;
-  int64_t launches_ = 0;
   uint64_t workspaceGen_ = 0;
 };
 

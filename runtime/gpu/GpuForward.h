@@ -114,6 +114,7 @@ class GpuModelImpl {
   GpuForwardCounters counters;
   void* stream = nullptr;                              // CUstream of the calls
 
+  Result<GpuRequest*> checkedRequest(int64_t request, const std::vector<int32_t>& ids, const char* who);
   Status reserve(GpuRequest& rq, int64_t newEnd);      // pages for positions < newEnd
   void release(GpuRequest& rq);
   // One forward over (request, tokens) pairs; logits per pair ([n, V], or [1, V] with lastOnly).
@@ -206,6 +207,9 @@ struct GpuForwardPass {
   // repeat the row's first page (never read).
   template <class PagesOf, class PageOf>
   Result<uint64_t> pageTable(const std::string& name, int64_t width, PagesOf pagesOf, PageOf pageOf);
+  // The page table of a kv source's compressed or index-key cache (`lists`) for every sequence.
+  using PageLists = std::vector<std::vector<int32_t>> GpuRequest::*;
+  Result<uint64_t> cachePageTable(const std::string& name, int64_t width, PageLists lists, int layer);
 };
 
 // Smallest power of two >= n, at least `floor`: keeps kernel shapes (and so compiled kernels)

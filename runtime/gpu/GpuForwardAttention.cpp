@@ -28,6 +28,13 @@ Result<uint64_t> GpuForwardPass::pageTable(const std::string& name, int64_t widt
   return upload(name, table.data(), table.size() * 4);
 }
 
+Result<uint64_t> GpuForwardPass::cachePageTable(const std::string& name, int64_t width, PageLists lists, int layer) {
+  auto pagesOf = [&](int64_t b) -> const std::vector<int32_t>& { return ((*seqs[size_t(b)].rq).*lists)[size_t(layer)]; };
+  return pageTable(
+      name, width, [&](int64_t b) { return int64_t(pagesOf(b).size()); },
+      [&](int64_t b, int64_t p) { return pagesOf(b).empty() ? 0 : pagesOf(b)[size_t(p)]; });
+}
+
 Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
   const LayerRole& role = cfg.role(layer);
   const GpuAttentionWeights& aw = w.layers[size_t(layer)].attn;
@@ -128,12 +135,7 @@ Status GpuForwardPass::attendDecode(int layer, uint64_t q, uint64_t o, uint64_t 
       for (const GpuSeq& sq : seqs)
         maxPages = std::max<int64_t>(maxPages, int64_t(sq.rq->compPages[size_t(src)].size()));
       sw.decWidth = bucketUp(maxPages, 1);
-      auto bt = pageTable(fmt::format("decCompTable.{}", src), sw.decWidth,
-                          [&](int64_t b) { return int64_t(seqs[size_t(b)].rq->compPages[size_t(src)].size()); },
-                          [&](int64_t b, int64_t p) {
-                            const auto& pages = seqs[size_t(b)].rq->compPages[size_t(src)];
-                            return pages.empty() ? 0 : pages[size_t(p)];
-                          });
+      auto bt = cachePageTable(fmt::format("decCompTable.{}", src), sw.decWidth, &GpuRequest::compPages, src);
       if (!bt.ok()) return bt.error();
       sw.decTable = *bt;
       std::vector<int32_t> req(static_cast<size_t>(T)), lens(static_cast<size_t>(T), int32_t(K));
@@ -190,12 +192,7 @@ Status GpuForwardPass::attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t
     if (src >= 0 && maxEntries > 0) {
       // Every sequence's compressed rows [0, count) of the source's cache, once per forward.
       const int64_t width = bucketUp((maxEntries + kGpuPageTokens - 1) / kGpuPageTokens, 1);
-      auto bt = pageTable(fmt::format("compTable.{}", src), width,
-                          [&](int64_t b) { return int64_t(seqs[size_t(b)].rq->compPages[size_t(src)].size()); },
-                          [&](int64_t b, int64_t p) {
-                            const auto& pages = seqs[size_t(b)].rq->compPages[size_t(src)];
-                            return pages.empty() ? 0 : pages[size_t(p)];
-                          });
+      auto bt = cachePageTable(fmt::format("compTable.{}", src), width, &GpuRequest::compPages, src);
       if (!bt.ok()) return bt.error();
       DI_ASSIGN(lens, upload(fmt::format("compLens.{}", src), counts.data(), counts.size() * 4));
       OpAttrs ga;
@@ -432,12 +429,7 @@ Status GpuForwardPass::index(int layer, uint64_t u, uint64_t qr) {
   const int64_t pagesNeeded = (maxVisible + kGpuPageTokens - 1) / kGpuPageTokens;
   const int64_t width = bucketUp(std::max(pagesNeeded, (K + kGpuPageTokens - 1) / kGpuPageTokens), 1);
   const int64_t N = width * kGpuPageTokens;
-  auto bt = pageTable("idxTable", width,
-                      [&](int64_t b) { return int64_t(seqs[size_t(b)].rq->indexPages[size_t(keyLayer)].size()); },
-                      [&](int64_t b, int64_t p) {
-                        const auto& pages = seqs[size_t(b)].rq->indexPages[size_t(keyLayer)];
-                        return pages.empty() ? 0 : pages[size_t(p)];
-                      });
+  auto bt = cachePageTable("idxTable", width, &GpuRequest::indexPages, keyLayer);
   if (!bt.ok()) return bt.error();
   DI_ASSIGN(vis, upload("idxVisible", visible.data(), visible.size() * 4));
   DI_ASSIGN(tokReq, upload("idxTokReq", tokenReq.data(), tokenReq.size() * 4));

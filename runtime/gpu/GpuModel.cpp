@@ -402,31 +402,39 @@ Result<std::vector<HostTensor>> GpuModelImpl::replayOrCapture(const std::vector<
   return finish(g);
 }
 
+// The checks every call does before anything changes: the request exists and is usable, the
+// ids are in the vocabulary, the positions stay within max_position_embeddings.
+Result<GpuRequest*> GpuModelImpl::checkedRequest(int64_t request, const std::vector<int32_t>& ids, const char* who) {
+  auto it = requests.find(request);
+  if (it == requests.end()) return Error{fmt::format("{}: no request {}", who, request)};
+  GpuRequest& rq = it->second;
+  if (ids.empty()) return Error{fmt::format("{}: request {} has no tokens", who, request)};
+  if (rq.unusable) return Error{fmt::format("{}: request {} is unusable after an earlier failed call", who, request)};
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= cfg.vocabSize)
+      return Error{fmt::format("{}: token {} (at index {}) of request {} is outside the vocabulary [0, {})", who,
+                               ids[i], i, request, cfg.vocabSize)};
+  const int64_t end = rq.position + int64_t(ids.size());
+  if (cfg.maxPositionEmbeddings > 0 && end > cfg.maxPositionEmbeddings)
+    return Error{fmt::format("{}: positions up to {} exceed max_position_embeddings {}", who, end,
+                             cfg.maxPositionEmbeddings)};
+  return &rq;
+}
+
 Result<std::vector<HostTensor>> GpuModel::forward(const std::vector<std::pair<int64_t, std::vector<int32_t>>>& work,
                                                   bool lastOnly) {
   GpuModelImpl& m = *impl_;
   if (work.empty()) return std::vector<HostTensor>{};
   std::vector<std::pair<GpuRequest*, std::vector<int32_t>>> items;
   for (const auto& [request, ids] : work) {
-    auto it = m.requests.find(request);
-    if (it == m.requests.end()) return Error{fmt::format("forward: no request {}", request)};
-    GpuRequest& rq = it->second;
+    auto rq = m.checkedRequest(request, ids, "forward");
+    if (!rq.ok()) return rq.error();
     for (const auto& other : items)
-      if (other.first == &rq) return Error{fmt::format("forward: request {} appears twice in one call", request)};
-    if (ids.empty()) return Error{fmt::format("forward: request {} has no tokens", request)};
+      if (other.first == *rq) return Error{fmt::format("forward: request {} appears twice in one call", request)};
     if (int64_t(ids.size()) > m.opts.maxChunkTokens)
       return Error{fmt::format("forward: request {} brings {} tokens; one call takes at most {} per request (the "
                                "prefill chunk)", request, ids.size(), m.opts.maxChunkTokens)};
-    if (rq.unusable) return Error{fmt::format("forward: request {} is unusable after an earlier failed call", request)};
-    for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] < 0 || ids[i] >= m.cfg.vocabSize)
-        return Error{fmt::format("forward: token {} (at index {}) of request {} is outside the vocabulary [0, {})",
-                                 ids[i], i, request, m.cfg.vocabSize)};
-    const int64_t end = rq.position + int64_t(ids.size());
-    if (m.cfg.maxPositionEmbeddings > 0 && end > m.cfg.maxPositionEmbeddings)
-      return Error{fmt::format("forward: positions up to {} exceed max_position_embeddings {}", end,
-                               m.cfg.maxPositionEmbeddings)};
-    items.emplace_back(&rq, ids);
+    items.emplace_back(*rq, ids);
   }
   for (auto& [rq, ids] : items) DI_TRY(m.reserve(*rq, rq->position + int64_t(ids.size())));
   return m.forward(items, lastOnly);
@@ -434,19 +442,10 @@ Result<std::vector<HostTensor>> GpuModel::forward(const std::vector<std::pair<in
 
 Result<HostTensor> GpuModel::prefill(int64_t request, const std::vector<int32_t>& ids, bool lastOnly) {
   GpuModelImpl& m = *impl_;
-  auto it = m.requests.find(request);
-  if (it == m.requests.end()) return Error{fmt::format("prefill: no request {}", request)};
-  GpuRequest& rq = it->second;
-  if (ids.empty()) return Error{"prefill: no tokens"};
-  if (rq.unusable) return Error{"prefill: the request is unusable after an earlier failed call"};
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= m.cfg.vocabSize)
-      return Error{fmt::format("prefill: token {} (at index {}) is outside the vocabulary [0, {})", ids[i], i,
-                               m.cfg.vocabSize)};
+  auto checked = m.checkedRequest(request, ids, "prefill");
+  if (!checked.ok()) return checked.error();
+  GpuRequest& rq = **checked;
   const int64_t end = rq.position + int64_t(ids.size());
-  if (m.cfg.maxPositionEmbeddings > 0 && end > m.cfg.maxPositionEmbeddings)
-    return Error{fmt::format("prefill: positions up to {} exceed max_position_embeddings {}", end,
-                             m.cfg.maxPositionEmbeddings)};
   DI_TRY(m.reserve(rq, end));
   const int64_t V = m.cfg.vocabSize, n = int64_t(ids.size());
   HostTensor all(DType::F32, {lastOnly ? 1 : n, V});

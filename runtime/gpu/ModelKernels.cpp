@@ -60,23 +60,14 @@ Result<std::unique_ptr<ModelKernels>> ModelKernels::load(std::shared_ptr<Device>
   const std::string what = fmt::format("model kernels for {} ({})", target.archName(), native ? "cubin" : "PTX");
   auto compile = [&] { return compileUnit(u, kUnitName, arch, native, /*fmad=*/false); };
 
-  Result<CompiledUnit> c = Error{"not compiled"};
-  bool compiledNow = false;
   std::optional<BinaryCache> cache;
   if (opts.useDiskCache) {
     auto bc = BinaryCache::open(opts.cacheDir.empty() ? BinaryCache::defaultDir() : opts.cacheDir);
     if (bc.ok()) cache = std::move(bc.value());
     else fmt::print(stderr, "deepinfer-jit: warning: kernel cache disabled: {}\n", bc.error().message);
   }
-  if (cache) {
-    c = cache->getOrCompile(key, what, compile, opts.requireCacheHit, &compiledNow);
-  } else if (opts.requireCacheHit) {
-    return Error{fmt::format("a cache hit is required for {}, but the kernel cache is not available", what)};
-  } else {
-    fmt::print(stderr, "deepinfer-jit: compiling {}\n", what);
-    c = compile();
-    compiledNow = true;
-  }
+  bool compiledNow = false;
+  auto c = compileThroughCache(cache ? &*cache : nullptr, key, what, compile, opts.requireCacheHit, &compiledNow);
   if (!c.ok()) return c.error();
   if (native && c->cubin.empty()) return Error{fmt::format("{}: the compiled unit has no cubin", what)};
 

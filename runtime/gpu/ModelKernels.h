@@ -167,6 +167,8 @@ class ModelKernels {
 
  private:
   ModelKernels() = default;
+  Status rmsNorm(bool f32Out, uint64_t x, int64_t xStride, uint64_t w, int64_t rows, int64_t n, double eps,
+                 uint64_t out, int64_t outStride, void* stream) const;
   // Launches `entry` with `grid` CTAs of di::model::kCtaThreads threads (nothing when grid == 0).
   Status launch(const char* entry, int64_t grid, uint32_t dynamicSmem, const void* params, size_t bytes,
                 void* stream) const;

@@ -100,22 +100,25 @@ Status checkRmsNorm(const char* k, uint64_t x, int64_t xStride, uint64_t w, int6
 
 Status ModelKernels::rmsNormF32(uint64_t x, int64_t xStride, uint64_t w, int64_t rows, int64_t n, double eps,
                                 uint64_t out, int64_t outStride, void* stream) const {
-  DI_TRY(checkRmsNorm("rmsNormF32", x, xStride, w, rows, n, eps, out, outStride, 2));
-  di::RmsNormParams p{ptr<const float>(x), ptr<const uint16_t>(w), ptr<void>(out), xStride, outStride, rows,
-                      int32_t(n), float(eps)};
-  if (n <= di::model::kWarpRowsMaxWidth)
-    return launch("di_model_rms_norm_bf16_warp", gridForWarps(rows), 0, &p, sizeof(p), stream);
-  return launch("di_model_rms_norm_bf16_cta", gridForCtas(rows), 0, &p, sizeof(p), stream);
+  return rmsNorm(false, x, xStride, w, rows, n, eps, out, outStride, stream);
 }
 
 Status ModelKernels::rmsNormF32ToF32(uint64_t x, int64_t xStride, uint64_t w, int64_t rows, int64_t n, double eps,
                                      uint64_t out, int64_t outStride, void* stream) const {
-  DI_TRY(checkRmsNorm("rmsNormF32ToF32", x, xStride, w, rows, n, eps, out, outStride, 4));
+  return rmsNorm(true, x, xStride, w, rows, n, eps, out, outStride, stream);
+}
+
+// Both RMSNorm outputs: one warp per row up to kWarpRowsMaxWidth, else one CTA per row.
+Status ModelKernels::rmsNorm(bool f32Out, uint64_t x, int64_t xStride, uint64_t w, int64_t rows, int64_t n, double eps,
+                             uint64_t out, int64_t outStride, void* stream) const {
+  DI_TRY(checkRmsNorm(f32Out ? "rmsNormF32ToF32" : "rmsNormF32", x, xStride, w, rows, n, eps, out, outStride,
+                      f32Out ? 4 : 2));
   di::RmsNormParams p{ptr<const float>(x), ptr<const uint16_t>(w), ptr<void>(out), xStride, outStride, rows,
                       int32_t(n), float(eps)};
-  if (n <= di::model::kWarpRowsMaxWidth)
-    return launch("di_model_rms_norm_f32_warp", gridForWarps(rows), 0, &p, sizeof(p), stream);
-  return launch("di_model_rms_norm_f32_cta", gridForCtas(rows), 0, &p, sizeof(p), stream);
+  const bool warp = n <= di::model::kWarpRowsMaxWidth;
+  const char* entry = f32Out ? (warp ? "di_model_rms_norm_f32_warp" : "di_model_rms_norm_f32_cta")
+                             : (warp ? "di_model_rms_norm_bf16_warp" : "di_model_rms_norm_bf16_cta");
+  return launch(entry, warp ? gridForWarps(rows) : gridForCtas(rows), 0, &p, sizeof(p), stream);
 }
 
 namespace {
@@ -136,16 +139,8 @@ Status checkRope(Check& c, int64_t rows, int64_t width, int64_t ropeDim, uint64_
   return c.status();
 }
 
-}  // namespace
-
-Status ModelKernels::ropeF32ToBf16(uint64_t x, int64_t xStride, int64_t rows, int64_t width, int64_t ropeDim,
-                                   uint64_t invFreq, const RopePositions& pos, uint64_t out, int64_t outStride,
-                                   void* stream) const {
-  Check c("ropeF32ToBf16");
-  c.that(xStride >= width, fmt::format("xStride = {} is below width = {}", xStride, width))
-      .that(outStride >= width, fmt::format("outStride = {} is below width = {}", outStride, width));
-  if (rows > 0) c.addr("x", x, 4).addr("out", out, 2);
-  DI_TRY(checkRope(c, rows, width, ropeDim, invFreq, pos));
+di::RopeParams ropeParams(uint64_t x, uint64_t out, int64_t xStride, int64_t outStride, int64_t rows, int64_t width,
+                          int64_t ropeDim, uint64_t invFreq, const ModelKernels::RopePositions& pos, bool inverse) {
   di::RopeParams p{};
   p.x = ptr<const void>(x);
   p.out = ptr<uint16_t>(out);
@@ -159,7 +154,21 @@ Status ModelKernels::ropeF32ToBf16(uint64_t x, int64_t xStride, int64_t rows, in
   p.pos_stride = pos.posStride;
   p.width = int32_t(width);
   p.rope_dim = int32_t(ropeDim);
-  p.inverse = 0;
+  p.inverse = inverse ? 1 : 0;
+  return p;
+}
+
+}  // namespace
+
+Status ModelKernels::ropeF32ToBf16(uint64_t x, int64_t xStride, int64_t rows, int64_t width, int64_t ropeDim,
+                                   uint64_t invFreq, const RopePositions& pos, uint64_t out, int64_t outStride,
+                                   void* stream) const {
+  Check c("ropeF32ToBf16");
+  c.that(xStride >= width, fmt::format("xStride = {} is below width = {}", xStride, width))
+      .that(outStride >= width, fmt::format("outStride = {} is below width = {}", outStride, width));
+  if (rows > 0) c.addr("x", x, 4).addr("out", out, 2);
+  DI_TRY(checkRope(c, rows, width, ropeDim, invFreq, pos));
+  const di::RopeParams p = ropeParams(x, out, xStride, outStride, rows, width, ropeDim, invFreq, pos, false);
   return launch("di_model_rope_f32_to_bf16", gridFor(rows * (width - ropeDim / 2)), 0, &p, sizeof(p), stream);
 }
 
@@ -169,20 +178,7 @@ Status ModelKernels::ropeBf16InPlace(uint64_t x, int64_t stride, int64_t rows, i
   c.that(stride >= width, fmt::format("stride = {} is below width = {}", stride, width));
   if (rows > 0) c.addr("x", x, 2);
   DI_TRY(checkRope(c, rows, width, ropeDim, invFreq, pos));
-  di::RopeParams p{};
-  p.x = ptr<const void>(x);
-  p.out = ptr<uint16_t>(x);
-  p.inv_freq = ptr<const float>(invFreq);
-  p.positions = ptr<const int64_t>(pos.positions);
-  p.x_stride = stride;
-  p.out_stride = stride;
-  p.rows = rows;
-  p.rows_per_pos = pos.rowsPerPos;
-  p.pos_base = pos.posBase;
-  p.pos_stride = pos.posStride;
-  p.width = int32_t(width);
-  p.rope_dim = int32_t(ropeDim);
-  p.inverse = inverse ? 1 : 0;
+  const di::RopeParams p = ropeParams(x, x, stride, stride, rows, width, ropeDim, invFreq, pos, inverse);
   return launch("di_model_rope_bf16_inplace", gridFor(rows * (ropeDim / 2)), 0, &p, sizeof(p), stream);
 }
 

@@ -43,11 +43,4 @@ Status fillDevice8(uint64_t dst, uint8_t value, size_t bytes, void* stream) {
   return {};
 }
 
-Status synchronizeStream(void* stream) {
-  auto d = cuda::driver();
-  if (!d.ok()) return d.error();
-  DI_CU((*d)->cuStreamSynchronize(static_cast<CUstream>(stream)), "synchronizing a stream");
-  return {};
-}
-
 }  // namespace deepinfer

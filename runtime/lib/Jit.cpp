@@ -134,17 +134,8 @@ Result<std::shared_ptr<const LoadedKernel>> Jit::load(const OpDesc& d, const Tar
   }
   auto compile = [&] { return compileUnit(p->kernel.unit, p->kernel.baseName + ".cu", t.arch(), native); };
   const std::string what = fmt::format("{} for {} ({})", p->kernel.baseName, t.archName(), native ? "cubin" : "PTX");
-  Result<CompiledUnit> c = Error{"not compiled"};
   bool compiledNow = false;
-  if (cache_) {
-    c = cache_->getOrCompile(key, what, compile, requireHit_, &compiledNow);
-  } else if (requireHit_) {
-    return Error{fmt::format("a cache hit is required for {}, but the kernel cache is not available", what)};
-  } else {
-    fmt::print(stderr, "deepinfer-jit: compiling {}\n", what);
-    c = compile();
-    compiledNow = true;
-  }
+  auto c = compileThroughCache(cache_ ? &*cache_ : nullptr, key, what, compile, requireHit_, &compiledNow);
   if (!c.ok()) return c.error();
   if (compiledNow) ++compiles_;
   else ++diskHits_;

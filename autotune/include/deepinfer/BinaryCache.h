@@ -61,4 +61,11 @@ class BinaryCache {
   std::string dir_;
 };
 
+// The compile policy of the JIT and the model kernels: through `cache` when there is one (a miss
+// compiles and stores), else a compile with a log line; with `requireHit`, a miss (or having no
+// cache at all) is an error naming the kernel. `compiled` says whether this call compiled.
+Result<CompiledUnit> compileThroughCache(const BinaryCache* cache, const std::string& key, const std::string& what,
+                                         const std::function<Result<CompiledUnit>()>& compile, bool requireHit,
+                                         bool* compiled);
+
 }  // namespace deepinfer

@@ -13,6 +13,5 @@ Status copyHostToDevice(uint64_t dst, const void* src, size_t bytes, void* strea
 Status copyDeviceToHost(void* dst, uint64_t src, size_t bytes, void* stream);  // waits for the copy
 Status copyDeviceToDevice(uint64_t dst, uint64_t src, size_t bytes, void* stream);
 Status fillDevice8(uint64_t dst, uint8_t value, size_t bytes, void* stream);
-Status synchronizeStream(void* stream);
 
 }  // namespace deepinfer
