@@ -65,6 +65,8 @@ class CpuRequestState {
 
   // Inspection (tests): a layer's window ring and a kv source's compressed state.
   const PagedKvCache& windowCache(int layer) const { return windows_.at(size_t(layer)); }
+  // Tests poison rows a rollback made invisible, to prove nothing reads them again.
+  PagedKvCache& mutableWindowCache(int layer) { return windows_.at(size_t(layer)); }
   const CpuKvSourceState& kvSource(int layer) const { return sources_.at(size_t(layer)); }
   // Slots of every window ring: sliding_window, plus the draft block size for speculative
   // requests (a verify chunk must not overwrite rows its rollback still needs, dspark.md §5).
