@@ -6,15 +6,21 @@
 
 namespace deepinfer {
 
+SpecAcceptance acceptGreedy(const int32_t* argmaxRows, const std::vector<int32_t>& drafts) {
+  SpecAcceptance out;
+  while (out.accepted < int(drafts.size()) && drafts[size_t(out.accepted)] == argmaxRows[out.accepted]) ++out.accepted;
+  out.bonus = argmaxRows[out.accepted];
+  return out;
+}
+
 SpecAcceptance acceptDrafts(const float* logits, int64_t V, const std::vector<int32_t>& drafts,
                             const std::vector<std::vector<double>>& q, const SamplingOptions& sampling, int64_t n) {
   const int m = int(drafts.size());
   SpecAcceptance out;
   if (sampling.temperature == 0) {
-    while (out.accepted < m && drafts[size_t(out.accepted)] == argmaxToken(logits + int64_t(out.accepted) * V, V))
-      ++out.accepted;
-    out.bonus = argmaxToken(logits + int64_t(out.accepted) * V, V);
-    return out;
+    std::vector<int32_t> best(size_t(m) + 1);
+    for (int j = 0; j <= m; ++j) best[size_t(j)] = argmaxToken(logits + int64_t(j) * V, V);
+    return acceptGreedy(best.data(), drafts);
   }
   const uint64_t seed = sampling.seed;
   for (int j = 1; j <= m; ++j) {

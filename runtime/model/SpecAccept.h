@@ -23,6 +23,11 @@ struct SpecAcceptance {
 //    p_j(d_j) with u_j = keyedUniform(seed, n + j, Accept); at the first rejection b is drawn
 //    from normalize(max(p_j - q_j, 0)) (p_j itself if that has no mass), else from p_{m+1};
 //    that draw uses keyedUniform(seed, n + a + 1, Residual).
+// Greedy acceptance from the rows' argmax tokens (argmaxRows[j] = argmax L_j, drafts.size() + 1
+// of them): what acceptDrafts does at temperature 0, for callers that took the argmax on the
+// device.
+SpecAcceptance acceptGreedy(const int32_t* argmaxRows, const std::vector<int32_t>& drafts);
+
 SpecAcceptance acceptDrafts(const float* logits, int64_t V, const std::vector<int32_t>& drafts,
                             const std::vector<std::vector<double>>& q, const SamplingOptions& sampling, int64_t n);
 
