@@ -136,9 +136,24 @@ class CudaBackend : public Backend {
   CudaBackend(std::unique_ptr<GpuModel> m, int64_t req, std::string gpu) : m_(std::move(m)), req_(req), gpu_(std::move(gpu)) {}
   Result<HostTensor> prefill(const std::vector<int32_t>& ids) override { return m_->prefill(req_, ids); }
   Result<std::vector<float>> decode(int32_t t) override { return m_->decode(req_, t); }
-  Result<SpecStepResult> speculativeStep(int32_t, int64_t, const SamplingOptions&) override {
-    return Error{"speculative decoding is not available on the cuda backend"};
+  Result<SpecStepResult> speculativeStep(int32_t next, int64_t maxDrafts, const SamplingOptions& s) override {
+    std::vector<GpuSpecStep> steps(1);
+    steps[0].request = req_;
+    steps[0].next = next;
+    steps[0].sampling = s;
+    steps[0].maxDrafts = maxDrafts;
+    steps[0].keepLogits = keepLogits_;
+    auto out = m_->speculativeStep(steps);
+    if (!out.ok()) return out.error();
+    GpuSpecOutcome& o = (*out)[0];
+    SpecStepResult r;
+    r.emitted = std::move(o.emitted);
+    r.accepted = o.accepted;
+    r.drafts = int(o.drafts.size());
+    r.logits.assign(o.logits.ptr<float>(), o.logits.ptr<float>() + o.logits.numel());
+    return r;
   }
+  void keepLogits(bool on) { keepLogits_ = on; }
   int64_t vocab() const override { return m_->config().vocabSize; }
   std::string describe() const override {
     return fmt::format("cuda, {} ({} kernels), KV capacity {} tokens", gpu_, m_->targetName(), m_->capacity().tokens);
@@ -148,6 +163,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<GpuModel> m_;
   int64_t req_;
   std::string gpu_;
+  bool keepLogits_ = false;
 };
 
 int fail(const std::string& msg) {
@@ -253,12 +269,16 @@ int verbRun(const std::vector<std::string>& argv) {
     opts.target = args.get("target");
     opts.maxChunkTokens = *chunk;
     opts.maxRequests = 1;
+    opts.speculative = !args.has("no-speculative");
     auto model = GpuModel::load(args.get("model"), dev, opts);
     if (!model.ok()) return fail(fmt::format("cannot load model '{}': {}", args.get("model"), model.error().message));
-    if (args.has("speculative")) return fail("--speculative: not available on the cuda backend");
-    auto req = (*model)->newRequest();
-    if (!req.ok()) return fail(req.error().message);
-    be = std::make_unique<CudaBackend>(std::move(*model), *req, dev->info().profile.gpuName);
+    speculative = (*model)->speculation() || args.has("speculative");
+    blockSize = (*model)->draftBlockSize();
+    auto req = speculative ? (*model)->newSpeculativeRequest() : (*model)->newRequest();
+    if (!req.ok()) return fail(speculative ? fmt::format("--speculative: {}", req.error().message) : req.error().message);
+    auto cuda = std::make_unique<CudaBackend>(std::move(*model), *req, dev->info().profile.gpuName);
+    cuda->keepLogits(!dumpPath.empty());
+    be = std::move(cuda);
   }
   const int64_t V = be->vocab();
   const auto t1 = Clock::now();
