@@ -119,8 +119,8 @@ class GpuModel {
   // the call unusable.
   Result<std::vector<GpuSpecOutcome>> speculativeStep(const std::vector<GpuSpecStep>& steps);
   // The draft pass alone (greedy: argmax drafts) for requests at their positions with these
-  // anchors; changes nothing (tests).
-  Result<std::vector<GpuDraftBlock>> draft(const std::vector<std::pair<int64_t, int32_t>>& anchors);
+  // anchors; changes nothing (tests, benchmarks). Without `wantZ` the z rows stay on the device.
+  Result<std::vector<GpuDraftBlock>> draft(const std::vector<std::pair<int64_t, int32_t>>& anchors, bool wantZ = true);
 
   // Runs `ids` at the request's next positions in chunks of maxChunkTokens; fp32 logits
   // [ids.size(), V] (or [1, V], the last position's, with lastOnly). Bad ids or a full cache are

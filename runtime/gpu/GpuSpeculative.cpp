@@ -204,7 +204,8 @@ Result<DraftResult> runDraftPass(GpuModelImpl& m, const std::vector<GpuRequest*>
 bool GpuModel::speculation() const { return impl_->speculation; }
 int GpuModel::draftBlockSize() const { return impl_->cfg.dsparkBlockSize; }
 
-Result<std::vector<GpuDraftBlock>> GpuModel::draft(const std::vector<std::pair<int64_t, int32_t>>& anchors) {
+Result<std::vector<GpuDraftBlock>> GpuModel::draft(const std::vector<std::pair<int64_t, int32_t>>& anchors,
+                                                   bool wantZ) {
   GpuModelImpl& m = *impl_;
   if (!m.speculation) return Error{"draft: speculation is off for this model"};
   std::vector<GpuRequest*> reqs;
@@ -219,13 +220,14 @@ Result<std::vector<GpuDraftBlock>> GpuModel::draft(const std::vector<std::pair<i
   }
   if (reqs.empty()) return std::vector<GpuDraftBlock>{};
   DI_TRY(m.dev->use());
-  auto d = runDraftPass(m, reqs, ids, std::vector<SamplingOptions>(reqs.size()), true);
+  auto d = runDraftPass(m, reqs, ids, std::vector<SamplingOptions>(reqs.size()), wantZ);
   if (!d.ok()) return d.error();
   const int64_t B = m.cfg.dsparkBlockSize, V = m.cfg.vocabSize, R = int64_t(reqs.size());
   std::vector<GpuDraftBlock> out(reqs.size());
   for (int64_t b = 0; b < R; ++b) {
     out[size_t(b)].tokens = d->tokens[size_t(b)];
     out[size_t(b)].confidence = d->confidence[size_t(b)];
+    if (!wantZ) continue;
     out[size_t(b)].z.resize(size_t(B * V));
     for (int64_t k = 0; k < B; ++k)
       std::copy_n(d->z.data() + (k * R + b) * V, V, out[size_t(b)].z.data() + k * V);
