@@ -16,6 +16,7 @@
 #include "BenchKernels.h"
 #include "ModelBenchOptions.h"
 #include "ModelBenchReport.h"
+#include "ModelBenchSpec.h"
 #include "ModelRoofline.h"
 #include "Roofline.h"
 #include "gpu/GpuModel.h"
@@ -215,6 +216,20 @@ std::vector<std::string> assumptionsFor(const ModelBenchReport& r) {
       "Random weights (make-model) and random token ids: routing and index selections are not those of real "
       "text, which may change expert reuse across a batch and the time of data-dependent steps.",
   };
+  if (!r.speculative.empty())
+    a.push_back(fmt::format(
+        "Speculative decoding (DSpark, block {}): at each stream count, fresh speculative requests prefilled with "
+        "the decode prompt, one untimed step, then {} timed steps (median of {} repetitions), one GpuModel call "
+        "per step over every stream. 'plain': steps verifying no draft (the target forward of a decode step plus "
+        "the DSpark features a speculative request keeps). 'draft pass alone': GpuModel::draft (drafts to the "
+        "host). 'oracle a': the drafts are the target's own greedy continuation (from plain decoding) with "
+        "draft a+1 made wrong, so a are accepted unless the verify rows part from plain decoding at a near-tie "
+        "(the measured mean is reported); their step time is the verify step alone and their tok/s adds one "
+        "draft pass per step: streams x (accepted + 1) / (verify + draft). 'model drafts': the draft heads' own "
+        "drafts; with random weights they are accepted about as often as random tokens, so this row shows the "
+        "cost of the full step, not a realistic acceptance. The model has {} target layers and {} draft stages: "
+        "the draft pass's share of a step is far larger than in the 40-layer model.",
+        c.dsparkBlockSize, r.opts.decodeSteps, r.opts.repeats, c.numHiddenLayers, c.numNextnPredictLayers));
   if (c.numEngramLayers() > 0)
     a.push_back("Engram table rows are gathered on the host from the checkpoint's mapping (not device bytes; not "
                 "in the roofline).");
@@ -342,6 +357,10 @@ int runModelBench(const ModelBenchOptions& opts) {
       std::fflush(stdout);
       problems = problems || !d.error.empty();
     }
+  if (opts.speculative && model.speculation()) {
+    rep.speculative = measureSpeculative(model, opts, rng);
+    for (const SpecRow& r : rep.speculative) problems = problems || !r.error.empty();
+  }
   run.totalSeconds = secondsSince(start);
   rep.assumptions = assumptionsFor(rep);
   printModelReport(rep);

@@ -9,12 +9,15 @@ namespace deepinfer::bench {
 std::string modelBenchUsage() {
   return "usage: deepinfer-model-bench --model DIR [--out FILE] [--contexts N,N] [--streams N,N]\n"
          "                             [--decode-steps N] [--chunk N] [--prompt N] [--kv-bytes B]\n"
-         "                             [--repeats N] [--seed N] [--commit SHA] [--quick]\n"
+         "                             [--repeats N] [--seed N] [--commit SHA] [--quick] [--no-speculative]\n"
          "\n"
          "Runs a V4.1 model through the GPU runtime (GpuModel) on GPU 0 and measures cold prefill\n"
          "throughput and time to first token per context, decode throughput per number of streams\n"
          "(batched and serial) and the KV cache footprint, each against the roofline of the measured\n"
-         "copy bandwidth and mma.sync bf16 rate. Prints a table; writes JSON.\n"
+         "copy bandwidth and mma.sync bf16 rate. With DSpark draft layers it also measures speculative\n"
+         "decoding at each stream count: a plain step, the draft pass, verify steps with the target's own\n"
+         "continuation as drafts (acceptance 0 .. block by construction; tok/s vs acceptance length) and\n"
+         "the draft model's natural acceptance. Prints a table; writes JSON.\n"
          "\n"
          "  --model DIR        model directory (config.json + safetensors), e.g. make-model --preset proxy\n"
          "  --out FILE         JSON output (default benchmarks/results/model-<gpu-slug>-<date>.json)\n"
@@ -29,7 +32,8 @@ std::string modelBenchUsage() {
          "  --repeats N        timed repetitions of each decode measurement, median (default 3)\n"
          "  --seed N           token-id seed (default fixed, so runs compare)\n"
          "  --commit SHA       git commit recorded in the JSON (default $DI_GIT_COMMIT, else the build's)\n"
-         "  --quick            smoke sizes: contexts 2048,8192, streams 1,4, 8 steps, 1 repeat, prompt 128\n";
+         "  --quick            smoke sizes: contexts 2048,8192, streams 1,4, 8 steps, 1 repeat, prompt 128\n"
+         "  --no-speculative   skip the speculative-decoding measurements\n";
 }
 
 namespace {
@@ -69,6 +73,10 @@ Result<ModelBenchOptions> parseModelBenchOptions(int argc, char** argv) {
     }
     if (a == "--quick") {
       o.quick = true;
+      continue;
+    }
+    if (a == "--no-speculative") {
+      o.speculative = false;
       continue;
     }
     static const char* const kValued[] = {"--model", "--out", "--contexts", "--streams", "--decode-steps", "--chunk",

@@ -21,6 +21,7 @@ struct ModelBenchOptions {
   int repeats = 3;                           // timed repetitions of each decode measurement (median)
   uint64_t seed = 0x5EED70C5ull;
   bool quick = false, help = false;
+  bool speculative = true;                   // --no-speculative skips the DSpark measurements
 };
 
 // Parses argv; --quick replaces the sizes the user did not set with small ones.

@@ -68,6 +68,8 @@ void printModelReport(const ModelBenchReport& r) {
                pct(d.fraction()), pct(d.fractionSerial()));
   }
 
+  printSpecRows(r.speculative, r.cfg.dsparkBlockSize);
+
   const KvReport& k = r.kv;
   fmt::print("\nKV cache: {} bytes per context token (compressed + index keys of the kv sources; {:.1f} unpadded), "
              "+ {:.2f} MB of window rings per request\n",
@@ -154,6 +156,8 @@ std::string modelReportJson(const ModelBenchReport& r) {
         jn(d.fractionSerial()));
   }
   o += "\n  ],\n";
+
+  if (!r.speculative.empty()) o += fmt::format("  \"speculative\": {},\n", specRowsJson(r.speculative));
 
   const KvReport& k = r.kv;
   o += fmt::format(

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ModelBenchOptions.h"
+#include "ModelBenchSpec.h"
 #include "ModelRoofline.h"
 #include "Roofline.h"
 #include "model/ModelConfig.h"
@@ -82,6 +83,7 @@ struct ModelBenchReport {
   std::vector<PrefillRow> prefill;
   std::vector<DecodeRow> decode;
   KvReport kv;
+  std::vector<SpecRow> speculative;    // DSpark measurements (empty without a draft or with --no-speculative)
   std::vector<std::string> assumptions;
 };
 

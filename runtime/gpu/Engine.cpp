@@ -33,6 +33,10 @@ class EngineImpl {
   std::unique_ptr<GpuModel> model;
   std::map<int64_t, EngineRequest> requests;
   int64_t nextId = 1;
+  SpeculationStats spec;
+
+  bool speculating() const { return model && opts.speculative && model->speculation(); }
+  Result<std::vector<StepEvent>> speculativeStep();
 };
 
 Engine::~Engine() = default;
@@ -65,6 +69,7 @@ Status Engine::loadModel(const std::string& modelDir) {
   go.kvCacheBytes = m.opts.kvCacheBytes;
   go.maxRequests = m.opts.maxRequests;
   go.maxChunkTokens = m.opts.maxChunkTokens;
+  go.speculative = m.opts.speculative;
   m.model.reset();
   auto model = GpuModel::load(modelDir, m.dev, go);
   if (!model.ok()) return Error{fmt::format("engine: loading '{}': {}", modelDir, model.error().message)};
@@ -76,6 +81,8 @@ bool Engine::hasModel() const { return impl_->model != nullptr; }
 int64_t Engine::vocabSize() const { return impl_->model ? impl_->model->config().vocabSize : 0; }
 int64_t Engine::kvCapacityTokens() const { return impl_->model ? impl_->model->capacity().tokens : 0; }
 int64_t Engine::liveRequests() const { return int64_t(impl_->requests.size()); }
+bool Engine::speculative() const { return impl_->speculating(); }
+SpeculationStats Engine::speculationStats() const { return impl_->spec; }
 
 Result<int64_t> Engine::addRequest(const RequestParams& params) {
   EngineImpl& m = *impl_;
@@ -92,7 +99,7 @@ Result<int64_t> Engine::addRequest(const RequestParams& params) {
   r.sampling.topP = params.topP;
   r.sampling.seed = params.seed;
   DI_TRY(validateSampling(r.sampling));
-  auto g = m.model->newRequest();
+  auto g = m.speculating() ? m.model->newSpeculativeRequest() : m.model->newRequest();
   if (!g.ok()) return Error{fmt::format("engine: {}", g.error().message)};
   r.gpuRequest = *g;
   const int64_t id = m.nextId++;
@@ -132,7 +139,12 @@ Result<std::vector<StepEvent>> Engine::step(void* stream) {
   if (!m.model) return Error{"engine: no model loaded"};
   m.model->setStream(stream);
   const int64_t V = vocabSize();
-  // One forward call for every live request: its next prefill chunk or its last token.
+  // Once every live request is past its prompt, speculative steps; until then one forward call
+  // for every live request: its next prefill chunk or its last token (a plain decode step keeps
+  // a speculative request's draft rings current too).
+  bool anyPrompt = false;
+  for (const auto& [id, r] : m.requests) anyPrompt = anyPrompt || (!r.finished && r.prefilled < r.params.prompt.size());
+  if (m.speculating() && !anyPrompt) return m.speculativeStep();
   std::vector<std::pair<int64_t, std::vector<int32_t>>> work;
   std::vector<int64_t> ids;
   for (auto& [id, r] : m.requests) {
@@ -163,12 +175,56 @@ Result<std::vector<StepEvent>> Engine::step(void* stream) {
       if (int64_t(r.generated.size()) < r.params.maxNewTokens) {
         ev.token = sampleToken(row, V, r.sampling, uint64_t(r.generated.size()));
         r.generated.push_back(ev.token);
+        ev.tokens = {ev.token};
       }
       // The last generated token is not fed back: nothing reads its logits.
       r.finished = int64_t(r.generated.size()) >= r.params.maxNewTokens;
     }
     ev.finished = r.finished;
     events.push_back(ev);
+  }
+  return events;
+}
+
+// One speculative step for every live, unfinished request (all past their prompts): the anchor
+// is the newest generated token; at most the remaining budget is drafted, so no token is wasted.
+Result<std::vector<StepEvent>> EngineImpl::speculativeStep() {
+  const int64_t V = model->config().vocabSize, B = model->draftBlockSize();
+  std::vector<GpuSpecStep> steps;
+  std::vector<int64_t> ids;
+  for (auto& [id, r] : requests) {
+    if (r.finished) continue;
+    GpuSpecStep s;
+    s.request = r.gpuRequest;
+    s.next = r.generated.back();
+    s.sampling = r.sampling;
+    s.maxDrafts = std::min<int64_t>(B, r.params.maxNewTokens - int64_t(r.generated.size()) - 1);
+    s.keepLogits = r.params.keepLogits;
+    steps.push_back(std::move(s));
+    ids.push_back(id);
+  }
+  std::vector<StepEvent> events;
+  if (steps.empty()) return events;
+  auto out = model->speculativeStep(steps);
+  if (!out.ok()) return Error{fmt::format("engine: step: {}", out.error().message)};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EngineRequest& r = requests.at(ids[i]);
+    const GpuSpecOutcome& o = (*out)[i];
+    StepEvent ev;
+    ev.request = ids[i];
+    ev.tokens = o.emitted;
+    ev.token = o.emitted.back();
+    ev.accepted = o.accepted;
+    r.generated.insert(r.generated.end(), o.emitted.begin(), o.emitted.end());
+    // The logits of the last committed position: the bonus token's distribution.
+    if (r.params.keepLogits)
+      r.lastLogits.assign(o.logits.ptr<float>() + int64_t(o.accepted) * V, o.logits.ptr<float>() + (o.accepted + 1) * V);
+    r.finished = int64_t(r.generated.size()) >= r.params.maxNewTokens;
+    ev.finished = r.finished;
+    events.push_back(std::move(ev));
+    ++spec.steps;
+    spec.drafted += int64_t(o.drafts.size());
+    spec.accepted += o.accepted;
   }
   return events;
 }

@@ -33,6 +33,7 @@ int di_engine_create(const di_engine_options* opts, di_engine** out) {
     o.kvCacheBytes = opts->kv_cache_bytes;
     if (opts->max_requests > 0) o.maxRequests = opts->max_requests;
     if (opts->max_chunk_tokens > 0) o.maxChunkTokens = opts->max_chunk_tokens;
+    o.speculative = opts->no_speculative == 0;
   }
   auto e = deepinfer::Engine::create(o);
   if (!e.ok()) return fail(e.error().message);
@@ -85,7 +86,17 @@ int di_engine_step(di_engine* e, void* stream, di_step_event* events, size_t cap
   if (!ev.ok()) return fail(ev.error().message);
   *count = ev->size();
   for (size_t i = 0; i < ev->size() && i < cap && events; ++i)
-    events[i] = di_step_event{(*ev)[i].request, (*ev)[i].token, (*ev)[i].finished ? 1 : 0};
+    events[i] = di_step_event{(*ev)[i].request, (*ev)[i].token, (*ev)[i].finished ? 1 : 0,
+                              int32_t((*ev)[i].tokens.size()), int32_t((*ev)[i].accepted)};
+  return 0;
+}
+
+int di_engine_speculation_stats(const di_engine* e, int64_t* steps, int64_t* drafted, int64_t* accepted) {
+  if (!e) return fail("di_engine_speculation_stats: NULL engine");
+  const deepinfer::SpeculationStats s = e->e->speculationStats();
+  if (steps) *steps = s.steps;
+  if (drafted) *drafted = s.drafted;
+  if (accepted) *accepted = s.accepted;
   return 0;
 }
 

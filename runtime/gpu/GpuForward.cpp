@@ -91,77 +91,86 @@ Status GpuForwardPass::gemm(uint64_t x, int64_t ldx, const GpuMatrix& W, uint64_
   return blas.gemmBf16F32(x, ldx, W.addr(), W.cols, y, W.rows, M, W.rows, W.cols, stream);
 }
 
-Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
-  const int64_t C = cfg.hiddenSize, V = cfg.vocabSize;
-  const size_t xBytes = size_t(T * kGpuStreams * C * 2);
+Status GpuForwardPass::allocStreams(int64_t rows) {
+  const int64_t C = cfg.hiddenSize;
+  const size_t xBytes = size_t(rows * kGpuStreams * C * 2);
   DI_ASSIGN(X0, buf("X0", xBytes));
   DI_ASSIGN(X1, buf("X1", xBytes));
-  DI_ASSIGN(u, buf("u", size_t(T * C * 2)));
-  DI_ASSIGN(f, buf("f", size_t(T * C * 2)));
-  DI_ASSIGN(preA, buf("preA", size_t(T * 4 * 4)));
-  DI_ASSIGN(preF, buf("preF", size_t(T * 4 * 4)));
-  DI_ASSIGN(post, buf("post", size_t(T * 4 * 4)));
-  DI_ASSIGN(comb, buf("comb", size_t(T * 16 * 4)));
-  DI_ASSIGN(sqrsum, buf("sqrsum", size_t(T * 4)));
+  DI_ASSIGN(u, buf("u", size_t(rows * C * 2)));
+  DI_ASSIGN(f, buf("f", size_t(rows * C * 2)));
+  DI_ASSIGN(preA, buf("preA", size_t(rows * 4 * 4)));
+  DI_ASSIGN(preF, buf("preF", size_t(rows * 4 * 4)));
+  DI_ASSIGN(post, buf("post", size_t(rows * 4 * 4)));
+  DI_ASSIGN(comb, buf("comb", size_t(rows * 16 * 4)));
+  DI_ASSIGN(sqrsum, buf("sqrsum", size_t(rows * 4)));
+  st = Streams{X0, X1, u, f, preA, preF, post, comb, sqrsum};
+  return {};
+}
+
+namespace {
+
+OpAttrs mhcAttrsOf(const ModelConfig& cfg) {
+  OpAttrs a;
+  a.setFloat("rms_eps", cfg.rmsNormEps);
+  a.setFloat("hc_eps", cfg.hcEps);
+  a.setInt("sinkhorn_iters", cfg.hcSinkhornIters);
+  a.setFloat("norm_eps", cfg.rmsNormEps);
+  return a;
+}
+
+}  // namespace
+
+// The pre step of a sublayer (mixes from X, the collapse with `preIn`, the norm) and the post
+// step fused with the next pre step; the residual lives in st.X (ping-pong with st.Y).
+Status GpuForwardPass::mhcPre(const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut) {
+  const int64_t C = cfg.hiddenSize;
+  std::map<std::string, DiTensor> t = {{"fn", {hw.fn.addr(), {24, 4 * C}}},   {"scale", {hw.scale.addr(), {3}}},
+                                       {"base", {hw.base.addr(), {24}}},       {"pre_in", {preIn, {T, 4}}},
+                                       {"norm_weight", {norm, {C}}},           {"layer_input", {st.u, {T, C}}},
+                                       {"pre", {preOut, {T, 4}}},              {"post", {st.post, {T, 4}}},
+                                       {"comb", {st.comb, {T, 4, 4}}},         {"x", {st.X, {T, kGpuStreams, C}}}};
+  return runOp("mhc_pre", mhcAttrsOf(cfg), t, stream);
+}
+
+Status GpuForwardPass::mhcFusedPostPre(const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut) {
+  const int64_t C = cfg.hiddenSize;
+  std::map<std::string, DiTensor> t = {{"fn", {hw.fn.addr(), {24, 4 * C}}},   {"scale", {hw.scale.addr(), {3}}},
+                                       {"base", {hw.base.addr(), {24}}},       {"pre_in", {preIn, {T, 4}}},
+                                       {"norm_weight", {norm, {C}}},           {"layer_input", {st.u, {T, C}}},
+                                       {"pre", {preOut, {T, 4}}},              {"post", {st.post, {T, 4}}},
+                                       {"comb", {st.comb, {T, 4, 4}}},         {"f_out", {st.f, {T, C}}},
+                                       {"residual", {st.X, {T, kGpuStreams, C}}}, {"x", {st.Y, {T, kGpuStreams, C}}}};
+  DI_TRY(runOp("mhc_fused_post_pre", mhcAttrsOf(cfg), t, stream));
+  std::swap(st.X, st.Y);
+  return {};
+}
+
+Status GpuForwardPass::mhcPostOnly() {
+  const int64_t C = cfg.hiddenSize;
+  std::map<std::string, DiTensor> t = {{"f_out", {st.f, {T, C}}},        {"residual", {st.X, {T, kGpuStreams, C}}},
+                                       {"post", {st.post, {T, 4}}},       {"comb", {st.comb, {T, 4, 4}}},
+                                       {"x", {st.Y, {T, kGpuStreams, C}}}, {"sqrsum", {st.sqrsum, {T}}}};
+  DI_TRY(runOp("mhc_post", {}, t, stream));
+  std::swap(st.X, st.Y);
+  return {};
+}
+
+Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
+  const int64_t C = cfg.hiddenSize, V = cfg.vocabSize;
+  DI_TRY(allocStreams(T));
   DI_ASSIGN(idsDev, upload("ids", ids.data(), ids.size() * 4));
   DI_ASSIGN(posDev, upload("positions", positions.data(), positions.size() * 8));
   positionsDev = posDev;
 
   // Embedding broadcast to the 4 streams; the first collapse selects stream 0 (one-hot pre).
-  DI_LAUNCH(mk.embedStreams(idsDev, w.embed.addr(), X0, T, C, stream));
+  DI_LAUNCH(mk.embedStreams(idsDev, w.embed.addr(), st.X, T, C, stream));
   std::vector<float> oneHot(size_t(T * 4), 0.f);
   for (int64_t t = 0; t < T; ++t) oneHot[size_t(t * 4)] = 1.f;
   DI_TRY(upload("preF", oneHot.data(), oneHot.size() * 4));
-
-  OpAttrs mhcAttrs;
-  mhcAttrs.setFloat("rms_eps", cfg.rmsNormEps);
-  mhcAttrs.setFloat("hc_eps", cfg.hcEps);
-  mhcAttrs.setInt("sinkhorn_iters", cfg.hcSinkhornIters);
-  mhcAttrs.setFloat("norm_eps", cfg.rmsNormEps);
-  const std::vector<int64_t> xShape{T, kGpuStreams, C}, tc{T, C}, t4{T, 4}, t44{T, 4, 4};
-  const std::vector<int64_t> fnShape{24, 4 * C}, sc{3}, bs{24}, cShape{C};
-  auto mixTensors = [&](const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut,
-                        std::map<std::string, DiTensor>& t) {
-    t["fn"] = {hw.fn.addr(), fnShape};
-    t["scale"] = {hw.scale.addr(), sc};
-    t["base"] = {hw.base.addr(), bs};
-    t["pre_in"] = {preIn, t4};
-    t["norm_weight"] = {norm, cShape};
-    t["layer_input"] = {u, tc};
-    t["pre"] = {preOut, t4};
-    t["post"] = {post, t4};
-    t["comb"] = {comb, t44};
-  };
-  // The residual lives in X (ping-pong with Y for post steps).
-  uint64_t X = X0, Y = X1;
-  auto pre = [&](const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut) -> Status {
-    std::map<std::string, DiTensor> t;
-    mixTensors(hw, preIn, norm, preOut, t);
-    t["x"] = {X, xShape};
-    return runOp("mhc_pre", mhcAttrs, t, stream);
-  };
-  auto fusedPostPre = [&](const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut) -> Status {
-    std::map<std::string, DiTensor> t;
-    mixTensors(hw, preIn, norm, preOut, t);
-    t["f_out"] = {f, tc};
-    t["residual"] = {X, xShape};
-    t["x"] = {Y, xShape};
-    DI_TRY(runOp("mhc_fused_post_pre", mhcAttrs, t, stream));
-    std::swap(X, Y);
-    return {};
-  };
-  auto postOnly = [&]() -> Status {
-    std::map<std::string, DiTensor> t;
-    t["f_out"] = {f, tc};
-    t["residual"] = {X, xShape};
-    t["post"] = {post, t4};
-    t["comb"] = {comb, t44};
-    t["x"] = {Y, xShape};
-    t["sqrsum"] = {sqrsum, {T}};
-    DI_TRY(runOp("mhc_post", {}, t, stream));
-    std::swap(X, Y);
-    return {};
-  };
+  if (features) {
+    DI_ASSIGN(g, buf("dsparkG", size_t(T * int64_t(cfg.dsparkTargetLayerIds.size()) * C * 2)));
+    tapFeatures = g;
+  }
 
   // Delayed mHC: the attention collapses with the previous FFN's pre-mix (preF), the FFN with
   // the attention's (preA). The FFN's post step is fused with the next layer's attention pre
@@ -171,37 +180,41 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
   for (int layer = 0; layer < L; ++layer) {
     const GpuLayerWeights& lw = w.layers[size_t(layer)];
     if (!attnPreDone) {
-      if (lw.hasEngram) DI_TRY(engram(layer, X));
-      DI_TRY(pre(lw.hcAttn, preF, lw.attnNorm.addr(), preA));
+      if (lw.hasEngram) DI_TRY(engram(layer, st.X));
+      DI_TRY(mhcPre(lw.hcAttn, st.preF, lw.attnNorm.addr(), st.preA));
     }
-    DI_TRY(attention(layer, u, f));
-    DI_TRY(fusedPostPre(lw.hcFfn, preA, lw.ffnNorm.addr(), preF));
-    DI_TRY(moe(layer, u, f));
+    // st.X now holds the streams entering this layer's block (after its engram injection).
+    if (features) DI_TRY(captureTap(layer, st.X));
+    DI_TRY(attention(layer, st.u, st.f));
+    DI_TRY(mhcFusedPostPre(lw.hcFfn, st.preA, lw.ffnNorm.addr(), st.preF));
+    DI_TRY(moe(layer, st.u, st.f));
     const bool last = layer + 1 == L;
     if (!last && !w.layers[size_t(layer + 1)].hasEngram) {
       const GpuLayerWeights& nw = w.layers[size_t(layer + 1)];
-      DI_TRY(fusedPostPre(nw.hcAttn, preF, nw.attnNorm.addr(), preA));
+      DI_TRY(mhcFusedPostPre(nw.hcAttn, st.preF, nw.attnNorm.addr(), st.preA));
       attnPreDone = true;
     } else if (!last) {
-      DI_TRY(postOnly());
+      DI_TRY(mhcPostOnly());
       attnPreDone = false;
     } else {
       // The final collapse with the last pre-mix and the final norm: the pre half of a fused
       // step computes exactly rmsnorm(bf16(sum_m preF[m] x[m]), norm) as its layer input (its
       // mixes, from the last FFN's parameters, are not used).
-      DI_TRY(fusedPostPre(lw.hcFfn, preF, w.norm.addr(), preA));
+      DI_TRY(mhcFusedPostPre(lw.hcFfn, st.preF, w.norm.addr(), st.preA));
     }
   }
+  const uint64_t hFinal = st.u;
+  if (features) DI_TRY(commitFeatures());
 
   // The head over every row, or over each sequence's last row only.
   int64_t rows = T;
-  uint64_t h = u;
+  uint64_t h = hFinal;
   if (lastRowsOnly) {
     std::vector<int32_t> last;
     for (const GpuSeq& q : seqs) last.push_back(int32_t(q.offset + q.T - 1));
     DI_ASSIGN(lastDev, upload("lastRows", last.data(), last.size() * 4));
     DI_ASSIGN(hLast, buf("hLast", size_t(R * C * 2)));
-    DI_LAUNCH(mk.gatherRowsBf16(u, lastDev, R, C, hLast, stream));
+    DI_LAUNCH(mk.gatherRowsBf16(hFinal, lastDev, R, C, hLast, stream));
     rows = R;
     h = hLast;
   }
@@ -211,9 +224,11 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
   m.counters.tokens += T;
   logitsAddr = logitsDev;
   logitsRows = rows;
+  outputs = {logitsDev};
+  if (mode != Mode::Eager || !hostLogits) return HostTensor{};  // the caller reads logitsAddr
   HostTensor logits(DType::F32, {rows, V});
-  if (mode == Mode::Eager) DI_TRY(copyDeviceToHost(logits.bytes.data(), logitsDev, logits.bytes.size(), stream));
-  return logits;  // Record/Refresh: filled by the caller after the graph runs
+  DI_TRY(copyDeviceToHost(logits.bytes.data(), logitsDev, logits.bytes.size(), stream));
+  return logits;
 }
 
 }  // namespace deepinfer

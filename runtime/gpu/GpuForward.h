@@ -3,6 +3,7 @@
 // Not part of the public API (GpuModel.h is).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -55,19 +56,29 @@ class Scratch {
 
 // One request's caches. Window rings: `ringPages` pages per layer, row of position p is
 // p % ringRows. Compressed and index-key caches of kv source layers grow a page at a time.
+// Ratio-2 compressor tails live in the model's tail pools (GpuModelImpl::tailKvPool), in the
+// request's region `slot`: device-side indices, so captured graphs bake no request address.
 struct GpuRequest {
   int64_t position = 0;
   bool unusable = false;
+  int slot = -1;                                       // region of the tail pools (0 .. maxRequests-1)
   std::vector<int64_t> classes;                        // engram class of every token so far
   std::vector<std::vector<int32_t>> windowPages;       // [layer]
   std::vector<std::vector<int32_t>> compPages;         // [layer] (kv sources)
   std::vector<std::vector<int32_t>> indexPages;        // [layer] (kv sources)
   std::vector<int64_t> compCount;                      // [layer] compressed entries written
   std::vector<char> hasTail;                           // [layer] ratio 2: first token of an open pair
-  std::vector<DeviceBuffer> tailKv, tailGate;          // [layer] f32 [512] each (ratio-2 sources)
+  std::vector<int64_t> tailRow;                        // [layer] ratio 2: the open pair's row in the region
+  // DSpark (spec/dspark.md): speculative requests keep a draft ring per stage (pages of the
+  // window pool, row of position p is p % draftRingRows) and, for a rollback inside the last
+  // call, where it started and how many of its rows the tail regions hold (rows 0 .. n-1).
+  bool speculative = false;
+  std::vector<std::vector<int32_t>> draftPages;        // [stage]
+  int64_t lastCallStart = 0, lastCallRows = 0;
 };
 
 struct GpuSeq;
+struct GpuForwardPass;
 
 class GpuModelImpl {
  public:
@@ -85,6 +96,20 @@ class GpuModelImpl {
     DeviceBuffer w1, w3, w2;                           // u64 [E]: the routed experts' weight addresses
   };
   std::vector<ExpertTables> expertTables;              // [layer]
+  // Ratio-2 compressor tails: per kv source layer f32 [maxRequests * tailRegionRows, 512] for kv
+  // and gate; a request's region holds its open pair's first token and, for speculative
+  // requests, every row of its last short call (so a rollback can pick any of them).
+  std::vector<DeviceBuffer> tailKvPool, tailGatePool;  // [layer]
+  int64_t tailRegionRows = 1;
+  std::vector<int> freeSlots;
+
+  // DSpark (GpuSpeculative.cpp, GpuDraft.cpp): on when the weights have a draft and the options
+  // allow it. Draft rings hold draftRingRows >= sliding_window + B rows: a verify forward writes
+  // every row it computed (rejected ones too; they are never read, dspark.md §3 / §5).
+  bool speculation = false;
+  DeviceBuffer draftInvFreq;                           // f32 [rope/2]: the ratio-0 table
+  std::vector<ExpertTables> draftExpertTables;         // [stage]
+  int64_t draftRingRows = 0, draftRingPages = 0;
   std::unique_ptr<EngramHashParams> engramHash;
   std::vector<int32_t> tokenMap;
   int64_t padClass = 0;
@@ -95,18 +120,26 @@ class GpuModelImpl {
   int64_t ringRows = 0, ringPages = 0;
   GpuKvCapacity capacity;
 
-  // Decode steps as CUDA graphs, one per shape signature of the step (GpuForwardPass::sig).
+  // Decode steps, verify steps and draft passes as CUDA graphs, one per kind and shape
+  // signature (GpuForwardPass::sig). `outputs` are the device addresses the pass left its results
+  // at (the logits for forwards).
   struct CachedGraph {
     DeviceGraph graph;
-    uint64_t logits = 0;
+    std::vector<uint64_t> outputs;
     int64_t rows = 0;
   };
   std::map<std::string, CachedGraph> graphs;
   std::map<std::string, int> captureFailures;
   std::unique_ptr<Stream> ownStream;                   // when the caller gives none (graphs need one)
   void* userStream = nullptr;
-  Result<std::vector<HostTensor>> replayOrCapture(const std::vector<GpuSeq>& seqs, const std::vector<int32_t>& ids,
-                                                  bool lastOnly, bool* done);
+  using PassBody = std::function<Status(GpuForwardPass&)>;
+  // Runs `body` (which configures and runs a pass over `seqs`) as a CUDA graph: a refresh pass
+  // stages the host-side inputs and yields the signature; the graph captured for `kind` and that
+  // signature replays, else one is captured now. `restore` undoes the host-side request changes
+  // a pass makes (before a capture re-runs it, and on failure). *done = false: the caller runs
+  // the pass eagerly instead (capture failed; retried at most 3 times per signature).
+  Result<const CachedGraph*> runGraph(const std::string& kind, const std::vector<GpuSeq>& seqs, const PassBody& body,
+                                      const std::function<void()>& restore, bool* done);
 
   std::map<int64_t, GpuRequest> requests;
   int64_t nextRequest = 1;
@@ -115,11 +148,18 @@ class GpuModelImpl {
   void* stream = nullptr;                              // CUstream of the calls
 
   Result<GpuRequest*> checkedRequest(int64_t request, const std::vector<int32_t>& ids, const char* who);
+  Result<int64_t> newRequest(bool speculative);
   Status reserve(GpuRequest& rq, int64_t newEnd);      // pages for positions < newEnd
   void release(GpuRequest& rq);
+  using Work = std::vector<std::pair<GpuRequest*, std::vector<int32_t>>>;
   // One forward over (request, tokens) pairs; logits per pair ([n, V], or [1, V] with lastOnly).
-  Result<std::vector<HostTensor>> forward(const std::vector<std::pair<GpuRequest*, std::vector<int32_t>>>& work,
-                                          bool lastOnly);
+  Result<std::vector<HostTensor>> forward(const Work& work, bool lastOnly);
+  // The same with the logits left on the device (`*logitsDev`, [rows, V] f32, valid until the
+  // next forward): every row computed like a one-row decode step when `rowWise` (decode steps,
+  // verify chunks: graph-capturable), else the prefill path.
+  Status forwardOnDevice(const Work& work, bool lastOnly, bool rowWise, uint64_t* logitsDev, int64_t* rows);
+  // DSpark: forget positions >= newPosition of the last call (dspark.md §5).
+  Status rollback(GpuRequest& rq, int64_t newPosition);
 };
 
 // One sequence of a batched forward call: `T` tokens of one request at positions pos0 ..
@@ -148,6 +188,13 @@ struct GpuForwardPass {
   std::vector<int64_t> positions;         // [T] absolute position of every row
   uint64_t positionsDev = 0;              // i64 [T]
   bool lastRowsOnly = false;              // logits of each sequence's last row only
+  // Every row attends through sparse_mla_decode with its own index lists and the routed experts
+  // run on the device, as in a one-row decode step (decode steps and verify chunks). Else the
+  // prefill path (gathered workspace, experts grouped on the host).
+  bool rowWise = false;
+  // DSpark target features for the speculative requests among `seqs`: taps, main_x and the
+  // draft-ring rows of their positions (spec/dspark.md §2, §3).
+  bool features = false;
   // Eager: launch as the code runs. Record: the same under stream capture (uploads read pinned
   // staging). Refresh: host work only (metadata into the pinned staging a captured graph reads).
   enum class Mode { Eager, Record, Refresh } mode = Mode::Eager;
@@ -155,6 +202,8 @@ struct GpuForwardPass {
   int64_t uploads = 0;                    // uploads so far in this pass (pinned staging slots)
   uint64_t logitsAddr = 0;                // where run() left the logits (Record/Refresh)
   int64_t logitsRows = 0;
+  std::vector<uint64_t> outputs;          // where the pass left its results (graphs replay into them)
+  bool hostLogits = true;                 // Eager run(): copy the logits to the host
   bool launching() const { return mode != Mode::Refresh; }
   Status runOp(const std::string& op, const OpAttrs& attrs, const std::map<std::string, DiTensor>& tensors,
                void* stream);
@@ -180,17 +229,50 @@ struct GpuForwardPass {
   // Logits [T, V] (or [R, V] with lastRowsOnly), F32.
   Result<HostTensor> run(const std::vector<int32_t>& ids);
 
+  // The residual streams of a pass and the delayed-mHC steps over them (model.md §5, ops.md §8):
+  // X holds the streams (ping-pong with Y), u the sublayer input, f its output.
+  struct Streams {
+    uint64_t X = 0, Y = 0, u = 0, f = 0, preA = 0, preF = 0, post = 0, comb = 0, sqrsum = 0;
+  };
+  Streams st;
+  Status allocStreams(int64_t rows);
+  Status mhcPre(const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut);
+  Status mhcFusedPostPre(const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut);
+  Status mhcPostOnly();
+
   Status engram(int layer, uint64_t X);
   Status attention(int layer, uint64_t u, uint64_t fOut);
+  // Q and the RoPE'd KV rows of an attention sublayer (q bf16 [T, H, 512], qr bf16 [T, qLora],
+  // kv bf16 [T, 512]) and its output projection from o (in place inverse RoPE, wo_a, wo_b).
+  Status attnProject(const GpuAttentionWeights& aw, uint64_t invFreq, uint64_t u, uint64_t* q, uint64_t* qr,
+                     uint64_t* kv);
+  Status attnOutput(const GpuAttentionWeights& aw, uint64_t invFreq, uint64_t o, uint64_t fOut);
   Status attendDecode(int layer, uint64_t q, uint64_t o, uint64_t lse);
   Status attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t lse);
   Status compress(int layer, uint64_t u);
   Status index(int layer, uint64_t u, uint64_t qr);
   Status moe(int layer, uint64_t u, uint64_t fOut);
-  // Decode steps: routed rows through pointer-array GEMMs built on the device (no host trip).
-  Status moeRoutedOnDevice(int layer, uint64_t u, uint64_t ids, uint64_t wts, uint64_t routed);
-  Result<uint64_t> moeRoutedOnHost(int layer, uint64_t u, uint64_t ids, uint64_t wts);
-  bool decodeOnly() const;
+  // The MoE sublayer with E routed experts, top-k (backbone layers and draft stages).
+  Status moeBlock(const GpuMoeWeights& mw, const GpuModelImpl::ExpertTables& tables, int64_t E, int64_t k,
+                  uint64_t u, uint64_t fOut);
+  // Row-wise passes: routed rows through pointer-array GEMMs built on the device (no host trip).
+  Status moeRoutedOnDevice(const GpuModelImpl::ExpertTables& tables, int64_t E, int64_t k, uint64_t u, uint64_t ids,
+                           uint64_t wts, uint64_t routed);
+  Result<uint64_t> moeRoutedOnHost(const GpuMoeWeights& mw, int64_t E, int64_t k, uint64_t u, uint64_t ids,
+                                   uint64_t wts);
+
+  // DSpark (GpuSpeculative.cpp): the taps (streams entering a tapped layer) into G, then
+  // main_x and the draft-ring rows of the speculative sequences' positions.
+  uint64_t tapFeatures = 0;               // bf16 [T, taps * C]
+  Status captureTap(int layer, uint64_t X);
+  Status commitFeatures();
+  // The draft pass (GpuDraft.cpp) over `seqs` (T = B rows each at pos0 = the anchor), rows in
+  // k-major order (row i * R + r): outputs = {tokens i32 [(B+1), R] (row 0 the anchors), z f32
+  // [B * R, V], confidence f32 [B * R], h bf16 [B * R, C]}. With `deviceMarkov` the Markov picks
+  // (argmax) run on the device too; else the caller runs them (markovStep) with host sampling.
+  Status runDraft(const std::vector<int32_t>& anchors, bool deviceMarkov);
+  Status draftAttention(int stage, uint64_t u, uint64_t fOut);
+  Status markovStep(int64_t k, bool deviceArgmax);
 
   // Helpers.
   Result<uint64_t> buf(const std::string& name, size_t bytes) {

@@ -35,13 +35,10 @@ Result<uint64_t> GpuForwardPass::cachePageTable(const std::string& name, int64_t
       [&](int64_t b, int64_t p) { return pagesOf(b).empty() ? 0 : pagesOf(b)[size_t(p)]; });
 }
 
-Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
-  const LayerRole& role = cfg.role(layer);
-  const GpuAttentionWeights& aw = w.layers[size_t(layer)].attn;
+Status GpuForwardPass::attnProject(const GpuAttentionWeights& aw, uint64_t invFreq, uint64_t u, uint64_t* qOut,
+                                   uint64_t* qrOut, uint64_t* kvOut) {
   const int64_t C = cfg.hiddenSize, H = cfg.numAttentionHeads, D = cfg.headDim;
-  const int64_t Rd = cfg.qkRopeHeadDim, qL = cfg.qLoraRank, G = cfg.oGroups, oL = cfg.oLoraRank;
-  const int64_t W = cfg.slidingWindow, K = std::max<int64_t>(cfg.indexTopk, 1);
-  const uint64_t invFreq = m.invFreq[size_t(layer)].addr();
+  const int64_t Rd = cfg.qkRopeHeadDim, qL = cfg.qLoraRank;
   const double eps = cfg.rmsNormEps;
   const ModelKernels::RopePositions perHead{H, 0, 1, positionsDev}, perToken{1, 0, 1, positionsDev};
 
@@ -55,13 +52,45 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
   DI_LAUNCH(gemm(qr, qL, aw.wqB, qF, T));
   DI_LAUNCH(mk.ropeF32ToBf16(qF, D, T * H, D, Rd, invFreq, perHead, q, D, stream));
 
-  // kv = rope(rmsnorm(wkv u)), written into this layer's window rings.
+  // kv = rope(rmsnorm(wkv u)): key and value of each row.
   DI_ASSIGN(kvF, buf("kvF", size_t(T * D * 4)));
   DI_ASSIGN(kvN, buf("kvN", size_t(T * D * 4)));
   DI_ASSIGN(kv, buf("kv", size_t(T * D * 2)));
   DI_LAUNCH(gemm(u, C, aw.wkv, kvF, T));
   DI_LAUNCH(mk.rmsNormF32ToF32(kvF, D, aw.kvNorm.addr(), T, D, eps, kvN, D, stream));
   DI_LAUNCH(mk.ropeF32ToBf16(kvN, D, T, D, Rd, invFreq, perToken, kv, D, stream));
+  *qOut = q;
+  *qrOut = qr;
+  *kvOut = kv;
+  return {};
+}
+
+Status GpuForwardPass::attnOutput(const GpuAttentionWeights& aw, uint64_t invFreq, uint64_t o, uint64_t fOut) {
+  const int64_t C = cfg.hiddenSize, H = cfg.numAttentionHeads, D = cfg.headDim;
+  const int64_t Rd = cfg.qkRopeHeadDim, G = cfg.oGroups, oL = cfg.oLoraRank;
+  const ModelKernels::RopePositions perHead{H, 0, 1, positionsDev};
+  DI_LAUNCH(mk.ropeBf16InPlace(o, D, T * H, D, Rd, invFreq, perHead, /*inverse=*/true, stream));
+  // z[g] = o[g] @ wo_a[g]^T (groups of H/G heads), rounded; y = wo_b z, rounded.
+  const int64_t gw = (H / G) * D;
+  DI_ASSIGN(zF, buf("zF", size_t(T * G * oL * 4)));
+  DI_ASSIGN(z, buf("z", size_t(T * G * oL * 2)));
+  DI_LAUNCH(blas.gemmBf16F32Batched(o, H * D, gw, aw.woA.addr(), gw, oL * gw, zF, G * oL, oL, T, oL, gw, G, stream));
+  DI_LAUNCH(mk.roundToBf16(zF, z, T * G * oL, stream));
+  DI_ASSIGN(yF, buf("yF", size_t(T * C * 4)));
+  DI_LAUNCH(gemm(z, G * oL, aw.woB, yF, T));
+  DI_LAUNCH(mk.roundToBf16(yF, fOut, T * C, stream));
+  return {};
+}
+
+Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
+  const LayerRole& role = cfg.role(layer);
+  const GpuAttentionWeights& aw = w.layers[size_t(layer)].attn;
+  const int64_t H = cfg.numAttentionHeads, D = cfg.headDim;
+  const uint64_t invFreq = m.invFreq[size_t(layer)].addr();
+  uint64_t q = 0, qr = 0, kv = 0;
+  DI_TRY(attnProject(aw, invFreq, u, &q, &qr, &kv));
+
+  // This layer's window rings get the rows of this call.
   std::vector<int64_t> slots;
   for (const GpuSeq& sq : seqs)
     for (int64_t t = 0; t < sq.T; ++t) slots.push_back(windowSlot(*sq.rq, layer, sq.pos0 + t));
@@ -80,29 +109,19 @@ Status GpuForwardPass::attention(int layer, uint64_t u, uint64_t fOut) {
 
   DI_ASSIGN(o, buf("o", size_t(T * H * D * 2)));
   DI_ASSIGN(lse, buf("lse", size_t(T * H * 4)));
-  const bool decodeOnly = std::all_of(seqs.begin(), seqs.end(), [](const GpuSeq& sq) { return sq.T == 1; });
-  if (decodeOnly) {
+  if (rowWise) {
     DI_TRY(attendDecode(layer, q, o, lse));
   } else {
     DI_TRY(attendPrefill(layer, q, o, lse));
   }
   ++m.counters.attentionLayers;
-  DI_LAUNCH(mk.ropeBf16InPlace(o, D, T * H, D, Rd, invFreq, perHead, /*inverse=*/true, stream));
-
-  // z[g] = o[g] @ wo_a[g]^T (groups of H/G heads), rounded; y = wo_b z, rounded.
-  const int64_t gw = (H / G) * D;
-  DI_ASSIGN(zF, buf("zF", size_t(T * G * oL * 4)));
-  DI_ASSIGN(z, buf("z", size_t(T * G * oL * 2)));
-  DI_LAUNCH(blas.gemmBf16F32Batched(o, H * D, gw, aw.woA.addr(), gw, oL * gw, zF, G * oL, oL, T, oL, gw, G, stream));
-  DI_LAUNCH(mk.roundToBf16(zF, z, T * G * oL, stream));
-  DI_ASSIGN(yF, buf("yF", size_t(T * C * 4)));
-  DI_LAUNCH(gemm(z, G * oL, aw.woB, yF, T));
-  DI_LAUNCH(mk.roundToBf16(yF, fOut, T * C, stream));
-  return {};
+  return attnOutput(aw, invFreq, o, fOut);
 }
 
-// Decode steps (one token per sequence): sparse_mla_decode reads both fp8 caches directly, the
-// window rows by their ring slots and the selected compressed entries through the page table.
+// Row-wise passes (decode steps, verify chunks): every row is its own query of
+// sparse_mla_decode, reading both fp8 caches directly: the window rows of its position by their
+// ring slots (rows of this call were written above) and its selected compressed entries through
+// the page table, so each row sees exactly what a one-row decode step at its position would.
 Status GpuForwardPass::attendDecode(int layer, uint64_t q, uint64_t o, uint64_t lse) {
   const LayerRole& role = cfg.role(layer);
   const GpuAttentionWeights& aw = w.layers[size_t(layer)].attn;
@@ -111,10 +130,12 @@ Status GpuForwardPass::attendDecode(int layer, uint64_t q, uint64_t o, uint64_t 
   const int64_t pageBytes = mlaPageBytes(kGpuPageTokens);
   std::vector<int32_t> swa(size_t(T * W), -1), swaLens(static_cast<size_t>(T));
   for (int64_t b = 0; b < R; ++b) {
-    const int64_t pos = seqs[size_t(b)].pos0, first = std::max<int64_t>(0, pos - W + 1);
-    for (int64_t p = first; p <= pos; ++p)
-      swa[size_t(b * W + p - first)] = int32_t(windowSlot(*seqs[size_t(b)].rq, layer, p));
-    swaLens[size_t(b)] = int32_t(pos - first + 1);
+    const GpuSeq& sq = seqs[size_t(b)];
+    for (int64_t t = 0; t < sq.T; ++t) {
+      const int64_t row = sq.offset + t, pos = sq.pos0 + t, first = std::max<int64_t>(0, pos - W + 1);
+      for (int64_t p = first; p <= pos; ++p) swa[size_t(row * W + p - first)] = int32_t(windowSlot(*sq.rq, layer, p));
+      swaLens[size_t(row)] = int32_t(pos - first + 1);
+    }
   }
   DI_ASSIGN(swaDev, upload("decSwa", swa.data(), swa.size() * 4));
   DI_ASSIGN(swaLensDev, upload("decSwaLens", swaLens.data(), swaLens.size() * 4));
@@ -139,7 +160,8 @@ Status GpuForwardPass::attendDecode(int layer, uint64_t q, uint64_t o, uint64_t 
       if (!bt.ok()) return bt.error();
       sw.decTable = *bt;
       std::vector<int32_t> req(static_cast<size_t>(T)), lens(static_cast<size_t>(T), int32_t(K));
-      for (int64_t b = 0; b < R; ++b) req[size_t(b)] = int32_t(b);
+      for (int64_t b = 0; b < R; ++b)
+        for (int64_t t = 0; t < seqs[size_t(b)].T; ++t) req[size_t(seqs[size_t(b)].offset + t)] = int32_t(b);
       DI_ASSIGN(reqDev, upload(fmt::format("decReq.{}", src), req.data(), req.size() * 4));
       DI_ASSIGN(lensDev, upload(fmt::format("decExtraLens.{}", src), lens.data(), lens.size() * 4));
       sw.decReq = reqDev;
@@ -307,33 +329,67 @@ Status GpuForwardPass::compress(int layer, uint64_t u) {
     DI_LAUNCH(gemm(u, C, aw.compWgate, cgate, T));
     DI_ASSIGN(cpool, buf("cpool", size_t(T * D * 4)));
     pooled = cpool;
+    // The tails live in the model's pools (one region of tailRegionRows rows per request): the
+    // tails this call reads are gathered into ctail (one row per sequence), this call's rows are
+    // saved into the regions afterwards; both through uploaded row indices, so a captured graph
+    // serves any requests of the same shapes.
+    const int64_t regionRows = m.tailRegionRows, poolRows = int64_t(m.opts.maxRequests) * regionRows;
+    std::vector<int32_t> gatherIdx(static_cast<size_t>(poolRows), -1), saveIdx(static_cast<size_t>(T), -1);
+    bool carried = false;
+    std::vector<int64_t> firstOdds(static_cast<size_t>(R)), counts(static_cast<size_t>(R));
     for (int64_t b = 0; b < R; ++b) {
       const GpuSeq& sq = seqs[size_t(b)];
       GpuRequest& rq = *sq.rq;
       const int64_t firstOdd = sq.pos0 % 2 == 1 ? sq.pos0 : sq.pos0 + 1;
       const int64_t n = firstOdd < sq.end() ? (sq.end() - firstOdd + 1) / 2 : 0;
+      firstOdds[size_t(b)] = firstOdd;
+      counts[size_t(b)] = n;
+      const int64_t region = int64_t(rq.slot) * regionRows;
+      if (firstOdd - 1 < sq.pos0 && n > 0) {  // the pair's first token is the carried tail
+        if (!rq.hasTail[size_t(layer)])
+          return Error{fmt::format("layer {}: compressor pair at position {} has no carried first token", layer,
+                                   firstOdd - 1)};
+        gatherIdx[size_t(region + rq.tailRow[size_t(layer)])] = int32_t(b);
+        carried = true;
+      }
+      // Short calls keep every row (a speculative rollback may reopen the pair at any even
+      // position); long ones only the last, when it opens a pair.
+      if (sq.T <= regionRows) {
+        for (int64_t t = 0; t < sq.T; ++t) saveIdx[size_t(sq.offset + t)] = int32_t(region + t);
+      } else if ((sq.end() - 1) % 2 == 0) {
+        saveIdx[size_t(sq.offset + sq.T - 1)] = int32_t(region);
+      }
+    }
+    const uint64_t kvPool = m.tailKvPool[size_t(layer)].addr(), gatePool = m.tailGatePool[size_t(layer)].addr();
+    uint64_t ctailKv = 0, ctailGate = 0;
+    if (carried) {
+      DI_ASSIGN(gidx, upload("cTailGather", gatherIdx.data(), gatherIdx.size() * 4));
+      DI_ASSIGN(tk, buf("ctailKv", size_t(R * D * 4)));
+      DI_ASSIGN(tg, buf("ctailGate", size_t(R * D * 4)));
+      DI_LAUNCH(mk.scatterRowsF32(kvPool, gidx, poolRows, D, tk, stream));
+      DI_LAUNCH(mk.scatterRowsF32(gatePool, gidx, poolRows, D, tg, stream));
+      ctailKv = tk;
+      ctailGate = tg;
+    }
+    for (int64_t b = 0; b < R; ++b) {
+      const GpuSeq& sq = seqs[size_t(b)];
+      const int64_t n = counts[size_t(b)], firstOdd = firstOdds[size_t(b)];
       const int64_t r0 = firstOdd - 1 - sq.pos0;  // -1: the pair's first token is the carried tail
-      if (r0 < 0 && n > 0 && !rq.hasTail[size_t(layer)])
-        return Error{fmt::format("layer {}: compressor pair at position {} has no carried first token", layer,
-                                 firstOdd - 1)};
-      DeviceBuffer& tk = rq.tailKv[size_t(layer)];
-      DeviceBuffer& tg = rq.tailGate[size_t(layer)];
       const uint64_t rowsAt = uint64_t(sq.offset * D * 4);
       if (n > 0) {
-        DI_LAUNCH(mk.pairPool(ckv + rowsAt, cgate + rowsAt, tk.addr(), tg.addr(), r0, n, D,
+        const uint64_t tk = r0 < 0 ? ctailKv + uint64_t(b * D * 4) : 0, tg = r0 < 0 ? ctailGate + uint64_t(b * D * 4) : 0;
+        DI_LAUNCH(mk.pairPool(ckv + rowsAt, cgate + rowsAt, tk, tg, r0, n, D,
                            cpool + uint64_t(int64_t(entries.size()) * D * 4), stream));
         for (int64_t i = 0; i < n; ++i) entries.emplace_back(b, firstOdd / 2 + i);
       }
-      // The last token opens a pair: carry its projections to the next call.
-      if ((sq.end() - 1) % 2 == 0) {
-        const uint64_t last = rowsAt + uint64_t((sq.T - 1) * D * 4);
-        DI_LAUNCH(copyDeviceToDevice(tk.addr(), ckv + last, size_t(D * 4), stream));
-        DI_LAUNCH(copyDeviceToDevice(tg.addr(), cgate + last, size_t(D * 4), stream));
-        rq.hasTail[size_t(layer)] = 1;
-      } else {
-        rq.hasTail[size_t(layer)] = 0;
-      }
+      // The last token opens a pair: the next call reads it from the region.
+      GpuRequest& rq = *sq.rq;
+      rq.hasTail[size_t(layer)] = (sq.end() - 1) % 2 == 0 ? 1 : 0;
+      if (rq.hasTail[size_t(layer)]) rq.tailRow[size_t(layer)] = sq.T <= regionRows ? sq.T - 1 : 0;
     }
+    DI_ASSIGN(sidx, upload("cTailSave", saveIdx.data(), saveIdx.size() * 4));
+    DI_LAUNCH(mk.scatterRowsF32(ckv, sidx, T, D, kvPool, stream));
+    DI_LAUNCH(mk.scatterRowsF32(cgate, sidx, T, D, gatePool, stream));
   }
   const int64_t n = int64_t(entries.size());
   if (n == 0) return {};

@@ -11,8 +11,13 @@
 namespace deepinfer {
 
 Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
-  const GpuMoeWeights& mw = w.layers[size_t(layer)].ffn;
-  const int64_t C = cfg.hiddenSize, E = cfg.nRoutedExperts, k = cfg.numExpertsPerTok;
+  return moeBlock(w.layers[size_t(layer)].ffn, m.expertTables[size_t(layer)], cfg.nRoutedExperts,
+                  cfg.numExpertsPerTok, u, fOut);
+}
+
+Status GpuForwardPass::moeBlock(const GpuMoeWeights& mw, const GpuModelImpl::ExpertTables& tables, int64_t E,
+                                int64_t k, uint64_t u, uint64_t fOut) {
+  const int64_t C = cfg.hiddenSize;
   const double limit = cfg.swigluLimit;
 
   // Router.
@@ -22,15 +27,15 @@ Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
   DI_LAUNCH(gemm(u, C, mw.gate, logits, T));
   DI_LAUNCH(mk.routerTopk(logits, mw.gateBias.addr(), T, E, k, cfg.normTopkProb, cfg.routedScalingFactor, ids, wts,
                        stream));
-  // Routed experts: on the device for decode steps (graph-capturable), else grouped per expert
-  // on the host.
+  // Routed experts: on the device for row-wise passes (graph-capturable), else grouped per
+  // expert on the host.
   uint64_t routed = 0;
-  if (decodeOnly()) {
+  if (rowWise) {
     DI_ASSIGN(r, buf("moeRouted", size_t(T * k * C * 4)));
-    DI_TRY(moeRoutedOnDevice(layer, u, ids, wts, r));
+    DI_TRY(moeRoutedOnDevice(tables, E, k, u, ids, wts, r));
     routed = r;
   } else {
-    auto r = moeRoutedOnHost(layer, u, ids, wts);
+    auto r = moeRoutedOnHost(mw, E, k, u, ids, wts);
     if (!r.ok()) return r.error();
     routed = *r;
   }
@@ -55,10 +60,9 @@ Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
 // Prefill: routing decisions come back to the host, rows are grouped per expert (token order
 // inside a group) and each expert runs as cuBLAS GEMMs over its rows; outputs are scattered to
 // routed[t * k + r]. Returns the routed buffer (f32 [T, k, C]).
-Result<uint64_t> GpuForwardPass::moeRoutedOnHost(int layer, uint64_t u, uint64_t ids, uint64_t wts) {
-  const GpuMoeWeights& mw = w.layers[size_t(layer)].ffn;
-  const int64_t C = cfg.hiddenSize, E = cfg.nRoutedExperts, k = cfg.numExpertsPerTok;
-  const int64_t I = cfg.moeIntermediateSize;
+Result<uint64_t> GpuForwardPass::moeRoutedOnHost(const GpuMoeWeights& mw, int64_t E, int64_t k, uint64_t u,
+                                                 uint64_t ids, uint64_t wts) {
+  const int64_t C = cfg.hiddenSize, I = cfg.moeIntermediateSize;
   const double limit = cfg.swigluLimit;
   std::vector<int32_t> hostIds(size_t(T * k));
   DI_TRY(copyDeviceToHost(hostIds.data(), ids, hostIds.size() * 4, stream));
@@ -67,7 +71,7 @@ Result<uint64_t> GpuForwardPass::moeRoutedOnHost(int layer, uint64_t u, uint64_t
   // routing weight (t, r) and lands in routed[t * k + r].
   std::vector<int64_t> count(size_t(E), 0);
   for (int32_t e : hostIds) {
-    if (e < 0 || e >= E) return Error{fmt::format("layer {}: router chose expert {} of {}", layer, e, E)};
+    if (e < 0 || e >= E) return Error{fmt::format("MoE: the router chose expert {} of {}", e, E)};
     ++count[size_t(e)];
   }
   std::vector<int64_t> offset(size_t(E) + 1, 0);
@@ -120,17 +124,13 @@ Result<uint64_t> GpuForwardPass::moeRoutedOnHost(int layer, uint64_t u, uint64_t
   return routed;
 }
 
-bool GpuForwardPass::decodeOnly() const {
-  return std::all_of(seqs.begin(), seqs.end(), [](const GpuSeq& sq) { return sq.T == 1; });
-}
-
 // Rows in (token, rank) order, so the routing weights need no permutation and the outputs land
 // where moeSum reads them. Each row is a 1-row GEMM against its expert (rows sharing an expert
 // read its weights again: decode batches are small).
-Status GpuForwardPass::moeRoutedOnDevice(int layer, uint64_t u, uint64_t ids, uint64_t wts, uint64_t routed) {
-  const int64_t C = cfg.hiddenSize, E = cfg.nRoutedExperts, k = cfg.numExpertsPerTok, I = cfg.moeIntermediateSize;
+Status GpuForwardPass::moeRoutedOnDevice(const GpuModelImpl::ExpertTables& tab, int64_t E, int64_t k, uint64_t u,
+                                         uint64_t ids, uint64_t wts, uint64_t routed) {
+  const int64_t C = cfg.hiddenSize, I = cfg.moeIntermediateSize;
   const int64_t n = T * k;
-  const GpuModelImpl::ExpertTables& tab = m.expertTables[size_t(layer)];
   DI_ASSIGN(g, buf("moeG", size_t(n * I * 4)));
   DI_ASSIGN(v, buf("moeV", size_t(n * I * 4)));
   DI_ASSIGN(h, buf("moeH", size_t(n * I * 2)));

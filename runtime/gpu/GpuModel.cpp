@@ -16,6 +16,24 @@ namespace {
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The device arrays of the routed experts' weight addresses (pointer-array GEMMs).
+Result<GpuModelImpl::ExpertTables> expertTablesOf(const GpuMoeWeights& ffn) {
+  GpuModelImpl::ExpertTables tables;
+  std::vector<uint64_t> w1, w3, w2;
+  for (const GpuExpertWeights& e : ffn.experts) {
+    w1.push_back(e.w1.addr());
+    w3.push_back(e.w3.addr());
+    w2.push_back(e.w2.addr());
+  }
+  for (auto [dst, src] : {std::pair{&tables.w1, &w1}, std::pair{&tables.w3, &w3}, std::pair{&tables.w2, &w2}}) {
+    auto b = DeviceBuffer::alloc(std::max<size_t>(src->size(), 1) * 8);
+    if (!b.ok()) return b.error();
+    DI_TRY(b->upload(src->data(), src->size() * 8));
+    *dst = std::move(*b);
+  }
+  return tables;
+}
+
 // What the generated kernels accept beyond what both forward passes need.
 Status checkGpuSupported(const ModelConfig& cfg) {
   DI_TRY(checkForwardSupported(cfg, "gpu forward"));
@@ -101,20 +119,32 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
     m.invFreq.push_back(std::move(*b));
   }
   for (const GpuLayerWeights& lw : m.w.layers) {
-    GpuModelImpl::ExpertTables tables;
-    std::vector<uint64_t> w1, w3, w2;
-    for (const GpuExpertWeights& e : lw.ffn.experts) {
-      w1.push_back(e.w1.addr());
-      w3.push_back(e.w3.addr());
-      w2.push_back(e.w2.addr());
+    auto tables = expertTablesOf(lw.ffn);
+    if (!tables.ok()) return tables.error();
+    m.expertTables.push_back(std::move(*tables));
+  }
+  // DSpark: on when the checkpoint has the draft and the options allow it.
+  m.speculation = m.w.hasDraft && opts.speculative;
+  if (m.speculation) {
+    const int64_t B = m.cfg.dsparkBlockSize;
+    if (opts.maxChunkTokens < B + 1)
+      return Error{fmt::format("max chunk tokens {} is below the verify chunk of dspark_block_size + 1 = {} (turn "
+                               "speculation off or raise the chunk)",
+                               opts.maxChunkTokens, B + 1)};
+    for (const GpuLayerWeights& lw : m.w.draft.stages) {
+      auto tables = expertTablesOf(lw.ffn);
+      if (!tables.ok()) return tables.error();
+      m.draftExpertTables.push_back(std::move(*tables));
     }
-    for (auto [dst, src] : {std::pair{&tables.w1, &w1}, std::pair{&tables.w3, &w3}, std::pair{&tables.w2, &w2}}) {
-      auto b = DeviceBuffer::alloc(std::max<size_t>(src->size(), 1) * 8);
-      if (!b.ok()) return b.error();
-      DI_TRY(b->upload(src->data(), src->size() * 8));
-      *dst = std::move(*b);
-    }
-    m.expertTables.push_back(std::move(tables));
+    auto table = RopeTable::forLayer(m.cfg, m.cfg.numHiddenLayers);  // the draft stages: ratio 0
+    if (!table.ok()) return table.error();
+    auto b = DeviceBuffer::alloc(table->invFreq().size() * 4);
+    if (!b.ok()) return b.error();
+    DI_TRY(b->upload(table->invFreq().data(), table->invFreq().size() * 4));
+    m.draftInvFreq = std::move(*b);
+    m.draftRingRows = cdiv(m.cfg.slidingWindow + B, kGpuPageTokens) * kGpuPageTokens;
+    m.draftRingPages = m.draftRingRows / kGpuPageTokens;
+    m.tailRegionRows = B + 1;
   }
   if (m.cfg.numEngramLayers() > 0) {
     auto hash = loadEngramHash(modelDir, m.cfg);
@@ -133,7 +163,8 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
   m.ringRows = cdiv(m.cfg.slidingWindow - 1 + opts.maxChunkTokens, kGpuPageTokens) * kGpuPageTokens;
   m.ringPages = m.ringRows / kGpuPageTokens;
   GpuKvCapacity& cap = m.capacity;
-  cap.windowBytesPerRequest = int64_t(m.cfg.numHiddenLayers) * m.ringPages * pageBytes;
+  const int64_t draftPagesPerRequest = m.speculation ? int64_t(m.cfg.numNextnPredictLayers) * m.draftRingPages : 0;
+  cap.windowBytesPerRequest = (int64_t(m.cfg.numHiddenLayers) * m.ringPages + draftPagesPerRequest) * pageBytes;
   double perToken = 0;  // compressed + index-key bytes per context token
   for (int L = 0; L < m.cfg.numHiddenLayers; ++L)
     if (m.cfg.role(L).isKvSource)
@@ -165,7 +196,9 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
     m.ownStream = std::make_unique<Stream>(std::move(*st));
     m.stream = m.ownStream->handle();
   }
-  auto wp = DevicePagePool::create(int64_t(m.cfg.numHiddenLayers) * m.ringPages * opts.maxRequests, pageBytes);
+  auto wp = DevicePagePool::create((int64_t(m.cfg.numHiddenLayers) * m.ringPages + draftPagesPerRequest) *
+                                       opts.maxRequests,
+                                   pageBytes);
   if (!wp.ok()) return wp.error();
   auto cp = DevicePagePool::create(compPages, pageBytes);
   if (!cp.ok()) return cp.error();
@@ -174,54 +207,83 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
   m.windowPool = std::make_unique<DevicePagePool>(std::move(*wp));
   m.compPool = std::make_unique<DevicePagePool>(std::move(*cp));
   m.indexPool = std::make_unique<DevicePagePool>(std::move(*ip));
+  // Ratio-2 tail regions: tailRegionRows rows of kv and of gate per request and source.
+  m.tailKvPool.resize(size_t(m.cfg.numHiddenLayers));
+  m.tailGatePool.resize(size_t(m.cfg.numHiddenLayers));
+  for (int L = 0; L < m.cfg.numHiddenLayers; ++L) {
+    if (!(m.cfg.role(L).isKvSource && m.cfg.role(L).ratio == 2)) continue;
+    const size_t bytes = size_t(opts.maxRequests * m.tailRegionRows * kGpuKvDim * 4);
+    auto a = DeviceBuffer::alloc(bytes);
+    auto b = DeviceBuffer::alloc(bytes);
+    if (!a.ok() || !b.ok()) return !a.ok() ? a.error() : b.error();
+    m.tailKvPool[size_t(L)] = std::move(*a);
+    m.tailGatePool[size_t(L)] = std::move(*b);
+  }
+  for (int slot = opts.maxRequests - 1; slot >= 0; --slot) m.freeSlots.push_back(slot);
   cap.totalBytes = m.windowPool->numPages() * pageBytes + m.compPool->numPages() * pageBytes +
                    m.indexPool->numPages() * indexPageBytes;
   return model;
 }
 
-Result<int64_t> GpuModel::newRequest() {
-  GpuModelImpl& m = *impl_;
-  const int L = m.cfg.numHiddenLayers;
+Result<int64_t> GpuModel::newRequest() { return impl_->newRequest(false); }
+
+Result<int64_t> GpuModel::newSpeculativeRequest() {
+  if (!impl_->speculation)
+    return Error{impl_->w.hasDraft ? std::string("speculative request: speculation is off (GpuModelOptions::speculative)")
+                 : impl_->cfg.dsparkConfigured()
+                     ? std::string("speculative request: the checkpoint has no mtp.* (DSpark) tensors")
+                     : fmt::format("speculative request: the model has no DSpark draft (num_nextn_predict_layers {}, "
+                                   "dspark_block_size {})",
+                                   impl_->cfg.numNextnPredictLayers, impl_->cfg.dsparkBlockSize)};
+  return impl_->newRequest(true);
+}
+
+Result<int64_t> GpuModelImpl::newRequest(bool speculative) {
+  const int L = cfg.numHiddenLayers;
   GpuRequest rq;
   rq.windowPages.resize(size_t(L));
   rq.compPages.resize(size_t(L));
   rq.indexPages.resize(size_t(L));
   rq.compCount.assign(size_t(L), 0);
   rq.hasTail.assign(size_t(L), 0);
-  rq.tailKv.resize(size_t(L));
-  rq.tailGate.resize(size_t(L));
-  if (m.windowPool->pages().freeCount() < int64_t(L) * m.ringPages)
+  rq.tailRow.assign(size_t(L), 0);
+  rq.speculative = speculative;
+  const int64_t draftPages = speculative ? int64_t(cfg.numNextnPredictLayers) * draftRingPages : 0;
+  const int64_t need = int64_t(L) * ringPages + draftPages;
+  if (freeSlots.empty() || windowPool->pages().freeCount() < need)
     return Error{fmt::format("no room for another request: {} window pages free, {} needed (at most {} requests)",
-                             m.windowPool->pages().freeCount(), int64_t(L) * m.ringPages, m.opts.maxRequests)};
+                             windowPool->pages().freeCount(), need, opts.maxRequests)};
   for (int layer = 0; layer < L; ++layer) {
-    auto p = m.windowPool->allocate(m.ringPages);
+    auto p = windowPool->allocate(ringPages);
     if (!p.ok()) {
-      m.release(rq);
+      release(rq);
       return p.error();
     }
     rq.windowPages[size_t(layer)] = std::move(*p);
-    const LayerRole& role = m.cfg.role(layer);
-    if (role.isKvSource && role.ratio == 2) {
-      auto a = DeviceBuffer::alloc(kGpuKvDim * 4);
-      auto b = DeviceBuffer::alloc(kGpuKvDim * 4);
-      if (!a.ok() || !b.ok()) {
-        m.release(rq);
-        return !a.ok() ? a.error() : b.error();
+  }
+  if (speculative) {
+    for (int s = 0; s < cfg.numNextnPredictLayers; ++s) {
+      auto p = windowPool->allocate(draftRingPages);
+      if (!p.ok()) {
+        release(rq);
+        return p.error();
       }
-      rq.tailKv[size_t(layer)] = std::move(*a);
-      rq.tailGate[size_t(layer)] = std::move(*b);
+      rq.draftPages.push_back(std::move(*p));
     }
   }
-  const int64_t id = m.nextRequest++;
-  m.requests.emplace(id, std::move(rq));
+  rq.slot = freeSlots.back();
+  freeSlots.pop_back();
+  const int64_t id = nextRequest++;
+  requests.emplace(id, std::move(rq));
   return id;
 }
 
 void GpuModelImpl::release(GpuRequest& rq) {
-  for (auto& p : rq.windowPages) {
-    (void)windowPool->release(p);
-    p.clear();
-  }
+  for (auto* lists : {&rq.windowPages, &rq.draftPages})
+    for (auto& p : *lists) {
+      (void)windowPool->release(p);
+      p.clear();
+    }
   for (auto& p : rq.compPages) {
     (void)compPool->release(p);
     p.clear();
@@ -230,6 +292,8 @@ void GpuModelImpl::release(GpuRequest& rq) {
     (void)indexPool->release(p);
     p.clear();
   }
+  if (rq.slot >= 0) freeSlots.push_back(rq.slot);
+  rq.slot = -1;
 }
 
 Status GpuModel::releaseRequest(int64_t request) {
@@ -279,12 +343,33 @@ Status GpuModelImpl::reserve(GpuRequest& rq, int64_t newEnd) {
   return {};
 }
 
-Result<std::vector<HostTensor>> GpuModelImpl::forward(
-    const std::vector<std::pair<GpuRequest*, std::vector<int32_t>>>& work, bool lastOnly) {
+Result<std::vector<HostTensor>> GpuModelImpl::forward(const Work& work, bool lastOnly) {
+  const bool decodeStep = std::all_of(work.begin(), work.end(), [](const auto& w) { return w.second.size() == 1; });
+  uint64_t logitsDev = 0;
+  int64_t rows = 0;
+  DI_TRY(forwardOnDevice(work, lastOnly, decodeStep, &logitsDev, &rows));
+  const int64_t V = cfg.vocabSize;
+  HostTensor all(DType::F32, {rows, V});
+  DI_TRY(copyDeviceToHost(all.bytes.data(), logitsDev, all.bytes.size(), stream));
+  std::vector<HostTensor> out;
+  int64_t row = 0;
+  for (const auto& [rq, tokens] : work) {
+    const int64_t n = lastOnly ? 1 : int64_t(tokens.size());
+    HostTensor t(DType::F32, {n, V});
+    std::copy_n(all.bytes.data() + size_t(row * V * 4), size_t(n * V * 4), t.bytes.data());
+    row += n;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWise, uint64_t* logitsDev,
+                                     int64_t* rows) {
   DI_TRY(dev->use());
   std::vector<GpuSeq> seqs;
   std::vector<int32_t> ids;
   std::vector<size_t> classesBefore;
+  bool anySpeculative = false;
   for (const auto& [rq, tokens] : work) {
     GpuSeq sq;
     sq.rq = rq;
@@ -295,83 +380,98 @@ Result<std::vector<HostTensor>> GpuModelImpl::forward(
     classesBefore.push_back(rq->classes.size());
     if (!tokenMap.empty())
       for (int32_t id : tokens) rq->classes.push_back(tokenMap[size_t(id)]);
+    anySpeculative = anySpeculative || rq->speculative;
   }
-  Result<HostTensor> logits = Error{"not run"};
+  auto configure = [&](GpuForwardPass& p) {
+    p.lastRowsOnly = lastOnly;
+    p.rowWise = rowWise;
+    p.features = anySpeculative;
+    p.hostLogits = false;
+  };
+  Status st = Error{"not run"};
   bool viaGraph = false;
-  const bool decodeStep = std::all_of(seqs.begin(), seqs.end(), [](const GpuSeq& q) { return q.T == 1; });
-  if (opts.cudaGraphs && stream && decodeStep) {
-    auto g = replayOrCapture(seqs, ids, lastOnly, &viaGraph);
-    if (!g.ok()) logits = g.error();
-    else if (viaGraph) logits = std::move((*g)[0]);
+  if (opts.cudaGraphs && stream && rowWise) {
+    // The host-side state a pass changes (compressed counts, tails), restored before a capture.
+    struct Snapshot {
+      std::vector<int64_t> compCount, tailRow;
+      std::vector<char> hasTail;
+    };
+    std::vector<Snapshot> snaps;
+    for (const GpuSeq& q : seqs) snaps.push_back({q.rq->compCount, q.rq->tailRow, q.rq->hasTail});
+    const GpuForwardCounters before = counters;
+    auto restore = [&] {
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        seqs[i].rq->compCount = snaps[i].compCount;
+        seqs[i].rq->tailRow = snaps[i].tailRow;
+        seqs[i].rq->hasTail = snaps[i].hasTail;
+      }
+      counters = before;
+    };
+    auto g = runGraph(
+        fmt::format("forward|last{}", lastOnly), seqs,
+        [&](GpuForwardPass& p) -> Status {
+          configure(p);
+          auto r = p.run(ids);
+          return r.ok() ? Status{} : Status{r.error()};
+        },
+        restore, &viaGraph);
+    if (!g.ok()) {
+      st = g.error();
+    } else if (viaGraph) {
+      *logitsDev = (*g)->outputs.at(0);
+      *rows = (*g)->rows;
+      st = Status{};
+    }
   }
-  if (!viaGraph && (logits.ok() || logits.error().message == "not run")) {
+  if (!viaGraph && (st.ok() || st.error().message == "not run")) {
     GpuForwardPass pass(*this, seqs);
-    pass.lastRowsOnly = lastOnly;
-    logits = pass.run(ids);
+    configure(pass);
+    auto r = pass.run(ids);
+    if (r.ok()) {
+      *logitsDev = pass.logitsAddr;
+      *rows = pass.logitsRows;
+      st = Status{};
+    } else {
+      st = r.error();
+    }
   }
-  if (!logits.ok()) {
+  if (!st.ok()) {
     for (size_t i = 0; i < work.size(); ++i) {
       work[i].first->classes.resize(classesBefore[i]);
       work[i].first->unusable = true;
     }
-    return Error{fmt::format("{} (the requests of this call are no longer usable)", logits.error().message)};
+    return Error{fmt::format("{} (the requests of this call are no longer usable)", st.error().message)};
   }
-  const int64_t V = cfg.vocabSize;
-  std::vector<HostTensor> out;
-  int64_t row = 0;
   for (const auto& [rq, tokens] : work) {
-    const int64_t rows = lastOnly ? 1 : int64_t(tokens.size());
-    HostTensor t(DType::F32, {rows, V});
-    std::copy_n(logits->bytes.data() + size_t(row * V * 4), size_t(rows * V * 4), t.bytes.data());
-    row += rows;
+    rq->lastCallStart = rq->position;
+    rq->lastCallRows = int64_t(tokens.size()) <= tailRegionRows ? int64_t(tokens.size()) : 0;
     rq->position += int64_t(tokens.size());
-    out.push_back(std::move(t));
   }
-  return out;
+  return {};
 }
 
-// A decode step through a CUDA graph: a refresh pass computes the step's host-side inputs into
-// pinned staging and its shape signature; a graph captured for that signature replays it, else
-// one is captured now (the request state is rolled back to before the refresh first). *done is
-// false when the step must run eagerly instead (capture failed; retried later, at most 3 times
-// per signature). Returns the logits ([rows, V] as one tensor) when *done.
-Result<std::vector<HostTensor>> GpuModelImpl::replayOrCapture(const std::vector<GpuSeq>& seqs,
-                                                              const std::vector<int32_t>& ids, bool lastOnly,
-                                                              bool* done) {
+// A pass through a CUDA graph: a refresh pass computes the step's host-side inputs into pinned
+// staging and its shape signature; a graph captured for that signature replays it, else one is
+// captured now (the request state is rolled back to before the refresh first). *done is false
+// when the pass must run eagerly instead (capture failed; retried later, at most 3 times per
+// signature).
+Result<const GpuModelImpl::CachedGraph*> GpuModelImpl::runGraph(const std::string& kind,
+                                                                const std::vector<GpuSeq>& seqs, const PassBody& body,
+                                                                const std::function<void()>& restore, bool* done) {
   *done = false;
-  struct Snapshot {
-    std::vector<int64_t> compCount;
-    std::vector<char> hasTail;
-  };
-  std::vector<Snapshot> snaps;
-  for (const GpuSeq& q : seqs) snaps.push_back({q.rq->compCount, q.rq->hasTail});
-  const GpuForwardCounters before = counters;
-  auto restore = [&] {
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      seqs[i].rq->compCount = snaps[i].compCount;
-      seqs[i].rq->hasTail = snaps[i].hasTail;
-    }
-    counters = before;
-  };
   auto keyOf = [&](const GpuForwardPass& p) {
-    return fmt::format("{}|scratch{}|ws{}|last{}", p.sig, scratch.generation(), ops->workspaceGeneration(), lastOnly);
+    return fmt::format("{}|{}|scratch{}|ws{}", kind, p.sig, scratch.generation(), ops->workspaceGeneration());
   };
-  auto finish = [&](const CachedGraph& g) -> Result<std::vector<HostTensor>> {
+  auto finish = [&](const CachedGraph& g) -> Result<const CachedGraph*> {
     DI_TRY(g.graph.launch(stream));
-    HostTensor t(DType::F32, {g.rows, cfg.vocabSize});
-    DI_TRY(copyDeviceToHost(t.bytes.data(), g.logits, t.bytes.size(), stream));
     ++counters.graphLaunches;
     *done = true;
-    std::vector<HostTensor> out;
-    out.push_back(std::move(t));
-    return out;
+    return &g;
   };
 
   GpuForwardPass refresh(*this, seqs);
   refresh.mode = GpuForwardPass::Mode::Refresh;
-  refresh.lastRowsOnly = lastOnly;
-  auto r = refresh.run(ids);
-  if (!r.ok()) {
+  if (Status r = body(refresh); !r.ok()) {
     restore();
     return r.error();
   }
@@ -379,24 +479,23 @@ Result<std::vector<HostTensor>> GpuModelImpl::replayOrCapture(const std::vector<
   if (auto it = graphs.find(key); it != graphs.end()) return finish(it->second);
 
   restore();
-  if (captureFailures[key] >= 3) return std::vector<HostTensor>{};
+  if (captureFailures[key] >= 3) return nullptr;
   GpuForwardPass record(*this, seqs);
   record.mode = GpuForwardPass::Mode::Record;
-  record.lastRowsOnly = lastOnly;
   DI_TRY(DeviceGraph::beginCapture(stream));
-  auto rr = record.run(ids);
+  Status rr = body(record);
   auto graph = DeviceGraph::endCapture(stream);
   if (!rr.ok() || !graph.ok()) {
     ++captureFailures[key];
     restore();
-    fmt::print(stderr, "deepinfer-jit: decode step not captured as a graph ({}); running it eagerly\n",
+    fmt::print(stderr, "deepinfer-jit: {} pass not captured as a graph ({}); running it eagerly\n", kind,
                !rr.ok() ? rr.error().message : graph.error().message);
-    return std::vector<HostTensor>{};
+    return nullptr;
   }
   if (graphs.size() >= 64) graphs.erase(graphs.begin());  // bounded: shapes change as contexts grow
   CachedGraph& g = graphs[keyOf(record)];
   g.graph = std::move(*graph);
-  g.logits = record.logitsAddr;
+  g.outputs = record.outputs;
   g.rows = record.logitsRows;
   ++counters.graphCaptures;
   return finish(g);

@@ -22,6 +22,7 @@
 #include "deepinfer/Jit.h"
 #include "deepinfer/Tensor.h"
 #include "model/ModelConfig.h"
+#include "model/Sampling.h"
 
 namespace deepinfer {
 
@@ -31,7 +32,8 @@ struct GpuModelOptions {
   int64_t kvCacheBytes = 0;         // device bytes for the KV caches; 0 = kvMemoryFraction of free
   double kvMemoryFraction = 0.5;
   int maxRequests = 16;             // requests that may hold caches at once
-  bool cudaGraphs = true;           // decode steps replay CUDA graphs captured per step shape
+  bool cudaGraphs = true;           // decode/verify steps and draft passes replay CUDA graphs per shape
+  bool speculative = true;          // DSpark speculative requests allowed when the model has a draft
   JitOptions jit;
 };
 
@@ -43,8 +45,40 @@ struct GpuForwardCounters {
   int64_t indexRowBuilds = 0;       // combined index rows (once per index source per forward)
   int64_t attentionLayers = 0;      // layers that attended (they reuse the metadata above)
   int64_t engramLookups = 0;
-  int64_t graphCaptures = 0;        // decode-step graphs captured
-  int64_t graphLaunches = 0;        // decode steps run by replaying a graph
+  int64_t graphCaptures = 0;        // graphs captured (decode and verify steps, draft passes)
+  int64_t graphLaunches = 0;        // passes run by replaying a graph
+  int64_t draftPasses = 0;          // DSpark draft passes (each over all drafting requests)
+  int64_t verifySteps = 0;          // speculative steps (each one target forward)
+  int64_t draftsVerified = 0, draftsAccepted = 0;
+};
+
+// One request's part in a speculative step (spec/dspark.md §4-§6; the CPU reference's
+// CpuSpecStep with a request id).
+struct GpuSpecStep {
+  int64_t request = 0;              // a speculative request (newSpeculativeRequest) after its prompt
+  int32_t next = 0;                 // the newest emitted token, at the request's position
+  SamplingOptions sampling;         // temperature 0 = greedy
+  int64_t maxDrafts = -1;           // verify at most this many drafts (< 0: the block size)
+  bool keepLogits = false;          // return the target's logits at the committed positions
+  // Hooks for tests and the oracle benchmark: verify these drafts instead of the draft model's,
+  // drawn from `qOverride` (full-vocabulary distributions; empty = one-hot).
+  std::vector<int32_t> draftOverride;
+  std::vector<std::vector<double>> qOverride;
+};
+
+struct GpuSpecOutcome {
+  std::vector<int32_t> drafts;      // d_1 .. d_m verified (m = 0: a plain decode step)
+  std::vector<float> confidence;    // c_1 .. c_B logits of the draft pass (empty with an override / m = 0)
+  int accepted = 0;                 // a
+  std::vector<int32_t> emitted;     // d_1 .. d_a, b
+  HostTensor logits;                // [a + 1, V] when keepLogits (or the request samples), else empty
+};
+
+// One request's draft (tests compare it with the CPU reference's CpuDraftBlock).
+struct GpuDraftBlock {
+  std::vector<int32_t> tokens;      // d_1 .. d_B
+  std::vector<float> z;             // [B, V] fp32 logits z_k (Markov bias included)
+  std::vector<float> confidence;    // [B]
 };
 
 struct GpuKvCapacity {
@@ -71,6 +105,22 @@ class GpuModel {
   Result<int64_t> newRequest();
   Status releaseRequest(int64_t request);
   Result<int64_t> position(int64_t request) const;
+
+  // --- DSpark speculative decoding (spec/dspark.md) ---
+  // Whether requests can speculate: the checkpoint has the draft and the options allow it.
+  bool speculation() const;
+  int draftBlockSize() const;
+  // A request that keeps draft rings (filled by every forward it takes part in) and what a
+  // rollback needs. Fails when speculation() is false.
+  Result<int64_t> newSpeculativeRequest();
+  // One speculative step for several requests: one draft pass over all that draft, one target
+  // forward over every request's [next, d_1 .. d_m] (rows computed like one-row decode steps),
+  // acceptance on the host, rollback of the rejected positions. A failure makes the requests of
+  // the call unusable.
+  Result<std::vector<GpuSpecOutcome>> speculativeStep(const std::vector<GpuSpecStep>& steps);
+  // The draft pass alone (greedy: argmax drafts) for requests at their positions with these
+  // anchors; changes nothing (tests, benchmarks). Without `wantZ` the z rows stay on the device.
+  Result<std::vector<GpuDraftBlock>> draft(const std::vector<std::pair<int64_t, int32_t>>& anchors, bool wantZ = true);
 
   // Runs `ids` at the request's next positions in chunks of maxChunkTokens; fp32 logits
   // [ids.size(), V] (or [1, V], the last position's, with lastOnly). Bad ids or a full cache are

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "model/ModelTensors.h"
+
 namespace deepinfer {
 namespace {
 
@@ -112,9 +114,10 @@ Status walkMhc(Sink& s, const std::string& p, const std::string& which, int64_t 
   return {};
 }
 
-Status walkAttention(Sink& s, const ModelConfig& cfg, int layer, GpuAttentionWeights& w) {
-  const std::string p = fmt::format("layers.{}.attn.", layer);
-  const LayerRole& role = cfg.role(layer);
+// The attention tensors under `p` ("layers.L.attn." or "mtp.s.attn."); `role` says which
+// compressor/indexer tensors the layer owns (none for draft stages).
+Status walkAttention(Sink& s, const ModelConfig& cfg, const std::string& p, const LayerRole& role,
+                     GpuAttentionWeights& w) {
   const int64_t C = cfg.hiddenSize, H = cfg.numAttentionHeads, D = cfg.headDim;
   const int64_t G = cfg.oGroups, qL = cfg.qLoraRank, oL = cfg.oLoraRank;
   DI_TRY(s.matrix(p + "wq_a.weight", qL, C, w.wqA));
@@ -147,9 +150,10 @@ Status walkExpert(Sink& s, const std::string& p, int64_t C, int64_t I, GpuExpert
   return {};
 }
 
-Status walkMoe(Sink& s, const Checkpoint& ckpt, const ModelConfig& cfg, int layer, GpuMoeWeights& w) {
-  const std::string p = fmt::format("layers.{}.ffn.", layer);
-  const int64_t C = cfg.hiddenSize, E = cfg.nRoutedExperts, I = cfg.moeIntermediateSize;
+// The MoE tensors under `p` ("layers.L.ffn." or "mtp.s.ffn.") with E routed experts.
+Status walkMoe(Sink& s, const Checkpoint& ckpt, const ModelConfig& cfg, const std::string& p, int64_t E,
+               GpuMoeWeights& w) {
+  const int64_t C = cfg.hiddenSize, I = cfg.moeIntermediateSize;
   DI_TRY(s.matrix(p + "gate.weight", E, C, w.gate));
   DI_TRY(s.f32(p + "gate.bias", {E}, w.gateBias));
   w.experts.resize(size_t(E));
@@ -174,6 +178,32 @@ Status walkEngram(Sink& s, const ModelConfig& cfg, int layer, GpuEngramWeights& 
   return {};
 }
 
+// The DSpark tensors (spec/dspark.md §1), in loadCpuWeights' order: the stages (window-only
+// blocks with the draft MoE), stage 0's main_proj/main_norm, the last stage's heads.
+Status walkDspark(Sink& s, const Checkpoint& ckpt, const ModelConfig& cfg, GpuDsparkWeights& w) {
+  const int64_t C = cfg.hiddenSize, V = cfg.vocabSize, r = cfg.dspark.markovRank;
+  const int64_t taps = int64_t(cfg.dsparkTargetLayerIds.size());
+  const int S = cfg.numNextnPredictLayers;
+  w.stages.resize(size_t(S));
+  for (int st = 0; st < S; ++st) {
+    GpuLayerWeights& lw = w.stages[size_t(st)];
+    const std::string p = draftTensorName(st, "");
+    DI_TRY(s.bf16(p + "attn_norm.weight", {C}, lw.attnNorm));
+    DI_TRY(s.bf16(p + "ffn_norm.weight", {C}, lw.ffnNorm));
+    DI_TRY(walkMhc(s, p, "attn", C, lw.hcAttn));
+    DI_TRY(walkMhc(s, p, "ffn", C, lw.hcFfn));
+    DI_TRY(walkAttention(s, cfg, p + "attn.", cfg.role(cfg.numHiddenLayers + st), lw.attn));
+    DI_TRY(walkMoe(s, ckpt, cfg, p + "ffn.", cfg.draftRoutedExperts(), lw.ffn));
+  }
+  DI_TRY(s.matrix(draftTensorName(0, "main_proj.weight"), C, taps * C, w.mainProj));
+  DI_TRY(s.bf16(draftTensorName(0, "main_norm.weight"), {C}, w.mainNorm));
+  DI_TRY(s.bf16(draftTensorName(S - 1, "norm.weight"), {C}, w.norm));
+  DI_TRY(s.matrix(draftTensorName(S - 1, "markov_head.embed.weight"), V, r, w.markovEmbed));
+  DI_TRY(s.matrix(draftTensorName(S - 1, "markov_head.head.weight"), V, r, w.markovHead));
+  DI_TRY(s.bf16(draftTensorName(S - 1, "confidence_head.proj.weight"), {1, C + r}, w.confidence));
+  return {};
+}
+
 // Every tensor of the forward pass, in loadCpuWeights' order.
 Status walk(const ModelConfig& cfg, const Checkpoint& ckpt, Sink& s, GpuWeights& w) {
   const int64_t V = cfg.vocabSize, C = cfg.hiddenSize;
@@ -188,11 +218,13 @@ Status walk(const ModelConfig& cfg, const Checkpoint& ckpt, Sink& s, GpuWeights&
     DI_TRY(s.bf16(p + "ffn_norm.weight", {C}, lw.ffnNorm));
     DI_TRY(walkMhc(s, p, "attn", C, lw.hcAttn));
     DI_TRY(walkMhc(s, p, "ffn", C, lw.hcFfn));
-    DI_TRY(walkAttention(s, cfg, L, lw.attn));
-    DI_TRY(walkMoe(s, ckpt, cfg, L, lw.ffn));
+    DI_TRY(walkAttention(s, cfg, p + "attn.", cfg.role(L), lw.attn));
+    DI_TRY(walkMoe(s, ckpt, cfg, p + "ffn.", cfg.nRoutedExperts, lw.ffn));
     lw.hasEngram = cfg.role(L).isEngram;
     if (lw.hasEngram) DI_TRY(walkEngram(s, cfg, L, lw.engram));
   }
+  w.hasDraft = cfg.dsparkConfigured() && checkpointHasDraft(ckpt);
+  if (w.hasDraft) DI_TRY(walkDspark(s, ckpt, cfg, w.draft));
   return {};
 }
 

@@ -70,10 +70,22 @@ struct GpuLayerWeights {
   GpuEngramWeights engram;
 };
 
+// The DSpark draft heads (spec/dspark.md §1); embed and head are the backbone's.
+struct GpuDsparkWeights {
+  std::vector<GpuLayerWeights> stages;  // mtp.s.*: window-only blocks with the draft MoE (no engram)
+  GpuMatrix mainProj;                   // [C, taps * C] (stage 0)
+  DeviceBuffer mainNorm;                // bf16 [C] (stage 0)
+  DeviceBuffer norm;                    // bf16 [C] (last stage)
+  GpuMatrix markovEmbed, markovHead;    // [V, r] (last stage)
+  DeviceBuffer confidence;              // bf16 [C + r] (last stage's confidence_head.proj)
+};
+
 struct GpuWeights {
   GpuMatrix embed, head;                // [V, C]
   DeviceBuffer norm;                    // bf16 [C]
   std::vector<GpuLayerWeights> layers;  // executed layers only
+  bool hasDraft = false;                // DSpark configured and its mtp.* tensors in the checkpoint
+  GpuDsparkWeights draft;
   int64_t deviceBytes = 0;              // sum of the buffers' sizes
 };
 

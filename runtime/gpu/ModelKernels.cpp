@@ -27,7 +27,7 @@ const char* const kEntries[] = {
     "di_model_gather_rows_bf16",  "di_model_scatter_rows_f32",   "di_model_moe_sum",
     "di_model_engram_gate",       "di_model_pair_pool",          "di_model_index_query_quant",
     "di_model_index_key_insert",  "di_model_candidate_block_scores", "di_model_mask_to_blocks",
-    "di_model_drop_neg_inf"};
+    "di_model_drop_neg_inf",      "di_model_stream_mean"};
 
 }  // namespace
 

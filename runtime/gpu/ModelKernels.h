@@ -161,6 +161,10 @@ class ModelKernels {
                         uint64_t x, int64_t C, uint64_t g, uint64_t v, uint64_t h, uint64_t y, int64_t I, uint64_t out,
                         void* stream) const;
 
+  // DSpark's target feature (CpuForward.cpp captureTap): out[t, 0..C) = bf16(((X[t,0] + X[t,1]) +
+  // X[t,2] + X[t,3]) * 0.25) in fp32. X bf16 [T, 4, C], out bf16 rows of stride outStride >= C.
+  Status streamMean(uint64_t X, int64_t T, int64_t C, uint64_t out, int64_t outStride, void* stream) const;
+
   // out[t] = argmax of logits[t, 0..V) (ties to the lower index; argmaxToken's NaN behaviour:
   // NaN never wins, and a NaN at index 0 gives 0). logits f32 [T, V], out i32 [T].
   Status argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream) const;

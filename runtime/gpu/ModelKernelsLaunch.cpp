@@ -414,4 +414,14 @@ Status ModelKernels::argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out,
   return launch("di_model_argmax", gridForCtas(T), 0, &p, sizeof(p), stream);
 }
 
+Status ModelKernels::streamMean(uint64_t X, int64_t T, int64_t C, uint64_t out, int64_t outStride,
+                                void* stream) const {
+  Check c("streamMean");
+  c.range("T", T, 0, kI32Max).range("C", C, 1, kI32Max).range("outStride", outStride, C, kI32Max);
+  if (T > 0) c.addr("X", X, 2).addr("out", out, 2);
+  DI_TRY(c.status());
+  di::StreamMeanParams p{ptr<const uint16_t>(X), ptr<uint16_t>(out), T, C, outStride};
+  return launch("di_model_stream_mean", gridFor(T * C), 0, &p, sizeof(p), stream);
+}
+
 }  // namespace deepinfer

@@ -80,14 +80,37 @@ Result<std::unique_ptr<CpuModel>> CpuModel::load(const std::string& modelDir,
     m->tokenMap_ = std::move(*map);
     m->padClass_ = engramPadClass(m->tokenMap_, m->cfg_);
   }
+  if (m->weights_->hasDraft) {
+    auto table = RopeTable::forLayer(m->cfg_, m->cfg_.numHiddenLayers);  // draft stages: ratio 0
+    if (!table.ok()) return table.error();
+    m->draftRope_ = std::move(*table);
+  }
   m->pool_ = std::make_unique<CpuThreadPool>(opts.threads);
   m->fp64_ = opts.fp64Accumulation;
   return m;
 }
 
+bool CpuModel::hasDraft() const { return weights_->hasDraft; }
+
+Result<CpuRequestState> CpuModel::newSpeculativeRequest() const {
+  if (!hasDraft())
+    return Error{cfg_.dsparkConfigured()
+                     ? std::string("speculative request: the checkpoint has no mtp.* (DSpark) tensors")
+                     : fmt::format("speculative request: the model has no DSpark draft (num_nextn_predict_layers {}, "
+                                   "dspark_block_size {})",
+                                   cfg_.numNextnPredictLayers, cfg_.dsparkBlockSize)};
+  CpuRequestState st = newRequest();
+  st.speculative_ = true;
+  st.ringRows_ = cfg_.slidingWindow + cfg_.dsparkBlockSize;
+  const int64_t W = cfg_.slidingWindow;
+  st.draftRings_.assign(size_t(cfg_.numNextnPredictLayers), PagedKvCache(W % 64 == 0 ? 64 : W));
+  return st;
+}
+
 CpuRequestState CpuModel::newRequest() const {
   CpuRequestState st;
   const int64_t W = cfg_.slidingWindow;
+  st.ringRows_ = W;
   // The ring holds exactly `sliding_window` rows; pages of 64 when that divides it.
   const int64_t ringBlock = W % 64 == 0 ? 64 : W;
   for (int L = 0; L < cfg_.numHiddenLayers; ++L) {
@@ -100,6 +123,19 @@ CpuRequestState CpuModel::newRequest() const {
 }
 
 Result<HostTensor> CpuModel::prefill(CpuRequestState& state, const std::vector<int32_t>& ids) {
+  if (!state.speculative_) return forward(state, ids, nullptr, 0);
+  // Speculative requests commit every processed position to the draft rings; only the last
+  // sliding_window positions survive there, so only their features are computed.
+  const int64_t n = int64_t(ids.size()), first = std::max<int64_t>(0, n - cfg_.slidingWindow);
+  std::vector<float> mainX;
+  auto logits = forward(state, ids, &mainX, first);
+  if (!logits.ok()) return logits;
+  commitDraftRows(state, state.position_ - n + first, mainX.data() + first * cfg_.hiddenSize, n - first);
+  return logits;
+}
+
+Result<HostTensor> CpuModel::forward(CpuRequestState& state, const std::vector<int32_t>& ids,
+                                     std::vector<float>* mainX, int64_t firstFeatureRow) {
   if (ids.empty()) return Error{"prefill: no tokens"};
   if (int64_t(state.windows_.size()) != cfg_.numHiddenLayers)
     return Error{"prefill: the request state was not created by this model (newRequest)"};
@@ -116,7 +152,16 @@ Result<HostTensor> CpuModel::prefill(CpuRequestState& state, const std::vector<i
   const size_t classesBefore = state.classes_.size();
   if (!tokenMap_.empty())
     for (int32_t id : ids) state.classes_.push_back(tokenMap_[size_t(id)]);
+  if (state.speculative_) {
+    state.lastCallStart_ = state.position_;
+    for (CpuKvSourceState& src : state.sources_) {
+      src.beforeCall = {src.hasTail, src.tailPos, src.tailKv, src.tailGate};
+      src.callTails.clear();
+    }
+  }
   CpuForwardPass pass(*this, state, int64_t(ids.size()));
+  std::vector<float> taps;
+  if (mainX) pass.tapFeatures = &taps;
   auto logits = pass.run(ids);
   if (!logits.ok()) {
     // Caches may hold part of the call: the request cannot continue consistently.
@@ -125,6 +170,19 @@ Result<HostTensor> CpuModel::prefill(CpuRequestState& state, const std::vector<i
     return Error{fmt::format("{} (the request state is no longer usable)", logits.error().message)};
   }
   state.position_ = end;
+  if (mainX) {
+    // main_x = rmsnorm(main_proj . G, main_norm): fp32 GEMM output straight into the norm (§8).
+    const CpuDsparkWeights& dw = weights_->draft;
+    const int64_t C = cfg_.hiddenSize, T = int64_t(ids.size()), n = T - firstFeatureRow;
+    const int64_t width = dw.mainProj.cols;
+    CpuExec ex{pool_.get(), fp64_};
+    mainX->assign(size_t(T * C), 0.f);
+    gemm(ex, taps.data() + firstFeatureRow * width, n, dw.mainProj, mainX->data() + firstFeatureRow * C);
+    for (int64_t t = firstFeatureRow; t < T; ++t) {
+      float* x = mainX->data() + t * C;
+      rmsNorm(ex, x, C, dw.mainNorm.data(), cfg_.rmsNormEps, x);
+    }
+  }
   return logits;
 }
 
@@ -162,52 +220,35 @@ Result<HostTensor> CpuForwardPass::run(const std::vector<int32_t>& ids) {
   std::vector<float> pre(size_t(T * kStreams), 0.f);
   for (int64_t t = 0; t < T; ++t) pre[size_t(t * kStreams)] = 1.f;
 
-  std::vector<CpuMhcMix> mixA(static_cast<size_t>(T)), mixF(static_cast<size_t>(T));
-  std::vector<float> u(size_t(T * C)), y;
-  auto collapseNorm = [&](const std::vector<float>& weightsNorm, auto preOf) {
-    parallelFor(T, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        float* ut = &u[size_t(t * C)];
-        mhcCollapse(ex, &X[size_t(t * kStreams * C)], C, preOf(t), ut);
-        rmsNorm(ex, ut, C, weightsNorm.data(), cfg.rmsNormEps, ut);
-      }
-    });
-  };
-  auto mixes = [&](const CpuMhcWeights& hw, std::vector<CpuMhcMix>& out) {
-    parallelFor(T, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t)
-        out[size_t(t)] = mhcMixes(ex, &X[size_t(t * kStreams * C)], C, hw, cfg.rmsNormEps,
-                                  cfg.hcEps, cfg.hcSinkhornIters);
-    });
-  };
-  auto post = [&](const std::vector<CpuMhcMix>& mix) {
-    parallelFor(T, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t)
-        mhcPost(ex, &X[size_t(t * kStreams * C)], C, mix[size_t(t)], &y[size_t(t * C)]);
-    });
-  };
-
+  const std::vector<int> taps = tapFeatures ? cfg.dsparkTapLayers() : std::vector<int>{};
+  if (tapFeatures) tapFeatures->assign(size_t(T) * taps.size() * size_t(C), 0.f);
   for (int L = 0; L < cfg.numHiddenLayers; ++L) {
     const CpuLayerWeights& lw = w.layers[size_t(L)];
     if (lw.hasEngram) DI_TRY(engram(L, X));
-    // Delayed mHC (ops.md §8): the attention collapses with the previous sublayer's pre-mix.
-    mixes(lw.hcAttn, mixA);
-    collapseNorm(lw.attnNorm, [&](int64_t t) { return &pre[size_t(t * kStreams)]; });
-    attention(L, u, y);
-    post(mixA);
-    mixes(lw.hcFfn, mixF);
-    collapseNorm(lw.ffnNorm, [&](int64_t t) { return mixA[size_t(t)].pre; });
-    moe(L, u, y);
-    post(mixF);
-    for (int64_t t = 0; t < T; ++t)
-      std::copy_n(mixF[size_t(t)].pre, kStreams, &pre[size_t(t * kStreams)]);
+    // DSpark taps the streams entering the block, after an engram injection (dspark.md §2, R).
+    for (size_t i = 0; i < taps.size(); ++i)
+      if (taps[i] == L) captureTap(X, i, taps.size());
+    runMhcBlock(
+        ex, cfg, lw, T, X, pre, [&](const std::vector<float>& u, std::vector<float>& y) { attention(L, u, y); },
+        [&](const std::vector<float>& u, std::vector<float>& y) { moe(L, u, y); });
   }
 
   // Collapse with the last pre-mix, final norm, fp32 head.
-  collapseNorm(w.norm, [&](int64_t t) { return &pre[size_t(t * kStreams)]; });
+  std::vector<float> u;
+  collapseAndNorm(ex, cfg, T, X, pre, w.norm, u);
   HostTensor logits(DType::F32, {T, V});
   gemm(ex, u.data(), T, w.head, logits.ptr<float>());
   return logits;
+}
+
+void CpuForwardPass::captureTap(const std::vector<float>& X, size_t tap, size_t taps) {
+  const int64_t C = cfg.hiddenSize;
+  // g[t] = bf16((x0 + x1 + x2 + x3) * 0.25): an fp32 sum in stream order, one rounding.
+  for (int64_t t = 0; t < T; ++t) {
+    const float* x = &X[size_t(t * kStreams * C)];
+    float* g = &(*tapFeatures)[size_t(t) * taps * size_t(C) + tap * size_t(C)];
+    for (int64_t d = 0; d < C; ++d) g[d] = roundBf16((((x[d] + x[C + d]) + x[2 * C + d]) + x[3 * C + d]) * 0.25f);
+  }
 }
 
 }  // namespace deepinfer

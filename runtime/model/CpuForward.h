@@ -19,6 +19,7 @@
 #include "Checkpoint.h"
 #include "CpuForwardCaches.h"
 #include "CpuForwardTrace.h"
+#include "CpuSpeculative.h"
 #include "EngramHash.h"
 #include "ModelConfig.h"
 #include "Rope.h"
@@ -43,6 +44,15 @@ struct CpuKvSourceState {
   bool hasTail = false;
   int64_t tailPos = -1;
   std::vector<float> tailKv, tailGate;
+  // Speculative requests: the tail as it was before the last call and the (kv, gate) of every
+  // even position of that call, so a rollback inside the call can restore it (dspark.md §5).
+  struct Tail {
+    bool has = false;
+    int64_t pos = -1;
+    std::vector<float> kv, gate;
+  };
+  Tail beforeCall;
+  std::vector<Tail> callTails;
 };
 
 // One request: caches of every layer, its position, the token classes engram n-grams read.
@@ -55,13 +65,27 @@ class CpuRequestState {
 
   // Inspection (tests): a layer's window ring and a kv source's compressed state.
   const PagedKvCache& windowCache(int layer) const { return windows_.at(size_t(layer)); }
+  // Tests poison rows a rollback made invisible, to prove nothing reads them again.
+  PagedKvCache& mutableWindowCache(int layer) { return windows_.at(size_t(layer)); }
   const CpuKvSourceState& kvSource(int layer) const { return sources_.at(size_t(layer)); }
+  // Slots of every window ring: sliding_window, plus the draft block size for speculative
+  // requests (a verify chunk must not overwrite rows its rollback still needs, dspark.md §5).
+  int64_t windowRingRows() const { return ringRows_; }
+  bool speculative() const { return speculative_; }
+  // DSpark draft stage `s`'s ring (sliding_window rows, slot p mod W; dspark.md §3).
+  const PagedKvCache& draftRing(int stage) const { return draftRings_.at(size_t(stage)); }
+  const std::vector<int64_t>& tokenClasses() const { return classes_; }
 
  private:
   friend class CpuModel;
   friend struct CpuForwardPass;
+  friend struct CpuDraftPass;
   int64_t position_ = 0;
-  std::vector<PagedKvCache> windows_;     // per layer, ring of `sliding_window` rows
+  int64_t ringRows_ = 0;
+  bool speculative_ = false;
+  int64_t lastCallStart_ = 0;             // position where the last forward call started
+  std::vector<PagedKvCache> draftRings_;  // per draft stage (speculative requests)
+  std::vector<PagedKvCache> windows_;     // per layer, ring of `ringRows_` rows
   std::vector<CpuKvSourceState> sources_; // per layer (used by kv sources only)
   std::vector<int64_t> classes_;          // engram class of every processed token
   CpuMechanismCounters counters_;
@@ -83,6 +107,27 @@ class CpuModel {
 
   CpuRequestState newRequest() const;
 
+  // --- DSpark speculative decoding (spec/dspark.md; types in CpuSpeculative.h) ---
+  // Whether the model can speculate: DSpark configured and its mtp.* tensors loaded.
+  bool hasDraft() const;
+  int draftBlockSize() const { return cfg_.dsparkBlockSize; }
+  // A request that keeps what speculation needs: draft rings (filled by every prefill), window
+  // rings with room for a rejected block, and the call's compressor tails. Fails without a draft.
+  Result<CpuRequestState> newSpeculativeRequest() const;
+  // One draft pass for several requests at once (their rows side by side; each attends only to
+  // its own ring and block). Does not change the states.
+  Result<std::vector<CpuDraftBlock>> draft(const std::vector<CpuDraftInput>& inputs);
+  // One speculative step per request: draft, one target forward over [next, d_1 .. d_m], accept,
+  // roll the target caches back to the last accepted token and commit its features to the draft
+  // rings. m = min(maxDrafts, B), 0 when the block would pass max_position_embeddings (a plain
+  // decode step then). A failure makes the failing request's state unusable.
+  Result<std::vector<CpuSpecOutcome>> speculativeStep(std::vector<CpuSpecStep>& steps);
+  // Forgets positions >= newPosition: window rows past it become invisible, compressed and
+  // index-key entries built from them are dropped, the ratio-2 tail and the engram history are
+  // restored. Only inside the last call, by at most the ring's spare rows, on a speculative
+  // request.
+  Status rollback(CpuRequestState& state, int64_t newPosition) const;
+
   // Runs `ids` at the next positions of `state`; returns fp32 logits [ids.size(), V], one row
   // per position. Not thread-safe (one call at a time per model). Bad input (ids outside the
   // vocabulary, too many positions) is rejected before anything changes; a failure half-way
@@ -94,6 +139,7 @@ class CpuModel {
  private:
   CpuModel();
   friend struct CpuForwardPass;
+  friend struct CpuDraftPass;
 
   ModelConfig cfg_;
   std::unique_ptr<Checkpoint> ckpt_;
@@ -104,6 +150,14 @@ class CpuModel {
   int64_t padClass_ = 0;
   std::unique_ptr<CpuThreadPool> pool_;
   bool fp64_ = false;
+  RopeTable draftRope_;                  // the draft stages' (ratio 0) table
+
+  // One target forward over `ids` with the checks of prefill; with `mainX`, also the DSpark
+  // features main_x [ids.size(), C] of rows [firstFeatureRow, ids.size()) (others 0).
+  Result<HostTensor> forward(CpuRequestState& state, const std::vector<int32_t>& ids, std::vector<float>* mainX,
+                             int64_t firstFeatureRow);
+  // Writes commit(p) (dspark.md §3) for p = pos0 + i, i < n, into every draft ring.
+  void commitDraftRows(CpuRequestState& state, int64_t pos0, const float* mainX, int64_t n);
 };
 
 // The structure the forward passes (CPU and GPU) rely on beyond what finalizeModelConfig

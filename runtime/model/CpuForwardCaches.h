@@ -31,6 +31,8 @@ class PagedKvCache {
   explicit PagedKvCache(int64_t blockSize = 64) : blockSize_(blockSize) {}
   void write(int64_t slot, const float* row);
   void read(int64_t slot, float* out) const;
+  // Makes slots >= `slot` as if never written: their bytes zeroed, pages past them dropped.
+  void clearFrom(int64_t slot);
   int64_t blockSize() const { return blockSize_; }
   int64_t numPages() const { return int64_t(pages_.size()); }
   const std::vector<uint8_t>& page(int64_t p) const { return pages_.at(size_t(p)); }
@@ -48,6 +50,9 @@ class CompressedKvCache {
   void append(const float* row);
   int64_t size() const { return count_; }
   const float* row(int64_t j) const { return decoded_.data() + j * kKvDim; }
+  // Keeps entries [0, n): the cache then equals one that only ever held them (speculative
+  // rollback, dspark.md §5).
+  void truncate(int64_t n);
   const PagedKvCache& bytes() const { return cache_; }
 
  private:
@@ -63,6 +68,7 @@ class IndexKeyCache {
   IndexKeyCache(int64_t dim = 128, int64_t blockSize = 64) : dim_(dim), blockSize_(blockSize) {}
   void append(const float* key);
   int64_t size() const { return count_; }
+  void truncate(int64_t n);  // keeps entries [0, n), bytes as if the rest were never written
   int64_t dim() const { return dim_; }
   const float* values(int64_t j) const { return values_.data() + j * dim_; }  // e4m3 decoded
   float scale(int64_t j) const { return scales_[size_t(j)]; }

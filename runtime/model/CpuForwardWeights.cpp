@@ -3,6 +3,8 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "ModelTensors.h"
+
 namespace deepinfer {
 namespace {
 
@@ -59,9 +61,10 @@ Status loadMhc(const Loader& ld, const std::string& p, const std::string& which,
   return {};
 }
 
-Status loadAttention(const Loader& ld, const ModelConfig& cfg, int layer, CpuAttentionWeights& w) {
-  const std::string p = fmt::format("layers.{}.attn.", layer);
-  const LayerRole& role = cfg.role(layer);
+// The attention tensors under `p` ("layers.L.attn." or "mtp.s.attn."); `role` says which
+// compressor/indexer tensors the layer owns (none for draft stages).
+Status loadAttention(const Loader& ld, const ModelConfig& cfg, const std::string& p, const LayerRole& role,
+                     CpuAttentionWeights& w) {
   const int64_t C = cfg.hiddenSize, H = cfg.numAttentionHeads, D = cfg.headDim;
   const int64_t G = cfg.oGroups, qL = cfg.qLoraRank, oL = cfg.oLoraRank;
   DI_ASSIGN(w.wqA, ld.matrix(p + "wq_a.weight", qL, C));
@@ -95,9 +98,9 @@ Status loadExpert(const Loader& ld, const std::string& p, int64_t C, int64_t I,
   return {};
 }
 
-Status loadMoe(const Loader& ld, const ModelConfig& cfg, int layer, CpuMoeWeights& w) {
-  const std::string p = fmt::format("layers.{}.ffn.", layer);
-  const int64_t C = cfg.hiddenSize, E = cfg.nRoutedExperts, I = cfg.moeIntermediateSize;
+// The MoE tensors under `p` ("layers.L.ffn." or "mtp.s.ffn.") with E routed experts.
+Status loadMoe(const Loader& ld, const ModelConfig& cfg, const std::string& p, int64_t E, CpuMoeWeights& w) {
+  const int64_t C = cfg.hiddenSize, I = cfg.moeIntermediateSize;
   DI_ASSIGN(w.gate, ld.matrix(p + "gate.weight", E, C));
   DI_ASSIGN(w.gateBias, ld.vector(p + "gate.bias", {E}));
   w.experts.resize(size_t(E));
@@ -122,6 +125,38 @@ Status loadEngram(const Loader& ld, const ModelConfig& cfg, int layer, CpuEngram
   return {};
 }
 
+// Norms, mHC, attention and MoE of one block under `p` ("layers.L." or "mtp.s.").
+Status loadBlock(const Loader& ld, const ModelConfig& cfg, const std::string& p, const LayerRole& role, int64_t E,
+                 CpuLayerWeights& lw) {
+  const int64_t C = cfg.hiddenSize;
+  DI_ASSIGN(lw.attnNorm, ld.vector(p + "attn_norm.weight", {C}));
+  DI_ASSIGN(lw.ffnNorm, ld.vector(p + "ffn_norm.weight", {C}));
+  DI_TRY(loadMhc(ld, p, "attn", C, lw.hcAttn));
+  DI_TRY(loadMhc(ld, p, "ffn", C, lw.hcFfn));
+  DI_TRY(loadAttention(ld, cfg, p + "attn.", role, lw.attn));
+  DI_TRY(loadMoe(ld, cfg, p + "ffn.", E, lw.ffn));
+  return {};
+}
+
+// The DSpark tensors (spec/dspark.md §1); the stage-specific extras sit on stage 0 (input side)
+// and the last stage (output side).
+Status loadDspark(const Loader& ld, const ModelConfig& cfg, CpuDsparkWeights& w) {
+  const int64_t C = cfg.hiddenSize, V = cfg.vocabSize, r = cfg.dspark.markovRank;
+  const int64_t taps = int64_t(cfg.dsparkTargetLayerIds.size());
+  const int S = cfg.numNextnPredictLayers;
+  w.stages.resize(size_t(S));
+  for (int s = 0; s < S; ++s)
+    DI_TRY(loadBlock(ld, cfg, draftTensorName(s, ""), cfg.role(cfg.numHiddenLayers + s), cfg.draftRoutedExperts(),
+                     w.stages[size_t(s)]));
+  DI_ASSIGN(w.mainProj, ld.matrix(draftTensorName(0, "main_proj.weight"), C, taps * C));
+  DI_ASSIGN(w.mainNorm, ld.vector(draftTensorName(0, "main_norm.weight"), {C}));
+  DI_ASSIGN(w.norm, ld.vector(draftTensorName(S - 1, "norm.weight"), {C}));
+  DI_ASSIGN(w.markovEmbed, ld.matrix(draftTensorName(S - 1, "markov_head.embed.weight"), V, r));
+  DI_ASSIGN(w.markovHead, ld.matrix(draftTensorName(S - 1, "markov_head.head.weight"), V, r));
+  DI_ASSIGN(w.confidence, ld.vector(draftTensorName(S - 1, "confidence_head.proj.weight"), {1, C + r}));
+  return {};
+}
+
 #undef DI_ASSIGN
 
 }  // namespace
@@ -142,20 +177,12 @@ Result<CpuWeights> loadCpuWeights(const ModelConfig& cfg, const Checkpoint& ckpt
   w.layers.resize(size_t(cfg.numHiddenLayers));
   for (int L = 0; L < cfg.numHiddenLayers; ++L) {
     CpuLayerWeights& lw = w.layers[size_t(L)];
-    const std::string p = fmt::format("layers.{}.", L);
-    auto an = ld.vector(p + "attn_norm.weight", {C});
-    if (!an.ok()) return an.error();
-    lw.attnNorm = std::move(*an);
-    auto fnw = ld.vector(p + "ffn_norm.weight", {C});
-    if (!fnw.ok()) return fnw.error();
-    lw.ffnNorm = std::move(*fnw);
-    DI_TRY(loadMhc(ld, p, "attn", C, lw.hcAttn));
-    DI_TRY(loadMhc(ld, p, "ffn", C, lw.hcFfn));
-    DI_TRY(loadAttention(ld, cfg, L, lw.attn));
-    DI_TRY(loadMoe(ld, cfg, L, lw.ffn));
+    DI_TRY(loadBlock(ld, cfg, fmt::format("layers.{}.", L), cfg.role(L), cfg.nRoutedExperts, lw));
     lw.hasEngram = cfg.role(L).isEngram;
     if (lw.hasEngram) DI_TRY(loadEngram(ld, cfg, L, lw.engram));
   }
+  w.hasDraft = cfg.dsparkConfigured() && checkpointHasDraft(ckpt);
+  if (w.hasDraft) DI_TRY(loadDspark(ld, cfg, w.draft));
   return w;
 }
 

@@ -60,13 +60,27 @@ struct CpuLayerWeights {
   CpuEngramWeights engram;
 };
 
+// The DSpark draft heads (spec/dspark.md §1): embed.weight and head.weight are the backbone's.
+struct CpuDsparkWeights {
+  std::vector<CpuLayerWeights> stages; // mtp.s.*: a window-only layer each (no engram, draft MoE)
+  CpuMatrix mainProj;                  // [C, taps * C] (stage 0)
+  std::vector<float> mainNorm;         // [C] (stage 0)
+  std::vector<float> norm;             // [C] (last stage)
+  CpuMatrix markovEmbed, markovHead;   // [V, r] each (last stage)
+  std::vector<float> confidence;       // [C + r] (last stage's confidence_head.proj)
+};
+
 struct CpuWeights {
   CpuMatrix embed, head;               // [V, C]
   std::vector<float> norm;             // [C]
   std::vector<CpuLayerWeights> layers; // executed layers only
+  bool hasDraft = false;               // DSpark configured and its tensors in the checkpoint
+  CpuDsparkWeights draft;
 };
 
 // Loads every tensor the forward pass of `cfg` reads, checking shapes; errors name the tensor.
+// The DSpark tensors are loaded when the config has DSpark and the checkpoint any mtp.* tensor
+// (then all of them are required).
 Result<CpuWeights> loadCpuWeights(const ModelConfig& cfg, const Checkpoint& ckpt);
 
 }  // namespace deepinfer

@@ -34,13 +34,44 @@ void attendOneHead(const float* q, const std::vector<const float*>& rows, float 
 
 }  // namespace
 
+void attendHead(const CpuExec& ex, const float* q, const std::vector<const float*>& rows, float sink, float scale,
+                float* out) {
+  if (ex.fp64) attendOneHead<double>(q, rows, sink, scale, out);
+  else attendOneHead<float>(q, rows, sink, scale, out);
+  roundBf16InPlace(out, kKvDim);
+}
+
+void attentionOutput(const CpuExec& ex, const ModelConfig& cfg, const CpuAttentionWeights& aw,
+                     const std::vector<float>& o, int64_t T, std::vector<float>& y) {
+  const int64_t C = cfg.hiddenSize, H = cfg.numAttentionHeads, D = cfg.headDim;
+  const int64_t G = cfg.oGroups, oL = cfg.oLoraRank;
+  const int64_t groupWidth = (H / G) * D;
+  std::vector<float> og(size_t(T * groupWidth)), zg(size_t(T * oL)), z(size_t(T * G * oL));
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t t = 0; t < T; ++t)
+      std::copy_n(&o[size_t(t * H * D + g * groupWidth)], groupWidth, &og[size_t(t * groupWidth)]);
+    gemmRows(ex, og.data(), T, aw.woA, g * oL, oL, zg.data());
+    for (int64_t t = 0; t < T; ++t) std::copy_n(&zg[size_t(t * oL)], oL, &z[size_t(t * G * oL + g * oL)]);
+  }
+  roundBf16InPlace(z.data(), int64_t(z.size()));
+  y.assign(size_t(T * C), 0.f);
+  gemm(ex, z.data(), T, aw.woB, y.data());
+  roundBf16InPlace(y.data(), int64_t(y.size()));
+}
+
+void windowRowRoundTrip(float* row) {
+  std::vector<uint8_t> page(size_t(kvPageBytes(1)), 0);
+  encodeKvRow(row, page.data(), 1, 0);
+  decodeKvRow(page.data(), 1, 0, row);
+}
+
 void CpuForwardPass::attention(int layer, const std::vector<float>& u, std::vector<float>& y) {
   const LayerRole& role = cfg.role(layer);
   const CpuAttentionWeights& aw = w.layers[size_t(layer)].attn;
   const RopeTable& rope = m.rope_[size_t(layer)];
-  const int64_t C = cfg.hiddenSize, H = cfg.numAttentionHeads, D = cfg.headDim;
-  const int64_t R = cfg.qkRopeHeadDim, qL = cfg.qLoraRank, G = cfg.oGroups, oL = cfg.oLoraRank;
-  const int64_t W = cfg.slidingWindow;
+  const int64_t H = cfg.numAttentionHeads, D = cfg.headDim;
+  const int64_t R = cfg.qkRopeHeadDim, qL = cfg.qLoraRank;
+  const int64_t W = cfg.slidingWindow, ring = st.ringRows_;
 
   // qr = rmsnorm(wq_a u); q = rope(wq_b qr), rounded once per vector.
   std::vector<float> qr(size_t(T * qL));
@@ -69,15 +100,16 @@ void CpuForwardPass::attention(int layer, const std::vector<float>& u, std::vect
 
   // Window rows as the cache holds them: older positions decoded from the ring, this call's
   // written (quantized) and read back one after another, so a ring shorter than the chunk
-  // never loses a row a token still needs.
-  PagedKvCache& ring = st.windows_[size_t(layer)];
+  // never loses a row a token still needs. The ring has `ringRows` >= W slots (more for
+  // speculative requests, whose rollback must find the rows a rejected draft overwrote).
+  PagedKvCache& cache = st.windows_[size_t(layer)];
   const int64_t first = std::max<int64_t>(0, pos0 - W + 1);
   std::vector<float> view(size_t((pos0 + T - first) * D));
-  for (int64_t p = first; p < pos0; ++p) ring.read(p % W, &view[size_t((p - first) * D)]);
+  for (int64_t p = first; p < pos0; ++p) cache.read(p % ring, &view[size_t((p - first) * D)]);
   for (int64_t t = 0; t < T; ++t) {
     const int64_t p = pos0 + t;
-    ring.write(p % W, &kv[size_t(t * D)]);
-    ring.read(p % W, &view[size_t((p - first) * D)]);
+    cache.write(p % ring, &kv[size_t(t * D)]);
+    cache.read(p % ring, &view[size_t((p - first) * D)]);
     if (p - W + 1 > 0) ++st.counters_.windowSlides;
   }
 
@@ -100,29 +132,12 @@ void CpuForwardPass::attention(int layer, const std::vector<float>& u, std::vect
       if (sel)
         for (int32_t j : (*sel)[size_t(t)]) rows.push_back(comp->row(j));
       float* out = &o[size_t(i * D)];
-      const float* qv = &q[size_t(i * D)];
-      if (ex.fp64) attendOneHead<double>(qv, rows, aw.attnSink[size_t(h)], scale, out);
-      else attendOneHead<float>(qv, rows, aw.attnSink[size_t(h)], scale, out);
-      roundBf16InPlace(out, D);
+      attendHead(ex, &q[size_t(i * D)], rows, aw.attnSink[size_t(h)], scale, out);
       rope.rotate(out + D - R, pos, true);  // un-rotate the RoPE dims of the output
       roundBf16InPlace(out + D - R, R);
     }
   });
-
-  // z[g] = o[g] @ wo_a[g]^T over groups of H/G heads, then y = wo_b z.
-  const int64_t groupWidth = (H / G) * D;
-  std::vector<float> og(size_t(T * groupWidth)), zg(size_t(T * oL)), z(size_t(T * G * oL));
-  for (int64_t g = 0; g < G; ++g) {
-    for (int64_t t = 0; t < T; ++t)
-      std::copy_n(&o[size_t(t * H * D + g * groupWidth)], groupWidth, &og[size_t(t * groupWidth)]);
-    gemmRows(ex, og.data(), T, aw.woA, g * oL, oL, zg.data());
-    for (int64_t t = 0; t < T; ++t)
-      std::copy_n(&zg[size_t(t * oL)], oL, &z[size_t(t * G * oL + g * oL)]);
-  }
-  roundBf16InPlace(z.data(), int64_t(z.size()));
-  y.assign(size_t(T * C), 0.f);
-  gemm(ex, z.data(), T, aw.woB, y.data());
-  roundBf16InPlace(y.data(), int64_t(y.size()));
+  attentionOutput(ex, cfg, aw, o, T, y);
 }
 
 }  // namespace deepinfer

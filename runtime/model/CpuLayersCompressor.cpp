@@ -40,6 +40,7 @@ void CpuForwardPass::compress(int layer, const std::vector<float>& u) {
         src.tailGate.assign(gT, gT + D);
         src.tailPos = pos;
         src.hasTail = true;
+        if (st.speculative_) src.callTails.push_back({true, pos, src.tailKv, src.tailGate});
         continue;
       }
       // pos is odd: its partner pos - 1 is the tail (written earlier in this call or carried).

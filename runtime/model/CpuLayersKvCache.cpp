@@ -68,6 +68,43 @@ void PagedKvCache::read(int64_t slot, float* out) const {
   decodeKvRow(pages_.at(size_t(slot / blockSize_)).data(), blockSize_, slot % blockSize_, out);
 }
 
+void PagedKvCache::clearFrom(int64_t slot) {
+  slot = std::max<int64_t>(slot, 0);
+  const int64_t keepPages = (slot + blockSize_ - 1) / blockSize_;
+  if (int64_t(pages_.size()) > keepPages) pages_.resize(size_t(keepPages));
+  if (slot % blockSize_ == 0 || pages_.empty() || keepPages > int64_t(pages_.size())) return;
+  uint8_t* page = pages_.back().data();
+  for (int64_t off = slot % blockSize_; off < blockSize_; ++off) {
+    std::memset(page + off * kKvRowBytes, 0, kKvRowBytes);
+    std::memset(page + blockSize_ * kKvRowBytes + off * kKvScaleBytes, 0, kKvScaleBytes);
+  }
+}
+
+void CompressedKvCache::truncate(int64_t n) {
+  if (n >= count_) return;
+  n = std::max<int64_t>(n, 0);
+  cache_.clearFrom(n);
+  decoded_.resize(size_t(n * kKvDim));
+  count_ = n;
+}
+
+void IndexKeyCache::truncate(int64_t n) {
+  if (n >= count_) return;
+  n = std::max<int64_t>(n, 0);
+  const int64_t keepPages = (n + blockSize_ - 1) / blockSize_;
+  pages_.resize(size_t(keepPages));
+  if (n % blockSize_ != 0) {
+    uint8_t* page = pages_.back().data();
+    for (int64_t off = n % blockSize_; off < blockSize_; ++off) {
+      std::memset(page + off * dim_, 0, size_t(dim_));
+      std::memset(page + blockSize_ * dim_ + off * 4, 0, 4);
+    }
+  }
+  values_.resize(size_t(n * dim_));
+  scales_.resize(size_t(n));
+  count_ = n;
+}
+
 void CompressedKvCache::append(const float* row) {
   cache_.write(count_, row);
   decoded_.resize(size_t((count_ + 1) * kKvDim));

@@ -1,5 +1,6 @@
 // mHC mixes, collapse and post step (spec/ops.md §8). The epilogue runs in the accumulation
 // type (fp32, or fp64 when measuring flips); results are stored as fp32.
+#include <algorithm>
 #include <cmath>
 
 #include "CpuForwardLayers.h"
@@ -106,6 +107,58 @@ void mhcPost(const CpuExec& ex, float* x, int64_t C, const CpuMhcMix& mix, const
       }
     }
   }
+}
+
+void runMhcBlock(const CpuExec& ex, const ModelConfig& cfg, const CpuLayerWeights& lw, int64_t T,
+                 std::vector<float>& X, std::vector<float>& pre, const CpuSublayer& attention,
+                 const CpuSublayer& moe) {
+  const int64_t C = cfg.hiddenSize;
+  std::vector<CpuMhcMix> mixA(static_cast<size_t>(T)), mixF(static_cast<size_t>(T));
+  std::vector<float> u(size_t(T * C)), y;
+  auto collapseNorm = [&](const std::vector<float>& weightsNorm, auto preOf) {
+    ex.pool->parallelFor(T, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        float* ut = &u[size_t(t * C)];
+        mhcCollapse(ex, &X[size_t(t * kStreams * C)], C, preOf(t), ut);
+        rmsNorm(ex, ut, C, weightsNorm.data(), cfg.rmsNormEps, ut);
+      }
+    });
+  };
+  auto mixes = [&](const CpuMhcWeights& hw, std::vector<CpuMhcMix>& out) {
+    ex.pool->parallelFor(T, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t)
+        out[size_t(t)] = mhcMixes(ex, &X[size_t(t * kStreams * C)], C, hw, cfg.rmsNormEps, cfg.hcEps,
+                                  cfg.hcSinkhornIters);
+    });
+  };
+  auto post = [&](const std::vector<CpuMhcMix>& mix) {
+    ex.pool->parallelFor(T, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) mhcPost(ex, &X[size_t(t * kStreams * C)], C, mix[size_t(t)], &y[size_t(t * C)]);
+    });
+  };
+  // Delayed mHC (ops.md §8): the attention collapses with the previous sublayer's pre-mix.
+  mixes(lw.hcAttn, mixA);
+  collapseNorm(lw.attnNorm, [&](int64_t t) { return &pre[size_t(t * kStreams)]; });
+  attention(u, y);
+  post(mixA);
+  mixes(lw.hcFfn, mixF);
+  collapseNorm(lw.ffnNorm, [&](int64_t t) { return mixA[size_t(t)].pre; });
+  moe(u, y);
+  post(mixF);
+  for (int64_t t = 0; t < T; ++t) std::copy_n(mixF[size_t(t)].pre, kStreams, &pre[size_t(t * kStreams)]);
+}
+
+void collapseAndNorm(const CpuExec& ex, const ModelConfig& cfg, int64_t T, const std::vector<float>& X,
+                     const std::vector<float>& pre, const std::vector<float>& norm, std::vector<float>& out) {
+  const int64_t C = cfg.hiddenSize;
+  out.resize(size_t(T * C));
+  ex.pool->parallelFor(T, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      float* ot = &out[size_t(t * C)];
+      mhcCollapse(ex, &X[size_t(t * kStreams * C)], C, &pre[size_t(t * kStreams)], ot);
+      rmsNorm(ex, ot, C, norm.data(), cfg.rmsNormEps, ot);
+    }
+  });
 }
 
 }  // namespace deepinfer

@@ -33,8 +33,14 @@ void runExpert(const CpuExec& ex, const CpuExpertWeights& e, const float* x, int
 }  // namespace
 
 void CpuForwardPass::moe(int layer, const std::vector<float>& u, std::vector<float>& y) {
-  const CpuMoeWeights& mw = w.layers[size_t(layer)].ffn;
-  const int64_t C = cfg.hiddenSize, E = cfg.nRoutedExperts, k = cfg.numExpertsPerTok;
+  moeForward(ex, cfg, w.layers[size_t(layer)].ffn, cfg.nRoutedExperts, cfg.numExpertsPerTok, u, T, y,
+             [&](int64_t t, const std::vector<int32_t>& ids) { record(CpuDecisionKind::Router, layer, pos0 + t, ids); });
+}
+
+void moeForward(const CpuExec& ex, const ModelConfig& cfg, const CpuMoeWeights& mw, int64_t E, int64_t k,
+                const std::vector<float>& u, int64_t T, std::vector<float>& y,
+                const std::function<void(int64_t, const std::vector<int32_t>&)>& onRoute) {
+  const int64_t C = cfg.hiddenSize;
   const float limit = float(cfg.swigluLimit);
 
   // Router: s = sqrt(softplus(u gate^T)); ids = top-k of s + bias; weights from s.
@@ -59,7 +65,7 @@ void CpuForwardPass::moe(int layer, const std::vector<float>& u, std::vector<flo
     const float denom = cfg.normTopkProb ? (ex.fp64 ? float(sumD + 1e-20) : sumF + 1e-20f) : 1.f;
     for (int32_t e : ids[size_t(t)])
       wts[size_t(t)].push_back(st_[e] / denom * float(cfg.routedScalingFactor));
-    record(CpuDecisionKind::Router, layer, pos0 + t, ids[size_t(t)]);
+    if (onRoute) onRoute(t, ids[size_t(t)]);
   }
 
   // Expert outputs per (token, rank); summed afterwards in rank order so the result does not

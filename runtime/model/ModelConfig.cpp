@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -130,6 +131,19 @@ void parseQuantization(const json::Object& q, ModelConfig& cfg) {
   }
 }
 
+// The DSpark fields (spec/dspark.md §1), all optional: without them the model has no draft.
+Status parseDsparkFields(const FieldReader& r, ModelConfig& cfg) {
+  DI_OPT_FIELD(r, "dspark_block_size", cfg.dsparkBlockSize, smallInt);
+  DI_OPT_FIELD(r, "dspark_target_layer_ids", cfg.dsparkTargetLayerIds, smallIntList);
+  DI_OPT_FIELD(r, "dspark_noise_token_id", cfg.dspark.noiseTokenId, integer);
+  DI_OPT_FIELD(r, "dspark_markov_rank", cfg.dspark.markovRank, smallInt);
+  DI_OPT_FIELD(r, "dspark_n_routed_experts", cfg.dspark.nRoutedExperts, smallInt);
+  // R's spelling first, the HF one wins when both are present.
+  DI_OPT_FIELD(r, "dspark_n_activated_experts", cfg.dspark.numExpertsPerTok, smallInt);
+  DI_OPT_FIELD(r, "dspark_num_experts_per_tok", cfg.dspark.numExpertsPerTok, smallInt);
+  return {};
+}
+
 Status parseFields(const json::Object& root, const std::string& source, ModelConfig& cfg) {
   // The real config nests the text model under "text_config"; accept a flat file too.
   const json::Object* text = root.getObject("text_config");
@@ -213,8 +227,7 @@ Status parseFields(const json::Object& root, const std::string& source, ModelCon
     }
   }
 
-  DI_OPT_FIELD(r, "dspark_block_size", cfg.dsparkBlockSize, smallInt);
-  DI_OPT_FIELD(r, "dspark_target_layer_ids", cfg.dsparkTargetLayerIds, smallIntList);
+  DI_TRY(parseDsparkFields(r, cfg));
 
   const json::Object* q = o.getObject("quantization_config");
   if (!q) q = root.getObject("quantization_config");
@@ -409,11 +422,63 @@ Status checkSources(const ModelConfig& c, const std::string& s) {
                                  s, k, cs, keys, csKeys)};
     }
   }
-  for (size_t i = 0; i < c.dsparkTargetLayerIds.size(); ++i)
-    if (c.dsparkTargetLayerIds[i] < 0 || c.dsparkTargetLayerIds[i] >= L)
-      return Error{fmt::format("{}: dspark_target_layer_ids[{}] = {} is out of range [0, {})", s, i,
-                               c.dsparkTargetLayerIds[i], L)};
   return {};
+}
+
+// DSpark (spec/dspark.md §1): draft stages are window-only; with stages and a block size the
+// tapped layers, the noise token, the Markov rank and the draft MoE must make sense.
+Status checkDspark(const ModelConfig& c, const std::string& s) {
+  const int L = c.numHiddenLayers;
+  for (int l = L; l < c.numLayersTotal(); ++l)
+    if (c.compressRatios[size_t(l)] != 0)
+      return Error{fmt::format("{}: compress_ratios[{}] = {} but layer {} is a DSpark draft stage (drafts attend "
+                               "to their window only: the ratio must be 0)",
+                               s, l, c.compressRatios[size_t(l)], l)};
+  if (c.dsparkBlockSize < 0)
+    return Error{fmt::format("{}: dspark_block_size must be >= 0 (got {})", s, c.dsparkBlockSize)};
+  for (size_t i = 0; i < c.dsparkTargetLayerIds.size(); ++i) {
+    const int id = c.dsparkTargetLayerIds[i];
+    if (id < 0 || id >= L)
+      return Error{fmt::format("{}: dspark_target_layer_ids[{}] = {} is out of range [0, {})", s, i, id, L)};
+    for (size_t j = 0; j < i; ++j)
+      if (c.dsparkTargetLayerIds[j] == id)
+        return Error{fmt::format("{}: dspark_target_layer_ids lists layer {} twice (entries {} and {})", s, id, j,
+                                 i)};
+  }
+  if (c.dspark.nRoutedExperts < 0 || c.dspark.numExpertsPerTok < 0)
+    return Error{fmt::format("{}: dspark_n_routed_experts ({}) and dspark_num_experts_per_tok ({}) must be >= 0 "
+                             "(0 = the backbone's)",
+                             s, c.dspark.nRoutedExperts, c.dspark.numExpertsPerTok)};
+  if (!c.dsparkConfigured()) return {};
+  const std::string why = fmt::format("(required with num_nextn_predict_layers {} and dspark_block_size {})",
+                                      c.numNextnPredictLayers, c.dsparkBlockSize);
+  if (c.dsparkTargetLayerIds.empty())
+    return Error{fmt::format("{}: dspark_target_layer_ids is missing or empty {}", s, why)};
+  if (c.dspark.noiseTokenId < 0 || c.dspark.noiseTokenId >= c.vocabSize)
+    return Error{fmt::format("{}: dspark_noise_token_id {} is missing or outside the vocabulary [0, {}) {}", s,
+                             c.dspark.noiseTokenId, c.vocabSize, why)};
+  if (c.dspark.markovRank <= 0)
+    return Error{fmt::format("{}: dspark_markov_rank must be > 0 (got {}) {}", s, c.dspark.markovRank, why)};
+  if (c.draftExpertsPerTok() > c.draftRoutedExperts())
+    return Error{fmt::format("{}: the draft MoE picks {} of {} experts (dspark_num_experts_per_tok / "
+                             "dspark_n_routed_experts, 0 = the backbone's)",
+                             s, c.draftExpertsPerTok(), c.draftRoutedExperts())};
+  return {};
+}
+
+// The DSpark fields of config.json, written only when set (modelConfigToJson).
+void writeDsparkFields(const ModelConfig& c, json::Object& t) {
+  auto ints = [](const std::vector<int>& v) {
+    json::Array a;
+    for (int x : v) a.push_back(int64_t(x));
+    return a;
+  };
+  if (c.dsparkBlockSize > 0) t["dspark_block_size"] = c.dsparkBlockSize;
+  if (!c.dsparkTargetLayerIds.empty()) t["dspark_target_layer_ids"] = ints(c.dsparkTargetLayerIds);
+  if (c.dspark.noiseTokenId >= 0) t["dspark_noise_token_id"] = c.dspark.noiseTokenId;
+  if (c.dspark.markovRank > 0) t["dspark_markov_rank"] = c.dspark.markovRank;
+  if (c.dspark.nRoutedExperts > 0) t["dspark_n_routed_experts"] = c.dspark.nRoutedExperts;
+  if (c.dspark.numExpertsPerTok > 0) t["dspark_num_experts_per_tok"] = c.dspark.numExpertsPerTok;
 }
 
 void deriveRoles(ModelConfig& c) {
@@ -446,6 +511,7 @@ Status finalizeModelConfig(ModelConfig& cfg, const std::string& sourceName) {
   DI_TRY(checkSizes(cfg, sourceName));
   DI_TRY(checkSources(cfg, sourceName));
   DI_TRY(checkEngram(cfg, sourceName));
+  DI_TRY(checkDspark(cfg, sourceName));
   deriveRoles(cfg);
   return {};
 }
@@ -469,6 +535,12 @@ Result<ModelConfig> loadModelConfig(const std::string& modelDir) {
   ss << in.rdbuf();
   if (in.bad()) return Error{fmt::format("{}: read error", path)};
   return parseModelConfig(ss.str(), path);
+}
+
+std::vector<int> ModelConfig::dsparkTapLayers() const {
+  std::vector<int> taps = dsparkTargetLayerIds;
+  std::sort(taps.begin(), taps.end());
+  return taps;
 }
 
 ModelConfig v41FlashDefaults() {
@@ -523,6 +595,10 @@ ModelConfig v41FlashDefaults() {
   c.engramVocabSize = {16000000, 16000000, 16000000};
   c.dsparkBlockSize = 5;
   c.dsparkTargetLayerIds = {37, 38, 39};
+  c.dspark.noiseTokenId = 128799;
+  c.dspark.markovRank = 256;
+  c.dspark.nRoutedExperts = 128;
+  c.dspark.numExpertsPerTok = 3;
   c.quantMethod = "fp8";
   c.expertQuantFormat = "fp4";
   c.weightBlockSize = {32, 32};
@@ -596,8 +672,7 @@ std::string modelConfigToJson(const ModelConfig& c) {
     t["engram_compressed_vocab_size"] = c.engramCompressedVocabSize;
     if (!c.engramVocabSize.empty()) t["engram_vocab_size"] = ints(c.engramVocabSize);
   }
-  if (c.dsparkBlockSize > 0) t["dspark_block_size"] = c.dsparkBlockSize;
-  if (!c.dsparkTargetLayerIds.empty()) t["dspark_target_layer_ids"] = ints(c.dsparkTargetLayerIds);
+  writeDsparkFields(c, t);
   if (!c.quantMethod.empty() || !c.expertQuantFormat.empty() || !c.weightBlockSize.empty()) {
     json::Object q;
     if (!c.quantMethod.empty()) q["quant_method"] = c.quantMethod;

@@ -22,7 +22,7 @@ struct RopeScaling {
 // What one layer owns and reads (model.md §2, ops.md §9). Layer numbers are absolute.
 struct LayerRole {
   int layer = 0;
-  bool isDraft = false;              // one of the trailing num_nextn_predict_layers (not executed yet)
+  bool isDraft = false;              // one of the trailing num_nextn_predict_layers (DSpark stages)
   int ratio = 0;                     // compress ratio: 0 (window only), 1 or 2
   bool isKvSource = false;           // owns a compressor + compressed cache + index-key cache
   bool isIndexSource = false;        // owns an indexer query side (indexer.wq_b, weights_proj)
@@ -35,6 +35,15 @@ struct LayerRole {
   bool candidateRestricted = false;  // index source above the candidate source: scores masked
   bool isEngram = false;             // runs the engram module before the block
   int engramIndex = -1;              // position in engram_layer_ids (-1 when not an engram layer)
+};
+
+// The DSpark speculative heads beyond the stage count (numNextnPredictLayers), block size
+// (dsparkBlockSize) and tapped layers (dsparkTargetLayerIds) of ModelConfig (spec/dspark.md §1).
+struct DsparkConfig {
+  int64_t noiseTokenId = -1;         // dspark_noise_token_id: the placeholder rows of a draft block
+  int markovRank = 0;                // dspark_markov_rank (r)
+  int nRoutedExperts = 0;            // dspark_n_routed_experts; 0 = the backbone's
+  int numExpertsPerTok = 0;          // dspark_num_experts_per_tok (dspark_n_activated_experts); 0 = the backbone's
 };
 
 struct ModelConfig {
@@ -95,7 +104,8 @@ struct ModelConfig {
   std::vector<int64_t> engramVocabSize;
 
   int dsparkBlockSize = 0;
-  std::vector<int> dsparkTargetLayerIds;
+  std::vector<int> dsparkTargetLayerIds;  // any order, no repeats; tapped in ascending order
+  DsparkConfig dspark;
 
   // `quantization_config` as far as the loader cares. Informational: the checkpoint's dtypes
   // decide how each tensor is dequantized.
@@ -110,6 +120,13 @@ struct ModelConfig {
   int nopeDim() const { return headDim - qkRopeHeadDim; }
   int numEngramLayers() const { return int(engramLayerIds.size()); }
   const LayerRole& role(int layer) const { return layers.at(size_t(layer)); }
+
+  // DSpark (spec/dspark.md): configured when there are draft stages and a block size; it runs
+  // only when the checkpoint also has the mtp.* tensors.
+  bool dsparkConfigured() const { return numNextnPredictLayers >= 1 && dsparkBlockSize >= 1; }
+  int draftRoutedExperts() const { return dspark.nRoutedExperts > 0 ? dspark.nRoutedExperts : nRoutedExperts; }
+  int draftExpertsPerTok() const { return dspark.numExpertsPerTok > 0 ? dspark.numExpertsPerTok : numExpertsPerTok; }
+  std::vector<int> dsparkTapLayers() const;  // dsparkTargetLayerIds sorted ascending
 };
 
 // Reads `<modelDir>/config.json`, validates it and derives the layer roles.

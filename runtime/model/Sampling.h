@@ -3,6 +3,7 @@
 // RNG, so a (seed, step) pair always draws the same token whatever ran before.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "deepinfer/Error.h"
 
@@ -27,5 +28,21 @@ double samplingUniform(uint64_t seed, uint64_t step);
 // index), cut to the smallest prefix whose mass is >= topP, renormalized, one uniform draw.
 // Options must pass validateSampling (callers validate once, up front); V >= 1.
 int32_t sampleToken(const float* logits, int64_t V, const SamplingOptions& o, uint64_t step);
+
+// The distribution sampleToken draws from, over the whole vocabulary: one-hot on the argmax for
+// temperature 0, else the renormalized nucleus (0 outside it). Speculative decoding's target
+// distribution p (spec/dspark.md §5).
+std::vector<double> samplingDistribution(const float* logits, int64_t V, const SamplingOptions& o);
+// softmax(logits / temperature) over the whole vocabulary (no nucleus), in fp64: a draft's q.
+std::vector<double> softmaxDistribution(const float* logits, int64_t V, double temperature);
+
+// Speculative decoding's random draws (spec/dspark.md §8): independent counter-based streams
+// keyed by (request seed, position of the token concerned, purpose), so a request's results do
+// not depend on what it is batched with or how many tokens earlier steps accepted.
+enum class SpecDraw : uint64_t { Draft = 1, Accept = 2, Residual = 3 };
+double keyedUniform(uint64_t seed, uint64_t position, SpecDraw purpose);
+// Inverse CDF in index order over an unnormalized distribution: the first token whose cumulative
+// mass exceeds u * total (u in [0, 1)); tokens of mass 0 are never returned when any has mass.
+int32_t drawFrom(const std::vector<double>& p, double u);
 
 }  // namespace deepinfer

@@ -12,15 +12,18 @@
 namespace deepinfer {
 namespace {
 
-// Splits "layers.12.attn.wq_a.weight" into 12 and "attn.wq_a.weight"; -1 for global tensors.
-int splitLayerName(const std::string& name, std::string* rest) {
-  if (name.rfind("layers.", 0) != 0) {
-    *rest = name;
-    return -1;
+// Splits "layers.12.attn.wq_a.weight" into 12 and "attn.wq_a.weight", and a DSpark stage's
+// "mtp.1.attn.wq_a.weight" into numHiddenLayers + 1 (the stage's layer index) and the rest; -1
+// for global tensors.
+int splitLayerName(const std::string& name, int numHiddenLayers, std::string* rest) {
+  for (const auto& [prefix, base] : {std::pair<std::string, int>{"layers.", 0}, {"mtp.", numHiddenLayers}}) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const size_t dot = name.find('.', prefix.size());
+    *rest = name.substr(dot + 1);
+    return base + std::stoi(name.substr(prefix.size(), dot - prefix.size()));
   }
-  const size_t dot = name.find('.', 7);
-  *rest = name.substr(dot + 1);
-  return std::stoi(name.substr(7, dot - 7));
+  *rest = name;
+  return -1;
 }
 
 bool startsWith(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
@@ -66,6 +69,10 @@ Result<SyntheticWeights> SyntheticWeights::create(const ModelConfig& cfg, uint64
     return Error{fmt::format("make-model: hidden_size {} leaves no room for the anchor, {} routing and one "
                              "importance dimension of the weight shaping (needs at least n_routed_experts + 3)",
                              cfg.hiddenSize, cfg.nRoutedExperts)};
+  if (cfg.dsparkConfigured() && cfg.draftRoutedExperts() > cfg.nRoutedExperts)
+    return Error{fmt::format("make-model: the draft MoE's {} experts exceed the backbone's {}: the routing shaping "
+                             "has one residual dimension per backbone expert",
+                             cfg.draftRoutedExperts(), cfg.nRoutedExperts)};
   if (cfg.headDim < 2 * kBlock || cfg.indexHeadDim - cfg.qkRopeHeadDim < 2 * kKeyHalf)
     return Error{fmt::format("make-model: head_dim {} / index NoPE dims {} are too small for the index shaping",
                              cfg.headDim, cfg.indexHeadDim - cfg.qkRopeHeadDim)};
@@ -99,8 +106,9 @@ void SyntheticWeights::compressorRandomRow(int layer, int64_t row, float* out) c
 
 void SyntheticWeights::buildLayerShapes() {
   const int64_t C = cfg_.hiddenSize;
-  layers_.resize(size_t(cfg_.numHiddenLayers));
-  for (int l = 0; l < cfg_.numHiddenLayers; ++l) {
+  // Draft stages (window-only layers after the backbone's) are shaped like backbone layers.
+  layers_.resize(size_t(cfg_.numLayersTotal()));
+  for (int l = 0; l < cfg_.numLayersTotal(); ++l) {
     LayerShape& s = layers_[size_t(l)];
     DetRandom rng(seed_, "layer-shape", uint64_t(l));
     auto draw = [&](size_t n, float mean, float sd) {
@@ -176,7 +184,7 @@ void SyntheticWeights::fillEmbedRow(int64_t token, float* out) const {
 void SyntheticWeights::fillRows(const ModelTensorSpec& spec, int64_t r0, int64_t r1, float* out) const {
   const int64_t cols = spec.shape.size() == 2 ? spec.shape[1] : spec.shape[0];
   std::string rest;
-  const int layer = splitLayerName(spec.name, &rest);
+  const int layer = splitLayerName(spec.name, cfg_.numHiddenLayers, &rest);
   for (int64_t r = r0; r < r1; ++r) {
     float* row = out + (r - r0) * cols;
     if (layer >= 0) {
@@ -307,6 +315,10 @@ void SyntheticWeights::fillLayerRow(int layer, const std::string& rest, const Mo
     return gaussian(0.f, (rest == "attn.wo_b.weight" ? 1.f : 0.5f) * fanIn);
   }
   if (rest == "engram.embed.weight") return gaussian(0.f, 1.f);
+  // DSpark's Markov factors: embed rows of unit scale, so the transition bias head . e has about
+  // unit spread, comparable to the head's logits; the other draft extras (main_proj, the
+  // confidence head) are plain projections and the norms fall under the norm rule above.
+  if (rest == "markov_head.embed.weight") return gaussian(0.f, 1.f);
   if (rest == "engram.wkv.weight") {
     const int64_t valueRow = row - 4 * C;  // rows [4C, 5C) are the value
     if (valueRow >= 0 && isProtectedDim(valueRow)) return zero();

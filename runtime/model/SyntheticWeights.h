@@ -1,7 +1,8 @@
 // Values of make-model's random weights, shaped so the model behaves like a trained one where
-// tests need it (spec/model.md §9, "Designing the tiny test model"). Random weights put the
-// discrete decisions (router top-k, index top-k, candidate blocks) on knife edges: a one-ulp
-// bf16 difference upstream flips an e4m3 code of an index key and reorders candidates. The
+// tests need it (spec/model.md §9, "Designing the tiny test model"); DSpark draft stages
+// (mtp.*) are shaped like window-only backbone layers. Random weights put the discrete
+// decisions (router top-k, index top-k, candidate blocks) on knife edges: a one-ulp bf16
+// difference upstream flips an e4m3 code of an index key and reorders candidates. The
 // shaping makes every decision depend on a few exactly carried quantities instead:
 //
 //  * Scale: every projection is N(0, 1/fan-in), norms are near 1, mHC bases favour the

@@ -1,5 +1,6 @@
 // Small model kernels: the embedding broadcast to the four residual streams (CpuForward.cpp
-// run), f32 -> bf16 rounding, and the greedy argmax (CpuForward.cpp argmaxToken).
+// run), f32 -> bf16 rounding, the greedy argmax (CpuForward.cpp argmaxToken) and the DSpark
+// target feature (CpuForward.cpp captureTap).
 #pragma once
 #include "common/Mma.cuh"
 #include "model/ModelCommon.cuh"
@@ -62,6 +63,20 @@ __device__ __forceinline__ void argmax_rows(const ArgmaxParams& p) {
   }
 }
 
+// g[t, d] = bf16(((x0 + x1) + x2 + x3) * 0.25): fp32 sums in stream order, one rounding
+// (the multiplication by 0.25 is exact).
+__device__ __forceinline__ void stream_mean(const StreamMeanParams& p) {
+  const int64_t n = p.T * p.C;
+  for (int64_t i = flat_thread(); i < n; i += flat_stride()) {
+    const int64_t t = i / p.C, d = i - t * p.C;
+    const uint16_t* x = p.X + t * 4 * p.C + d;
+    float s = __fadd_rn(bf16_to_f32(x[0]), bf16_to_f32(x[p.C]));
+    s = __fadd_rn(s, bf16_to_f32(x[2 * p.C]));
+    s = __fadd_rn(s, bf16_to_f32(x[3 * p.C]));
+    p.out[t * p.outStride + d] = f32_to_bf16(__fmul_rn(s, 0.25f));
+  }
+}
+
 }  // namespace model
 }  // namespace di
 
@@ -77,4 +92,7 @@ extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_argmax(const di::ArgmaxParams p) {
   di::model::argmax_rows(p);
+}
+extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_stream_mean(const di::StreamMeanParams p) {
+  di::model::stream_mean(p);
 }

@@ -855,6 +855,32 @@ TEST(ModelKernelsGpu, Argmax) {
   });
 }
 
+// DSpark's target feature (CpuForwardPass::captureTap): bit-exact, into a column slice of a wider
+// row (the taps sit side by side), the other columns untouched.
+TEST(ModelKernelsGpu, StreamMean) {
+  DI_GPU_PRELUDE();
+  auto rng = rngFor("StreamMean");
+  forEachTarget(env, [&](const ModelKernels& mk, const std::string&) {
+    for (int64_t C : {5120, 7}) {
+      for (int64_t T : {1, 19}) {
+        const int64_t taps = 3, at = 1;
+        const auto X = randomBf16Values(rng, size_t(T * 4 * C), 0.01f, 30.f);
+        auto dX = upload(toBf16(X));
+        auto dOut = poisoned(size_t(T * taps * C * 2), 0x5A);
+        ASSERT_TRUE(mk.streamMean(dX.addr(), T, C, dOut.addr() + uint64_t(at * C * 2), taps * C, nullptr).ok());
+        sync(env);
+        std::vector<uint16_t> want(size_t(T * taps * C), 0x5A5A);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t d = 0; d < C; ++d) {
+            const float* x = &X[size_t(t * 4 * C + d)];
+            want[size_t(t * taps * C + at * C + d)] = floatToBf16((((x[0] + x[C]) + x[2 * C]) + x[3 * C]) * 0.25f);
+          }
+        expectSame(want, download<uint16_t>(dOut, want.size()), fmt::format("streamMean T={} C={}", T, C));
+      }
+    }
+  });
+}
+
 TEST(ModelKernelsGpu, BadSizesAreErrorsNamingTheKernel) {
   DI_GPU_PRELUDE();
   const ModelKernels& mk = *env.kernels.front().second;
@@ -873,6 +899,7 @@ TEST(ModelKernelsGpu, BadSizesAreErrorsNamingTheKernel) {
   expectError(mk.pairPool(a, a, 0, 0, -1, 1, 8, a, nullptr), "pairPool", "tailKv");
   expectError(mk.indexKeyInsert(a, a, 1, 30, a, 64, nullptr), "indexKeyInsert", "Di = 30");
   expectError(mk.argmax(a, 1, 0, a, nullptr), "argmax", "V = 0");
+  expectError(mk.streamMean(a, 2, 16, a, 8, nullptr), "streamMean", "outStride = 8");
   expectError(mk.embedStreams(0, a, a, 3, 8, nullptr), "embedStreams", "ids");
   expectError(mk.candidateBlockScores(a, 8, a, 1, 0, a, 1, a, nullptr), "candidateBlockScores", "blockSize = 0");
   // Empty work is not an error and launches nothing.

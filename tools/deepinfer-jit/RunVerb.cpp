@@ -81,21 +81,48 @@ Result<double> parseReal(const std::string& flag, const std::string& text) {
   return v;
 }
 
-// The two backends behind one interface: prefill returns every position's logits, decode one row.
+// One speculative step's result (spec/dspark.md §5): the emitted tokens d_1..d_a, b and the
+// target's logits at the positions it committed ([a + 1, V]).
+struct SpecStepResult {
+  std::vector<int32_t> emitted;
+  int accepted = 0;
+  int drafts = 0;  // verified
+  std::vector<float> logits;
+};
+
+// The two backends behind one interface: prefill returns every position's logits, decode one
+// row, a speculative step 1 .. B+1 tokens (backends whose request was made speculative).
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual Result<HostTensor> prefill(const std::vector<int32_t>& ids) = 0;
   virtual Result<std::vector<float>> decode(int32_t token) = 0;
+  virtual Result<SpecStepResult> speculativeStep(int32_t next, int64_t maxDrafts, const SamplingOptions& s) = 0;
   virtual int64_t vocab() const = 0;
   virtual std::string describe() const = 0;
 };
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(std::unique_ptr<CpuModel> m) : m_(std::move(m)), req_(m_->newRequest()) {}
+  CpuBackend(std::unique_ptr<CpuModel> m, CpuRequestState req) : m_(std::move(m)), req_(std::move(req)) {}
   Result<HostTensor> prefill(const std::vector<int32_t>& ids) override { return m_->prefill(req_, ids); }
   Result<std::vector<float>> decode(int32_t t) override { return m_->decode(req_, t); }
+  Result<SpecStepResult> speculativeStep(int32_t next, int64_t maxDrafts, const SamplingOptions& s) override {
+    std::vector<CpuSpecStep> steps(1);
+    steps[0].state = &req_;
+    steps[0].next = next;
+    steps[0].sampling = s;
+    steps[0].maxDrafts = maxDrafts;
+    auto out = m_->speculativeStep(steps);
+    if (!out.ok()) return out.error();
+    CpuSpecOutcome& o = (*out)[0];
+    SpecStepResult r;
+    r.emitted = std::move(o.emitted);
+    r.accepted = o.accepted;
+    r.drafts = int(o.drafts.size());
+    r.logits.assign(o.logits.ptr<float>(), o.logits.ptr<float>() + o.logits.numel());
+    return r;
+  }
   int64_t vocab() const override { return m_->config().vocabSize; }
   std::string describe() const override { return fmt::format("cpu, {} threads", m_->threads()); }
 
@@ -109,6 +136,24 @@ class CudaBackend : public Backend {
   CudaBackend(std::unique_ptr<GpuModel> m, int64_t req, std::string gpu) : m_(std::move(m)), req_(req), gpu_(std::move(gpu)) {}
   Result<HostTensor> prefill(const std::vector<int32_t>& ids) override { return m_->prefill(req_, ids); }
   Result<std::vector<float>> decode(int32_t t) override { return m_->decode(req_, t); }
+  Result<SpecStepResult> speculativeStep(int32_t next, int64_t maxDrafts, const SamplingOptions& s) override {
+    std::vector<GpuSpecStep> steps(1);
+    steps[0].request = req_;
+    steps[0].next = next;
+    steps[0].sampling = s;
+    steps[0].maxDrafts = maxDrafts;
+    steps[0].keepLogits = keepLogits_;
+    auto out = m_->speculativeStep(steps);
+    if (!out.ok()) return out.error();
+    GpuSpecOutcome& o = (*out)[0];
+    SpecStepResult r;
+    r.emitted = std::move(o.emitted);
+    r.accepted = o.accepted;
+    r.drafts = int(o.drafts.size());
+    r.logits.assign(o.logits.ptr<float>(), o.logits.ptr<float>() + o.logits.numel());
+    return r;
+  }
+  void keepLogits(bool on) { keepLogits_ = on; }
   int64_t vocab() const override { return m_->config().vocabSize; }
   std::string describe() const override {
     return fmt::format("cuda, {} ({} kernels), KV capacity {} tokens", gpu_, m_->targetName(), m_->capacity().tokens);
@@ -118,6 +163,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<GpuModel> m_;
   int64_t req_;
   std::string gpu_;
+  bool keepLogits_ = false;
 };
 
 int fail(const std::string& msg) {
@@ -130,10 +176,16 @@ int fail(const std::string& msg) {
 int verbRun(const std::vector<std::string>& argv) {
   cli::Args args("run", "run --model DIR (--prompt-ids 1,2,3 | --prompt-file FILE) [--backend cuda|cpu] "
                         "[--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] "
-                        "[--dump-logits FILE.safetensors]\n\n"
+                        "[--dump-logits FILE.safetensors] [--speculative | --no-speculative]\n\n"
                         "Generates from a prompt of token ids. Generated ids are printed to stdout, one per "
                         "line, as they are produced; the last line (starting with '#') reports prefill tok/s, "
-                        "time to first token and decode tok/s.\n"
+                        "time to first token and decode tok/s, and with speculative decoding the mean number "
+                        "of drafts accepted per step.\n"
+                        "Speculative decoding (DSpark, on by default when the model has draft layers): each "
+                        "step drafts dspark_block_size tokens with the draft heads and verifies them in one "
+                        "target forward, emitting 1 .. block + 1 tokens. Greedy output is identical to "
+                        "non-speculative decoding; sampled output has the same distribution (its random "
+                        "draws are keyed by position, so the tokens differ from --no-speculative's).\n"
                         "--dump-logits writes one F32 tensor `logits` [prompt + generated, vocab]: row i holds "
                         "the logits at position i of the prompt followed by the generated tokens.");
   args.option("backend", "cuda|cpu", "execution backend (default: cuda when a GPU is present, else cpu)")
@@ -148,6 +200,8 @@ int verbRun(const std::vector<std::string>& argv) {
       .option("chunk", "N", "cuda: prefill chunk size in tokens (default 256)")
       .option("dump-logits", "FILE", "write every position's logits to a safetensors file")
       .option("threads", "N", "cpu: threads (default: all hardware threads)")
+      .flag("speculative", "require speculative decoding (an error if the model has no DSpark draft)")
+      .flag("no-speculative", "decode one token per step even when the model has draft layers")
       .flag("timing", "also print load time to stderr");
   if (int rc = args.parse(argv); rc != 0) return rc < 0 ? 0 : rc;
   if (!args.positional().empty())
@@ -191,27 +245,40 @@ int verbRun(const std::vector<std::string>& argv) {
   if (backendName == "cuda" && !dev) return fail(fmt::format("--backend cuda needs a GPU: {}", noGpu));
   if (backendName == "cpu" && (args.has("target") || args.has("chunk")))
     return args.usageError("--target and --chunk apply to the cuda backend only");
+  if (args.has("speculative") && args.has("no-speculative"))
+    return args.usageError("give at most one of --speculative and --no-speculative");
 
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
   const auto t0 = Clock::now();
   std::unique_ptr<Backend> be;
+  bool speculative = false;
+  int64_t blockSize = 0;
   if (backendName == "cpu") {
     CpuModelOptions opts;
     opts.threads = int(*threads);
     auto model = CpuModel::load(args.get("model"), opts);
     if (!model.ok()) return fail(fmt::format("cannot load model '{}': {}", args.get("model"), model.error().message));
-    be = std::make_unique<CpuBackend>(std::move(*model));
+    speculative = !args.has("no-speculative") && ((*model)->hasDraft() || args.has("speculative"));
+    blockSize = (*model)->draftBlockSize();
+    auto req = speculative ? (*model)->newSpeculativeRequest() : Result<CpuRequestState>((*model)->newRequest());
+    if (!req.ok()) return fail(fmt::format("--speculative: {}", req.error().message));
+    be = std::make_unique<CpuBackend>(std::move(*model), std::move(*req));
   } else {
     GpuModelOptions opts;
     opts.target = args.get("target");
     opts.maxChunkTokens = *chunk;
     opts.maxRequests = 1;
+    opts.speculative = !args.has("no-speculative");
     auto model = GpuModel::load(args.get("model"), dev, opts);
     if (!model.ok()) return fail(fmt::format("cannot load model '{}': {}", args.get("model"), model.error().message));
-    auto req = (*model)->newRequest();
-    if (!req.ok()) return fail(req.error().message);
-    be = std::make_unique<CudaBackend>(std::move(*model), *req, dev->info().profile.gpuName);
+    speculative = (*model)->speculation() || args.has("speculative");
+    blockSize = (*model)->draftBlockSize();
+    auto req = speculative ? (*model)->newSpeculativeRequest() : (*model)->newRequest();
+    if (!req.ok()) return fail(speculative ? fmt::format("--speculative: {}", req.error().message) : req.error().message);
+    auto cuda = std::make_unique<CudaBackend>(std::move(*model), *req, dev->info().profile.gpuName);
+    cuda->keepLogits(!dumpPath.empty());
+    be = std::move(cuda);
   }
   const int64_t V = be->vocab();
   const auto t1 = Clock::now();
@@ -223,19 +290,44 @@ int verbRun(const std::vector<std::string>& argv) {
   if (!dumpPath.empty()) all.assign(prompt->ptr<float>(), prompt->ptr<float>() + n * V);
   std::vector<float> last(prompt->ptr<float>() + (n - 1) * V, prompt->ptr<float>() + n * V);
   Clock::time_point firstToken = t1;
-  int64_t decoded = 0;
-  for (int64_t step = 0; step < *maxNew; ++step) {
-    const int32_t next = sampleToken(last.data(), V, sampling, uint64_t(step));
+  int64_t decoded = 0, specSteps = 0, specAccepted = 0, specDrafts = 0;
+  if (!speculative) {
+    for (int64_t step = 0; step < *maxNew; ++step) {
+      const int32_t next = sampleToken(last.data(), V, sampling, uint64_t(step));
+      fmt::print("{}\n", next);
+      std::fflush(stdout);
+      if (step == 0) firstToken = Clock::now();
+      // The last token is fed back only when its logits are wanted in the dump.
+      if (step + 1 == *maxNew && dumpPath.empty()) break;
+      auto logits = be->decode(next);
+      if (!logits.ok()) return fail(logits.error().message);
+      ++decoded;
+      last = std::move(*logits);
+      if (!dumpPath.empty()) all.insert(all.end(), last.begin(), last.end());
+    }
+  } else if (*maxNew > 0) {
+    // The first token comes from the prompt's logits; every step then verifies up to B drafts
+    // after the newest token, never more than the budget can emit.
+    int32_t next = sampleToken(last.data(), V, sampling, 0);
     fmt::print("{}\n", next);
     std::fflush(stdout);
-    if (step == 0) firstToken = Clock::now();
-    // The last token is fed back only when its logits are wanted in the dump.
-    if (step + 1 == *maxNew && dumpPath.empty()) break;
-    auto logits = be->decode(next);
-    if (!logits.ok()) return fail(logits.error().message);
-    ++decoded;
-    last = std::move(*logits);
-    if (!dumpPath.empty()) all.insert(all.end(), last.begin(), last.end());
+    firstToken = Clock::now();
+    int64_t emitted = 1;
+    while (emitted < *maxNew || !dumpPath.empty()) {
+      const bool tail = emitted >= *maxNew;  // only the last token's logits are still wanted
+      auto r = be->speculativeStep(next, tail ? 0 : std::min<int64_t>(blockSize, *maxNew - emitted - 1), sampling);
+      if (!r.ok()) return fail(r.error().message);
+      if (!dumpPath.empty()) all.insert(all.end(), r->logits.begin(), r->logits.end());
+      if (tail) break;
+      for (int32_t t : r->emitted) fmt::print("{}\n", t);
+      std::fflush(stdout);
+      emitted += int64_t(r->emitted.size());
+      decoded += int64_t(r->emitted.size());
+      ++specSteps;
+      specAccepted += r->accepted;
+      specDrafts += r->drafts;
+      next = r->emitted.back();
+    }
   }
   const auto t3 = Clock::now();
 
@@ -249,9 +341,17 @@ int verbRun(const std::vector<std::string>& argv) {
     if (!st.ok()) return fail(fmt::format("cannot write '{}': {}", dumpPath, st.error().message));
   }
   const double prefillS = seconds(t1, firstToken), decodeS = seconds(firstToken, t3);
-  fmt::print("# {} prompt tokens: prefill {:.1f} tok/s, time to first token {:.1f} ms; {} decode steps: {:.1f} tok/s ({})\n",
-             n, prefillS > 0 ? double(n) / prefillS : 0.0, prefillS * 1e3, decoded,
-             decodeS > 0 && decoded > 0 ? double(decoded) / decodeS : 0.0, be->describe());
+  std::string spec;
+  if (speculative)
+    spec = fmt::format("; speculative (block {}): {} steps, {:.2f} drafts accepted per step of {:.2f} verified, {:.2f} "
+                       "tokens per step",
+                       blockSize, specSteps, specSteps ? double(specAccepted) / double(specSteps) : 0.0,
+                       specSteps ? double(specDrafts) / double(specSteps) : 0.0,
+                       specSteps ? double(decoded) / double(specSteps) : 0.0);
+  fmt::print("# {} prompt tokens: prefill {:.1f} tok/s, time to first token {:.1f} ms; {} decode {}: {:.1f} tok/s "
+             "({}){}\n",
+             n, prefillS > 0 ? double(n) / prefillS : 0.0, prefillS * 1e3, decoded, speculative ? "tokens" : "steps",
+             decodeS > 0 && decoded > 0 ? double(decoded) / decodeS : 0.0, be->describe(), spec);
   if (args.has("timing")) fmt::print(stderr, "load {:.2f} s\n", seconds(t0, t1));
   return 0;
 }

@@ -8,7 +8,11 @@
 //   auto tokens = engine->tokens(*id);  engine->removeRequest(*id);
 //
 // Requests join and leave between steps (continuous batching: each step is one forward call
-// that advances every live request by one prefill chunk or one decode token). Work is enqueued on the
+// that advances every live request by one prefill chunk or one decode token). With speculative
+// decoding (DSpark, on by default when the model has draft layers), a step in which every live
+// request is past its prompt drafts up to dspark_block_size tokens per request and verifies them
+// in one target forward: each request gains 1 .. block + 1 tokens (greedy output is identical
+// to one token per step; sampled output has the same distribution). Work is enqueued on the
 // caller's stream (a CUstream; nullptr = the legacy default stream) and the step returns once
 // its tokens are known. For engines that bring their own model code, runOp launches one `di`
 // op (spec/ops.md §11 names) on caller-owned device buffers.
@@ -30,6 +34,7 @@ struct EngineOptions {
   int64_t kvCacheBytes = 0;       // 0 = half of the free device memory after the weights
   int maxRequests = 16;
   int64_t maxChunkTokens = 256;   // prefill chunk
+  bool speculative = true;        // DSpark speculative decoding when the model has draft layers
 };
 
 struct RequestParams {
@@ -43,8 +48,17 @@ struct RequestParams {
 
 struct StepEvent {
   int64_t request = 0;
-  int32_t token = -1;             // the token produced by this step (-1: a prefill chunk only)
+  int32_t token = -1;             // the newest token produced by this step (-1: a prefill chunk only)
+  std::vector<int32_t> tokens;    // every token produced by this step, in order (1 .. block + 1)
+  int accepted = 0;               // speculative steps: drafts accepted (tokens.size() - 1)
   bool finished = false;
+};
+
+// Totals of the speculative steps so far (mean accepted per step = accepted / steps).
+struct SpeculationStats {
+  int64_t steps = 0;              // speculative steps (one per request per engine step)
+  int64_t drafted = 0;            // drafts verified
+  int64_t accepted = 0;           // drafts accepted
 };
 
 // A device tensor for runOp: address and shape (dtype is the op's for that name).
@@ -73,6 +87,8 @@ class Engine {
   std::vector<int32_t> tokens(int64_t request) const;  // generated so far
   Result<std::vector<float>> lastLogits(int64_t request) const;
   int64_t liveRequests() const;
+  bool speculative() const;       // the loaded model speculates (draft layers and the option on)
+  SpeculationStats speculationStats() const;
 
   // One `di` op on caller-owned device buffers, specialized for the engine's target.
   Status runOp(const std::string& op, const OpAttrs& attrs, const std::map<std::string, EngineTensor>& tensors,

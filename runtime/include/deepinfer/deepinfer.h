@@ -18,12 +18,15 @@ typedef struct di_engine_options {
   int64_t kv_cache_bytes;    /* 0 = half of the free device memory */
   int max_requests;          /* 0 = 16 */
   int64_t max_chunk_tokens;  /* 0 = 256 */
+  int no_speculative;        /* 0 = DSpark speculative decoding when the model has draft layers */
 } di_engine_options;
 
 typedef struct di_step_event {
   int64_t request;
-  int32_t token;             /* -1: the step ran a prefill chunk only */
+  int32_t token;             /* the newest token of the step; -1: the step ran a prefill chunk only */
   int32_t finished;
+  int32_t n_tokens;          /* tokens the step produced (speculative steps: 1 .. block + 1) */
+  int32_t accepted;          /* speculative steps: drafts accepted */
 } di_step_event;
 
 const char* di_last_error(void);
@@ -42,6 +45,10 @@ int di_request_tokens(const di_engine* e, int64_t request, int32_t* tokens, size
 
 /* One step on `stream`; writes up to `cap` events, *count_out = events of this step. */
 int di_engine_step(di_engine* e, void* stream, di_step_event* events, size_t cap, size_t* count_out);
+
+/* Totals of the speculative steps so far: steps, drafts verified, drafts accepted (any may be
+ * NULL). Mean accepted tokens per step = accepted / steps. */
+int di_engine_speculation_stats(const di_engine* e, int64_t* steps, int64_t* drafted, int64_t* accepted);
 
 /* One `di` op on device buffers: tensors by canonical name with their shapes (dims[i] points at
  * ranks[i] values); integer and float attributes by name. */

@@ -1,5 +1,6 @@
 // Parameters of the small model kernels in templates/model/ModelMisc.cuh: embedding to the
-// four residual streams, f32 -> bf16 rounding (to bf16, or in place in f32), greedy argmax.
+// four residual streams, f32 -> bf16 rounding (to bf16, or in place in f32), greedy argmax, the
+// DSpark target feature (the mean of the four streams).
 #pragma once
 #include "common/Types.h"
 
@@ -36,5 +37,14 @@ struct ArgmaxParams {
   int64_t V;
 };
 static_assert(sizeof(ArgmaxParams) == 32, "ArgmaxParams layout");
+
+struct StreamMeanParams {
+  const uint16_t* X;       // bf16 [T, 4, C]
+  uint16_t* out;           // bf16 [T, outStride]: row t's first C columns
+  int64_t T;
+  int64_t C;
+  int64_t outStride;
+};
+static_assert(sizeof(StreamMeanParams) == 40, "StreamMeanParams layout");
 
 }  // namespace di

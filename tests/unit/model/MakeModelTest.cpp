@@ -92,6 +92,21 @@ const std::vector<Expect> kTinySpotChecks = {
     {"layers.6.engram.wkv.weight", "F8_E4M3", {1280, 3072}, {40, 96}},
     {"layers.6.engram.q_weight", "BF16", {4, 256}, {}},
     {"layers.6.engram.k_weight", "BF16", {4, 256}, {}},
+    // DSpark (spec/dspark.md §1): 3 stages, taps 5/6/7, rank 16, the backbone's 8 experts.
+    {"mtp.0.main_proj.weight", "F8_E4M3", {256, 768}, {8, 24}},
+    {"mtp.0.main_norm.weight", "BF16", {256}, {}},
+    {"mtp.0.attn_norm.weight", "BF16", {256}, {}},
+    {"mtp.1.hc_attn_fn", "F32", {24, 1024}, {}},
+    {"mtp.1.attn.wq_a.weight", "F8_E4M3", {128, 256}, {4, 8}},
+    {"mtp.1.attn.wkv.weight", "F8_E4M3", {512, 256}, {16, 8}},
+    {"mtp.1.attn.attn_sink", "F32", {8}, {}},
+    {"mtp.2.ffn.gate.weight", "BF16", {8, 256}, {}},
+    {"mtp.2.ffn.experts.7.w2.weight", "I8", {256, 64}, {256, 4}},
+    {"mtp.2.ffn.shared_experts.w1.weight", "F8_E4M3", {128, 256}, {4, 8}},
+    {"mtp.2.norm.weight", "BF16", {256}, {}},
+    {"mtp.2.markov_head.embed.weight", "BF16", {1024, 16}, {}},
+    {"mtp.2.markov_head.head.weight", "BF16", {1024, 16}, {}},
+    {"mtp.2.confidence_head.proj.weight", "BF16", {1, 272}, {}},
 };
 
 // Tensors the roles rule out: ratio-1 sources have no wgate, only kv sources own keys, only
@@ -101,6 +116,12 @@ const std::vector<const char*> kTinyAbsent = {
     "layers.6.attn.indexer.wk.weight",       "layers.3.attn.indexer.wq_b.weight",
     "layers.7.attn.indexer.weights_proj.weight", "layers.0.engram.embed.weight",
     "layers.8.attn_norm.weight",             "layers.1.ffn.experts.8.w1.weight",
+    // Draft stages are window-only, the extras sit on the first / last stage only, and the
+    // embedding and head are shared with the backbone.
+    "mtp.0.attn.compressor.wkv.weight",      "mtp.1.engram.embed.weight",
+    "mtp.1.main_proj.weight",                "mtp.0.markov_head.embed.weight",
+    "mtp.1.norm.weight",                     "mtp.0.embed.weight",
+    "mtp.2.head.weight",                     "mtp.3.attn_norm.weight",
 };
 
 }  // namespace
@@ -384,8 +405,13 @@ TEST(MakeModel, ProxyPresetSizing) {
     for (int64_t d : s.shape) n *= double(d);
     bf16 += (s.dtype == "F32" ? 4 : 2) * n;
   }
-  // Fits one 141 GB GPU dequantized with at least 60 GB left for caches and workspaces.
-  EXPECT_LT(bf16 / 1e9, 141.0 - 60.0);
+  // Fits one 141 GB GPU dequantized, the three draft stages included, with at least 40 GB left
+  // for caches and workspaces.
+  EXPECT_LT(bf16 / 1e9, 141.0 - 40.0);
+  EXPECT_EQ(cfg->numNextnPredictLayers, 3);
+  EXPECT_EQ(cfg->draftRoutedExperts(), 128);
+  EXPECT_EQ(cfg->draftExpertsPerTok(), 3);
+  EXPECT_EQ(cfg->dspark.markovRank, 256);
   EXPECT_GT(bf16 / 1e9, 30.0);
   // Every role of the real model appears.
   bool r2Consumer = false, r1Consumer = false, restricted = false, candidate = false, engram = false;

@@ -108,7 +108,8 @@ const char* kRealConfigJson = R"({
     "hc_mult": 4, "hc_sinkhorn_iters": 20, "hc_eps": 1e-6,
     "engram_layer_ids": [1, 14], "engram_num_embeddings": [384006168, 384016682], "engram_max_ngram_size": 4,
     "engram_n_heads": 8, "engram_head_dim": 256, "engram_pad_token_id": 2, "engram_compressed_vocab_size": 99092,
-    "dspark_block_size": 5, "dspark_target_layer_ids": [37, 38, 39],
+    "dspark_block_size": 5, "dspark_target_layer_ids": [37, 38, 39], "dspark_noise_token_id": 128799,
+    "dspark_markov_rank": 256, "dspark_n_routed_experts": 128, "dspark_num_experts_per_tok": 3,
     "quantization_config": {"quant_method": "fp8", "weight_block_size": [32, 32]}
   }
 })";
@@ -159,6 +160,40 @@ TEST(ModelConfig, RealV41FlashRolesAllLayers) {
   EXPECT_TRUE(cfg->engramVocabSize.empty());  // not in the real file
 }
 
+TEST(ModelConfig, RealV41FlashDspark) {
+  auto cfg = parseModelConfig(kRealConfigJson, "config.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_TRUE(cfg->dsparkConfigured());
+  EXPECT_EQ(cfg->numNextnPredictLayers, 3);
+  EXPECT_EQ(cfg->dsparkBlockSize, 5);
+  EXPECT_EQ(cfg->dsparkTapLayers(), (std::vector<int>{37, 38, 39}));
+  EXPECT_EQ(cfg->dspark.noiseTokenId, 128799);
+  EXPECT_EQ(cfg->dspark.markovRank, 256);
+  EXPECT_EQ(cfg->draftRoutedExperts(), 128);
+  EXPECT_EQ(cfg->draftExpertsPerTok(), 3);
+  // R's spelling of the draft top-k; absent draft MoE fields mean "the backbone's".
+  auto rSpelling = parseModelConfig(replaceOnce(kRealConfigJson, "\"dspark_num_experts_per_tok\": 3",
+                                                "\"dspark_n_activated_experts\": 2"),
+                                    "r");
+  ASSERT_TRUE(rSpelling.ok()) << rSpelling.error().message;
+  EXPECT_EQ(rSpelling->draftExpertsPerTok(), 2);
+  auto backbone = parseModelConfig(
+      replaceOnce(replaceOnce(kRealConfigJson, ", \"dspark_num_experts_per_tok\": 3", ""),
+                  "\"dspark_n_routed_experts\": 128", "\"dspark_n_routed_experts\": 0"),
+      "b");
+  ASSERT_TRUE(backbone.ok()) << backbone.error().message;
+  EXPECT_EQ(backbone->draftRoutedExperts(), 384);
+  EXPECT_EQ(backbone->draftExpertsPerTok(), 6);
+  // Unsorted taps are accepted and tapped in ascending order.
+  auto unsorted = parseModelConfig(replaceOnce(kRealConfigJson, "[37, 38, 39]", "[39, 37, 38]"), "u");
+  ASSERT_TRUE(unsorted.ok()) << unsorted.error().message;
+  EXPECT_EQ(unsorted->dsparkTapLayers(), (std::vector<int>{37, 38, 39}));
+  // Without a block size there is no draft (and nothing else is required).
+  auto noBlock = parseModelConfig(replaceOnce(kRealConfigJson, "\"dspark_block_size\": 5, ", ""), "n");
+  ASSERT_TRUE(noBlock.ok()) << noBlock.error().message;
+  EXPECT_FALSE(noBlock->dsparkConfigured());
+}
+
 TEST(ModelConfig, DefaultsMatchTheRealConfigAndRoundTrip) {
   ModelConfig d = v41FlashDefaults();
   expectRoles(d, kV41Roles);
@@ -171,6 +206,11 @@ TEST(ModelConfig, DefaultsMatchTheRealConfigAndRoundTrip) {
   EXPECT_EQ(back->ropeScaling.betaFast, 32);
   EXPECT_EQ(back->routedScalingFactor, 1.5);
   EXPECT_EQ(back->dsparkTargetLayerIds, (std::vector<int>{37, 38, 39}));
+  EXPECT_EQ(back->dsparkBlockSize, 5);
+  EXPECT_EQ(back->dspark.noiseTokenId, 128799);
+  EXPECT_EQ(back->dspark.markovRank, 256);
+  EXPECT_EQ(back->dspark.nRoutedExperts, 128);
+  EXPECT_EQ(back->dspark.numExpertsPerTok, 3);
 }
 
 TEST(ModelConfig, FlatLayoutIsAccepted) {
@@ -197,7 +237,10 @@ TEST(ModelConfig, TinyPresetRoles) {
                         /*6*/ {1, false, true, 4, 6, 4, false, true, true},
                         /*7*/ {1, false, false, 4, 6, -1, false, false, false},
                     });
-  EXPECT_TRUE(cfg->role(8).isDraft);
+  for (int l = 8; l < 11; ++l) EXPECT_TRUE(cfg->role(l).isDraft) << l;
+  EXPECT_TRUE(cfg->dsparkConfigured());
+  EXPECT_EQ(cfg->draftRoutedExperts(), 8);
+  EXPECT_EQ(cfg->draftExpertsPerTok(), 3);
   EXPECT_EQ(cfg->headDim, 512);
   EXPECT_EQ(cfg->engramNumEmbeddings.size(), 2u);
 }
@@ -265,7 +308,7 @@ TEST(ModelConfigErrors, Structure) {
   };
   const std::vector<Case> cases = {
       {"ratios length", [](ModelConfig& c) { c.compressRatios.pop_back(); },
-       {"compress_ratios", "8 entries", "expected 9"}},
+       {"compress_ratios", "10 entries", "expected 11"}},
       {"ratio value", [](ModelConfig& c) { c.compressRatios[5] = 4; }, {"compress_ratios[5] = 4"}},
       {"kv ratio differs", [](ModelConfig& c) { c.compressRatios[3] = 1; },
        {"layer 3", "kv source layer 2", "ratio is 2"}},
@@ -313,6 +356,18 @@ TEST(ModelConfigErrors, Structure) {
       {"fp4 columns", [](ModelConfig& c) { c.moeIntermediateSize = 100; }, {"moe_intermediate_size (100)", "32"}},
       {"scoring", [](ModelConfig& c) { c.scoringFunc = "softmax"; }, {"scoring_func 'softmax'"}},
       {"dspark", [](ModelConfig& c) { c.dsparkTargetLayerIds = {9}; }, {"dspark_target_layer_ids[0] = 9"}},
+      {"dspark repeated tap", [](ModelConfig& c) { c.dsparkTargetLayerIds = {5, 7, 5}; },
+       {"dspark_target_layer_ids", "layer 5 twice"}},
+      {"dspark no taps", [](ModelConfig& c) { c.dsparkTargetLayerIds.clear(); },
+       {"dspark_target_layer_ids", "missing or empty"}},
+      {"dspark draft ratio", [](ModelConfig& c) { c.compressRatios[9] = 1; },
+       {"compress_ratios[9] = 1", "draft stage"}},
+      {"dspark noise id", [](ModelConfig& c) { c.dspark.noiseTokenId = 1024; },
+       {"dspark_noise_token_id 1024", "vocabulary"}},
+      {"dspark noise id missing", [](ModelConfig& c) { c.dspark.noiseTokenId = -1; },
+       {"dspark_noise_token_id -1", "missing"}},
+      {"dspark markov rank", [](ModelConfig& c) { c.dspark.markovRank = 0; }, {"dspark_markov_rank", "> 0"}},
+      {"dspark experts", [](ModelConfig& c) { c.dspark.numExpertsPerTok = 9; }, {"draft MoE picks 9 of 8"}},
       {"yarn betas", [](ModelConfig& c) { c.ropeScaling.betaFast = 0.5; }, {"beta_fast"}},
       {"window", [](ModelConfig& c) { c.slidingWindow = 0; }, {"sliding_window", "> 0"}},
   };
@@ -323,6 +378,20 @@ TEST(ModelConfigErrors, Structure) {
     EXPECT_NE(r.error().message.find("tiny.json"), std::string::npos) << r.error().message;
     for (const char* m : c.mention) EXPECT_NE(r.error().message.find(m), std::string::npos) << r.error().message;
   }
+}
+
+TEST(ModelConfigErrors, DsparkBlockSizeAndTypes) {
+  const std::string base = tinyJson();
+  EXPECT_TRUE(failsWith(parseModelConfig(replaceOnce(base, "\"dspark_block_size\": 5", "\"dspark_block_size\": -1"),
+                                         "c"),
+                        {"dspark_block_size", ">= 0"}));
+  EXPECT_TRUE(failsWith(parseModelConfig(replaceOnce(base, "\"dspark_markov_rank\": 16", "\"dspark_markov_rank\": 1.5"),
+                                         "c"),
+                        {"dspark_markov_rank", "integer"}));
+  EXPECT_TRUE(failsWith(parseModelConfig(replaceOnce(base, "\"dspark_noise_token_id\": 1000",
+                                                     "\"dspark_noise_token_id\": \"x\""),
+                                         "c"),
+                        {"dspark_noise_token_id", "integer"}));
 }
 
 TEST(ModelConfigErrors, FinalizeChecksHandBuiltConfigs) {
