@@ -33,6 +33,7 @@ class EngineImpl {
   std::unique_ptr<GpuModel> model;
   std::map<int64_t, EngineRequest> requests;
   int64_t nextId = 1;
+  int64_t lastStepRows = -1;         // events of the last step (-1: none since the model loaded)
 };
 
 Engine::~Engine() = default;
@@ -66,6 +67,7 @@ Status Engine::loadModel(const std::string& modelDir) {
   go.maxRequests = m.opts.maxRequests;
   go.maxChunkTokens = m.opts.maxChunkTokens;
   m.model.reset();
+  m.lastStepRows = -1;
   auto model = GpuModel::load(modelDir, m.dev, go);
   if (!model.ok()) return Error{fmt::format("engine: loading '{}': {}", modelDir, model.error().message)};
   m.model = std::move(*model);
@@ -148,9 +150,14 @@ Result<std::vector<StepEvent>> Engine::step(void* stream) {
     ids.push_back(id);
   }
   std::vector<StepEvent> events;
-  if (work.empty()) return events;
+  m.lastStepRows = -1;
+  if (work.empty()) {
+    m.lastStepRows = 0;
+    return events;
+  }
   auto logits = m.model->forward(work, /*lastOnly=*/true);
   if (!logits.ok()) return Error{fmt::format("engine: step: {}", logits.error().message)};
+  m.lastStepRows = int64_t(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     EngineRequest& r = m.requests.at(ids[i]);
     StepEvent ev;
@@ -171,6 +178,19 @@ Result<std::vector<StepEvent>> Engine::step(void* stream) {
     events.push_back(ev);
   }
   return events;
+}
+
+Result<TensorView> Engine::stepLogits() const {
+  const EngineImpl& m = *impl_;
+  if (!m.model) return Error{"engine: no model loaded"};
+  if (m.lastStepRows < 0) return Error{"engine: no step has run since the model was loaded (or the last one failed)"};
+  const int64_t V = vocabSize();
+  if (m.lastStepRows == 0) return TensorView::contiguous(0, DType::F32, {0, V});
+  const GpuDeviceLogits l = m.model->lastDeviceLogits();
+  if (l.rows != m.lastStepRows || l.addr == 0)
+    return Error{fmt::format("engine: the last step left {} logits rows on the device, expected {}", l.rows,
+                             m.lastStepRows)};
+  return TensorView::contiguous(l.addr, DType::F32, {l.rows, V});
 }
 
 Status Engine::runOp(const std::string& op, const OpAttrs& attrs, const std::map<std::string, EngineTensor>& tensors,

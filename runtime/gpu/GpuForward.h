@@ -105,6 +105,7 @@ class GpuModelImpl {
   std::map<std::string, int> captureFailures;
   std::unique_ptr<Stream> ownStream;                   // when the caller gives none (graphs need one)
   void* userStream = nullptr;
+  GpuDeviceLogits lastLogits;                          // where the last forward call left its logits
   Result<std::vector<HostTensor>> replayOrCapture(const std::vector<GpuSeq>& seqs, const std::vector<int32_t>& ids,
                                                   bool lastOnly, bool* done);
 

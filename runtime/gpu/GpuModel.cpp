@@ -40,6 +40,7 @@ const ModelConfig& GpuModel::config() const { return impl_->cfg; }
 const GpuKvCapacity& GpuModel::capacity() const { return impl_->capacity; }
 const GpuForwardCounters& GpuModel::counters() const { return impl_->counters; }
 std::string GpuModel::targetName() const { return impl_->target.archName(); }
+GpuDeviceLogits GpuModel::lastDeviceLogits() const { return impl_->lastLogits; }
 void GpuModel::setStream(void* stream) {
   impl_->userStream = stream;
   impl_->stream = stream ? stream : (impl_->ownStream ? impl_->ownStream->handle() : nullptr);
@@ -298,6 +299,7 @@ Result<std::vector<HostTensor>> GpuModelImpl::forward(
   }
   Result<HostTensor> logits = Error{"not run"};
   bool viaGraph = false;
+  lastLogits = {};
   const bool decodeStep = std::all_of(seqs.begin(), seqs.end(), [](const GpuSeq& q) { return q.T == 1; });
   if (opts.cudaGraphs && stream && decodeStep) {
     auto g = replayOrCapture(seqs, ids, lastOnly, &viaGraph);
@@ -308,6 +310,7 @@ Result<std::vector<HostTensor>> GpuModelImpl::forward(
     GpuForwardPass pass(*this, seqs);
     pass.lastRowsOnly = lastOnly;
     logits = pass.run(ids);
+    if (logits.ok()) lastLogits = {pass.logitsAddr, pass.logitsRows};
   }
   if (!logits.ok()) {
     for (size_t i = 0; i < work.size(); ++i) {
@@ -361,6 +364,7 @@ Result<std::vector<HostTensor>> GpuModelImpl::replayOrCapture(const std::vector<
     HostTensor t(DType::F32, {g.rows, cfg.vocabSize});
     DI_TRY(copyDeviceToHost(t.bytes.data(), g.logits, t.bytes.size(), stream));
     ++counters.graphLaunches;
+    lastLogits = {g.logits, g.rows};
     *done = true;
     std::vector<HostTensor> out;
     out.push_back(std::move(t));

@@ -21,6 +21,7 @@
 
 #include "deepinfer/Error.h"
 #include "deepinfer/Tensor.h"
+#include "deepinfer/TensorView.h"
 
 namespace deepinfer {
 
@@ -72,6 +73,11 @@ class Engine {
   bool finished(int64_t request) const;
   std::vector<int32_t> tokens(int64_t request) const;  // generated so far
   Result<std::vector<float>> lastLogits(int64_t request) const;
+  // The fp32 logits of the last step, still on the device: [events, vocab] row-major, row i for
+  // event i of that step (what its token was sampled from; after a prefill chunk, the logits of
+  // the chunk's last token). Complete when step() returns; valid until the next step() or
+  // loadModel() reuses the memory. An error before the first step.
+  Result<TensorView> stepLogits() const;
   int64_t liveRequests() const;
 
   // One `di` op on caller-owned device buffers, specialized for the engine's target.
