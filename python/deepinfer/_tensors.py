@@ -116,7 +116,7 @@ def empty_like_framework(template, name, dtype, shape, dev):
     if fw == "numpy":
         return sys.modules["numpy"].empty(shape, dtype=_NUMPY_DTYPES[dtype])
     raise TypeError(f"cannot allocate output '{name}' like a {type(template).__module__}.{type(template).__name__}: "
-                    f"pass out={{'{name}': ...}} ({dtype}, shape {list(shape)})")
+                    f"pass {name}= (a {dtype} tensor of shape {list(shape)})")
 
 
 def bf16_to_float32(bits):

@@ -53,3 +53,9 @@ def run_tool(args, *, cache_dir=None, progress=None):
         tail = "".join(err_lines[-20:]).strip() or out.strip()[-2000:]
         raise _core.Error(f"deepinfer-jit {' '.join(args)}: exit {rc}: {tail}")
     return out
+
+
+def main():
+    """The `deepinfer-jit` console script: runs the packaged tool with the same arguments."""
+    tool = tool_path()
+    os.execv(tool, [tool, *sys.argv[1:]])

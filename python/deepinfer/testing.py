@@ -44,6 +44,18 @@ def expected_from_kernel_outputs(op, attrs, inputs, actual):
     return {n: np.from_dlpack(a) for n, a in got.items()}
 
 
+def reference(op, attrs, inputs):
+    """The C++ reference on dense copies of `inputs` (the run-op path): {output: array}."""
+    got = _core.testing.reference(op, dict(attrs), {n: np.ascontiguousarray(a) for n, a in inputs.items()})
+    return {n: np.from_dlpack(a) for n, a in got.items()}
+
+
+def device_view(addr, dtype, shape, device_id=0):
+    """A DLPack array that only describes CUDA memory at `addr` (dtype 'BF16', 'F32', ...); nothing
+    reads or writes it. For error paths that must not need a GPU."""
+    return _core.testing.device_view(int(addr), dtype, [int(s) for s in shape], int(device_id))
+
+
 def to_torch(array, dtype, device):
     """A NumPy case array as a torch tensor on `device` (bf16 bit patterns as torch.bfloat16)."""
     import torch

@@ -31,6 +31,8 @@ T take(Result<T> r) {
   return std::move(r).value();
 }
 
+// Throws "unknown op 'x' (ops: ...)" unless `op` is a kernel op.
+void requireOp(const std::string& op);
 // Attributes from a Python dict, typed by the op's signature: an integer attribute takes an int,
 // a float attribute an int or a float; unknown names are left to completeAttrs to report.
 OpAttrs attrsFromDict(const std::string& op, const nb::dict& attrs);

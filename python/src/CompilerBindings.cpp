@@ -71,13 +71,14 @@ TargetProfile compileTarget(const std::string& name) {
 }
 
 nb::list shapeParams(const std::string& op) {
-  if (!findOpSignature(op)) take(makeOpDesc(op, {}, {}));  // names the known ops
+  requireOp(op);
   nb::list l;
   for (const auto& p : opShapeParams(op)) l.append(nb::make_tuple(p.name, p.dflt, p.help));
   return l;
 }
 
 OpDesc descFor(const std::string& op, const nb::dict& shapes, const nb::dict& attrs) {
+  requireOp(op);
   return take(makeOpDesc(op, intMapFromDict("shape", shapes), attrsFromDict(op, attrs)));
 }
 
@@ -182,7 +183,7 @@ nb::list compileMatrix(const std::vector<std::string>& ops, const std::vector<st
     const TargetProfile t = compileTarget(tn);
     const size_t firstRow = rows.size();
     for (const auto& op : ops) {
-      if (!findOpSignature(op)) take(makeOpDesc(op, {}, {}));
+      requireOp(op);
       std::map<std::string, int64_t> own;
       for (const auto& p : opShapeParams(op))
         if (shape.count(p.name)) own[p.name] = shape.at(p.name);

@@ -46,12 +46,9 @@ class PyEngine {
 nb::object stepLogits(nb::handle self) {
   PyEngine& pe = nb::cast<PyEngine&>(self);
   const TensorView v = take(pe.e().stepLogits());
-  const size_t shape[2] = {size_t(v.shape[0]), size_t(v.shape[1])};
   // The owner is the Python engine: the memory stays allocated while the array lives (its
   // contents are only valid until the next step).
-  nb::ndarray<float> a(reinterpret_cast<float*>(v.addr), 2, shape, self, nullptr, nb::dtype<float>(), kDlCuda,
-                       pe.device());
-  return nb::cast(a);
+  return exportArray(reinterpret_cast<void*>(v.addr), v.shape, self, nb::dtype<float>(), kDlCuda, pe.device());
 }
 
 }  // namespace

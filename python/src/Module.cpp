@@ -6,6 +6,13 @@
 
 namespace deepinfer::py {
 
+void requireOp(const std::string& op) {
+  if (findOpSignature(op)) return;
+  std::string names;
+  for (const auto& s : opSignatures()) names += (names.empty() ? "" : ", ") + s.op;
+  throw DiError(fmt::format("unknown op '{}' (ops: {})", op, names));
+}
+
 OpAttrs attrsFromDict(const std::string& op, const nb::dict& attrs) {
   const OpSignature* sig = findOpSignature(op);
   OpAttrs a;

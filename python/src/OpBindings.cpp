@@ -94,8 +94,8 @@ KernelConfig configFor(const OpDesc& d, const TargetProfile& t, const nb::dict& 
 
 nb::dict runOp(const std::string& op, const nb::dict& tensors, const nb::dict& attrs, const nb::callable& alloc,
                uintptr_t stream, const std::string& target, const nb::dict& config) {
+  requireOp(op);
   const OpSignature* sig = findOpSignature(op);
-  if (!sig) take(describeOp(op, OpAttrs{}, TensorMap{}));  // the error lists the ops
   std::map<std::string, ImportedTensor> imported;
   for (auto [key, value] : tensors) {
     const std::string name = nb::cast<std::string>(key);

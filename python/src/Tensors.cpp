@@ -136,9 +136,13 @@ nb::object hostTensorToArray(HostTensor t) {
       {DType::I64, nb::dtype<int64_t>()},   {DType::U8, nb::dtype<uint8_t>()}};
   auto* owned = new HostTensor(std::move(t));
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<HostTensor*>(p); });
-  std::vector<size_t> shape(owned->shape.begin(), owned->shape.end());
-  nb::ndarray<> a(owned->bytes.data(), shape.size(), shape.data(), owner, nullptr, kDtypes.at(owned->dtype), kDlCpu,
-                  0);
+  return exportArray(owned->bytes.data(), owned->shape, owner, kDtypes.at(owned->dtype), kDlCpu, 0);
+}
+
+nb::object exportArray(void* data, const std::vector<int64_t>& shape, nb::handle owner, nb::dlpack::dtype dtype,
+                       int deviceType, int deviceId) {
+  std::vector<size_t> dims(shape.begin(), shape.end());
+  nb::ndarray<nb::array_api> a(data, dims.size(), dims.data(), owner, nullptr, dtype, deviceType, deviceId);
   return nb::cast(a);
 }
 

@@ -32,6 +32,11 @@ struct ImportedTensor {
 ImportedTensor importTensor(const std::string& op, const std::string& name, nb::handle capsule, DType expected,
                             bool writable);
 
+// An array object with __dlpack__ / __dlpack_device__ over `data` (dense, row-major) that keeps
+// `owner` alive: what the package hands out (torch/cupy/numpy.from_dlpack take it without a copy).
+nb::object exportArray(void* data, const std::vector<int64_t>& shape, nb::handle owner, nb::dlpack::dtype dtype,
+                       int deviceType, int deviceId);
+
 // "bfloat16", "float32", "uint16", ... for a DLPack dtype.
 std::string dlpackDtypeName(nb::dlpack::dtype t);
 

@@ -7,8 +7,12 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <nanobind/ndarray.h>
+
 #include "Bindings.h"
+#include "Tensors.h"
 #include "cases/OpCases.h"
+#include "deepinfer/Reference.h"
 
 namespace deepinfer::py {
 namespace {
@@ -75,6 +79,35 @@ nb::dict expectedFromKernel(const std::string& op, const nb::dict& attrs, const 
   return d;
 }
 
+// runReference on dense host tensors (the TensorMap path of run-op), for comparing the package's
+// own paths (views of the caller's arrays, kernels) with.
+nb::dict reference(const std::string& op, const nb::dict& attrs, const nb::dict& inputs) {
+  TensorMap m = tensorsFromDict(op, inputs);
+  const OpAttrs a = attrsFromDict(op, attrs);
+  Status s;
+  {
+    nb::gil_scoped_release nogil;
+    s = runReference(op, a, m);
+  }
+  check(s);
+  nb::dict d;
+  for (const auto& name : testing::outputNames(op)) d[nb::str(name.c_str(), name.size())] = hostTensorToArray(m.at(name));
+  return d;
+}
+
+// A DLPack array that only describes memory on a CUDA device (nothing reads or writes it): for
+// error paths that must not need a GPU.
+nb::object deviceView(uint64_t addr, const std::string& dtype, const std::vector<int64_t>& shape, int deviceId) {
+  DType t;
+  if (!parseDType(dtype, &t)) throw DiError(fmt::format("unknown dtype '{}'", dtype));
+  static const std::map<DType, nb::dlpack::dtype> kDtypes = {
+      {DType::BF16, {uint8_t(nb::dlpack::dtype_code::Bfloat), 16, 1}}, {DType::F32, nb::dtype<float>()},
+      {DType::I32, nb::dtype<int32_t>()}, {DType::I64, nb::dtype<int64_t>()}, {DType::U8, nb::dtype<uint8_t>()}};
+  static int anchor = 0;  // an owner that frees nothing: the memory is only described
+  nb::capsule owner(&anchor, [](void*) noexcept {});
+  return exportArray(reinterpret_cast<void*>(addr), shape, owner, kDtypes.at(t), 2, deviceId);
+}
+
 }  // namespace
 
 void bindTesting(nb::module_& m) {
@@ -85,6 +118,8 @@ void bindTesting(nb::module_& m) {
   t.def("expected_from_kernel_outputs", &expectedFromKernel, nb::arg("op"), nb::arg("attrs"), nb::arg("inputs"),
         nb::arg("actual"));
   t.def("output_names", &testing::outputNames, nb::arg("op"));
+  t.def("reference", &reference, nb::arg("op"), nb::arg("attrs"), nb::arg("inputs"));
+  t.def("device_view", &deviceView, nb::arg("addr"), nb::arg("dtype"), nb::arg("shape"), nb::arg("device_id") = 0);
 }
 
 }  // namespace deepinfer::py
