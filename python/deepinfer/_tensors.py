@@ -45,9 +45,11 @@ def stream_handle(stream):
     proto = getattr(stream, "__cuda_stream__", None)
     if proto is not None:
         value = proto() if callable(proto) else proto
-        if not (isinstance(value, tuple) and len(value) == 2):
-            raise TypeError(f"{type(stream).__name__}.__cuda_stream__ returned {value!r}, not (version, handle)")
-        return int(value[1])
+        if isinstance(value, tuple) and len(value) == 2:
+            return int(value[1])
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise TypeError(f"{type(stream).__name__}.__cuda_stream__ gave {value!r}, not (version, handle)")
     for attr in ("cuda_stream", "ptr"):
         handle = getattr(stream, attr, None)
         if isinstance(handle, int):
