@@ -239,3 +239,20 @@ def test_engine_generate_matches_stepping_and_exposes_device_logits(tiny):
                     assert int(row.argmax()) == ev.token
         eng.remove_request(rid)
         assert stepped == streamed
+
+
+# --- tune ----------------------------------------------------------------------------------------
+
+def test_tune_one_bucket_into_a_private_cache(tmp_path):
+    lines = []
+    report = deepinfer.tune(ops="mhc_collapse", buckets="T=1", samples=3, cache_dir=tmp_path, progress=lines.append)
+    assert "mhc_collapse" in report and any("mhc_collapse" in line for line in lines)
+    files = deepinfer.cache.tuning(tmp_path)
+    assert len(files) == 1 and "error" not in files[0], files
+    (entry,) = [e for e in files[0]["entries"] if e["op"] == "mhc_collapse" and e["bucket"] == "T=1"]
+    assert entry["winner"] and entry["winner"] in entry["timings"]
+    best = entry["timings"][entry["winner"]]
+    assert best["check_ok"] and best["samples"] == 3 and best["median_us"] > 0
+    # A second run finds every candidate timed.
+    assert "full cache hit" in deepinfer.tune(ops="mhc_collapse", buckets="T=1", samples=3, cache_dir=tmp_path,
+                                              progress=lines.append)
