@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build dependencies from Debian's archive. Idempotent: installs only what is missing.
 set -euo pipefail
-PKGS=(cmake ninja-build g++ python3 libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
+PKGS=(cmake ninja-build g++ python3 python3-dev libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
       libzstd-dev libfmt-dev libgtest-dev zlib1g-dev libedit-dev libxml2-dev libcurl4-openssl-dev)
 missing=()
 for p in "${PKGS[@]}"; do
@@ -18,4 +18,6 @@ if [ ! -x /usr/local/cuda/bin/nvcc ] || [ ! -f /usr/local/cuda/include/nvrtc.h ]
   exit 1
 fi
 python3 -c 'import lit' 2>/dev/null || [ -f /usr/lib/llvm-19/build/utils/lit/lit.py ] || python3 -m pip install -q lit
+# The Python package: nanobind to build its extension, pytest and NumPy to test it (from PyPI).
+python3 -c 'import nanobind, pytest, numpy' 2>/dev/null || python3 -m pip install -q nanobind pytest numpy
 echo "setup: dependencies present"

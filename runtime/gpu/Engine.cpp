@@ -37,6 +37,7 @@ class EngineImpl {
 
   bool speculating() const { return model && opts.speculative && model->speculation(); }
   Result<std::vector<StepEvent>> speculativeStep();
+  int64_t lastStepRows = -1;         // events of the last step (-1: none since the model loaded; -2: speculative)
 };
 
 Engine::~Engine() = default;
@@ -71,6 +72,7 @@ Status Engine::loadModel(const std::string& modelDir) {
   go.maxChunkTokens = m.opts.maxChunkTokens;
   go.speculative = m.opts.speculative;
   m.model.reset();
+  m.lastStepRows = -1;
   auto model = GpuModel::load(modelDir, m.dev, go);
   if (!model.ok()) return Error{fmt::format("engine: loading '{}': {}", modelDir, model.error().message)};
   m.model = std::move(*model);
@@ -160,9 +162,14 @@ Result<std::vector<StepEvent>> Engine::step(void* stream) {
     ids.push_back(id);
   }
   std::vector<StepEvent> events;
-  if (work.empty()) return events;
+  m.lastStepRows = -1;
+  if (work.empty()) {
+    m.lastStepRows = 0;
+    return events;
+  }
   auto logits = m.model->forward(work, /*lastOnly=*/true);
   if (!logits.ok()) return Error{fmt::format("engine: step: {}", logits.error().message)};
+  m.lastStepRows = int64_t(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     EngineRequest& r = m.requests.at(ids[i]);
     StepEvent ev;
@@ -204,6 +211,7 @@ Result<std::vector<StepEvent>> EngineImpl::speculativeStep() {
     ids.push_back(id);
   }
   std::vector<StepEvent> events;
+  lastStepRows = -1;
   if (steps.empty()) return events;
   auto out = model->speculativeStep(steps);
   if (!out.ok()) return Error{fmt::format("engine: step: {}", out.error().message)};
@@ -226,7 +234,23 @@ Result<std::vector<StepEvent>> EngineImpl::speculativeStep() {
     spec.drafted += int64_t(o.drafts.size());
     spec.accepted += o.accepted;
   }
+  lastStepRows = -2;  // the verify forward's rows are per drafted position, not one per request
   return events;
+}
+
+Result<TensorView> Engine::stepLogits() const {
+  const EngineImpl& m = *impl_;
+  if (!m.model) return Error{"engine: no model loaded"};
+  if (m.lastStepRows == -2)
+    return Error{"engine: the last step was speculative (several rows per request); read lastLogits(request)"};
+  if (m.lastStepRows < 0) return Error{"engine: no step has run since the model was loaded (or the last one failed)"};
+  const int64_t V = vocabSize();
+  if (m.lastStepRows == 0) return TensorView::contiguous(0, DType::F32, {0, V});
+  const GpuDeviceLogits l = m.model->lastDeviceLogits();
+  if (l.rows != m.lastStepRows || l.addr == 0)
+    return Error{fmt::format("engine: the last step left {} logits rows on the device, expected {}", l.rows,
+                             m.lastStepRows)};
+  return TensorView::contiguous(l.addr, DType::F32, {l.rows, V});
 }
 
 Status Engine::runOp(const std::string& op, const OpAttrs& attrs, const std::map<std::string, EngineTensor>& tensors,

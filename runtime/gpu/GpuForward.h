@@ -140,6 +140,7 @@ class GpuModelImpl {
   // the pass eagerly instead (capture failed; retried at most 3 times per signature).
   Result<const CachedGraph*> runGraph(const std::string& kind, const std::vector<GpuSeq>& seqs, const PassBody& body,
                                       const std::function<void()>& restore, bool* done);
+  GpuDeviceLogits lastLogits;                          // where the last forward call left its logits
 
   std::map<int64_t, GpuRequest> requests;
   int64_t nextRequest = 1;

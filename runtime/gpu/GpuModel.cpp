@@ -58,6 +58,7 @@ const ModelConfig& GpuModel::config() const { return impl_->cfg; }
 const GpuKvCapacity& GpuModel::capacity() const { return impl_->capacity; }
 const GpuForwardCounters& GpuModel::counters() const { return impl_->counters; }
 std::string GpuModel::targetName() const { return impl_->target.archName(); }
+GpuDeviceLogits GpuModel::lastDeviceLogits() const { return impl_->lastLogits; }
 void GpuModel::setStream(void* stream) {
   impl_->userStream = stream;
   impl_->stream = stream ? stream : (impl_->ownStream ? impl_->ownStream->handle() : nullptr);
@@ -389,6 +390,7 @@ Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWi
     p.hostLogits = false;
   };
   Status st = Error{"not run"};
+  lastLogits = {};
   bool viaGraph = false;
   if (opts.cudaGraphs && stream && rowWise) {
     // The host-side state a pass changes (compressed counts, tails), restored before a capture.
@@ -442,6 +444,7 @@ Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWi
     }
     return Error{fmt::format("{} (the requests of this call are no longer usable)", st.error().message)};
   }
+  lastLogits = {*logitsDev, *rows};
   for (const auto& [rq, tokens] : work) {
     rq->lastCallStart = rq->position;
     rq->lastCallRows = int64_t(tokens.size()) <= tailRegionRows ? int64_t(tokens.size()) : 0;

@@ -88,6 +88,13 @@ struct GpuKvCapacity {
   int64_t totalBytes = 0;
 };
 
+// Where a forward call left its fp32 logits on the device: [rows, vocab] row-major, rows in the
+// order of the call's work (one per request with lastOnly). Valid until the next call.
+struct GpuDeviceLogits {
+  uint64_t addr = 0;
+  int64_t rows = 0;
+};
+
 class GpuModelImpl;
 
 class GpuModel {
@@ -132,6 +139,10 @@ class GpuModel {
   // [n, V], or [1, V] with lastOnly.
   Result<std::vector<HostTensor>> forward(const std::vector<std::pair<int64_t, std::vector<int32_t>>>& work,
                                           bool lastOnly = false);
+
+  // The logits of the last successful forward/prefill/decode call, still on the device (complete:
+  // calls return after their logits reached the host). {0, 0} before the first call.
+  GpuDeviceLogits lastDeviceLogits() const;
 
   // The stream later calls enqueue their work on (a CUstream; nullptr = the legacy default
   // stream). Calls still return only once their logits are on the host.

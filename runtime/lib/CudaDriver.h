@@ -22,7 +22,7 @@ namespace deepinfer::cuda {
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)   \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture)       \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemAllocHost)       \
-  X(cuMemFreeHost)
+  X(cuMemFreeHost) X(cuMemAllocAsync) X(cuMemFreeAsync)
 
 struct Driver {
 #define DI_DECLARE(fn) decltype(&::fn) fn = nullptr;

@@ -82,6 +82,37 @@ DeviceBuffer::~DeviceBuffer() {
   addr_ = 0;
 }
 
+Result<StreamBuffer> StreamBuffer::alloc(size_t bytes, void* stream) {
+  DI_DRV(d);
+  StreamBuffer b;
+  b.size_ = bytes;
+  b.stream_ = stream;
+  if (bytes == 0) return b;
+  CUdeviceptr p;
+  DI_CU(d.cuMemAllocAsync(&p, bytes, static_cast<CUstream>(stream)), fmt::format("cuMemAllocAsync({} bytes)", bytes));
+  b.addr_ = p;
+  return b;
+}
+
+StreamBuffer& StreamBuffer::operator=(StreamBuffer&& o) noexcept {
+  if (this != &o) {
+    this->~StreamBuffer();
+    addr_ = o.addr_;
+    size_ = o.size_;
+    stream_ = o.stream_;
+    o.addr_ = 0;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+StreamBuffer::~StreamBuffer() {
+  if (!addr_) return;
+  auto r = drv();
+  if (r.ok()) (*r)->cuMemFreeAsync(CUdeviceptr(addr_), static_cast<CUstream>(stream_));
+  addr_ = 0;
+}
+
 static Status checkRange(size_t size, size_t offset, size_t bytes, const char* what) {
   if (offset + bytes > size)
     return Error{fmt::format("{}: range [{}, {}) exceeds the buffer's {} bytes", what, offset, offset + bytes, size)};

@@ -2,9 +2,25 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+#include <optional>
+
+#include "deepinfer/Reference.h"
+#include "deepinfer/ViewLaunch.h"
+
 namespace deepinfer {
 
-Result<OpDesc> describeOp(const std::string& op, const OpAttrs& attrs, const TensorMap& tensors) {
+namespace {
+
+struct TensorMeta {
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
+// The shared part of describeOp: presence and dtype of every input, attributes, the family's
+// validation. `meta(name)` gives a tensor's dtype and shape (nullopt: not given).
+template <class Lookup>
+Result<OpDesc> describeFrom(const std::string& op, const OpAttrs& attrs, Lookup meta) {
   const OpSignature* sig = findOpSignature(op);
   if (!sig) {
     std::string names;
@@ -14,19 +30,16 @@ Result<OpDesc> describeOp(const std::string& op, const OpAttrs& attrs, const Ten
   OpDesc d;
   d.op = op;
   for (const auto& in : sig->inputs) {
-    auto it = tensors.find(in.name);
-    if (it == tensors.end()) {
+    Result<std::optional<TensorMeta>> m = meta(in.name);
+    if (!m.ok()) return m.error();
+    if (!m->has_value()) {
       if (in.optional) continue;
       return Error{fmt::format("{}: missing input tensor '{}' ({})", op, in.name, dtypeName(in.dtype))};
     }
-    if (it->second.dtype != in.dtype)
-      return Error{fmt::format("{}: tensor '{}' has dtype {}, expected {}", op, in.name,
-                               dtypeName(it->second.dtype), dtypeName(in.dtype))};
-    if (it->second.bytes.size() != size_t(it->second.numel()) * dtypeSize(it->second.dtype))
-      return Error{fmt::format("{}: tensor '{}' holds {} bytes but its shape {} needs {}", op, in.name,
-                               it->second.bytes.size(), it->second.shapeString(),
-                               it->second.numel() * dtypeSize(it->second.dtype))};
-    d.shapes[in.name] = it->second.shape;
+    if ((*m)->dtype != in.dtype)
+      return Error{fmt::format("{}: tensor '{}' has dtype {}, expected {}", op, in.name, dtypeName((*m)->dtype),
+                               dtypeName(in.dtype))};
+    d.shapes[in.name] = (*m)->shape;
   }
   auto full = completeAttrs(*sig, attrs);
   if (!full.ok()) return full.error();
@@ -35,6 +48,80 @@ Result<OpDesc> describeOp(const std::string& op, const OpAttrs& attrs, const Ten
   if (!fam) return Error{fmt::format("no kernel family for '{}'", op)};
   DI_TRY(fam->validate(d));
   return d;
+}
+
+// Element i of a view in row-major order, as a byte address.
+uint64_t elementAddr(const TensorView& v, int64_t flat) {
+  uint64_t off = 0;
+  for (size_t k = v.rank(); k-- > 0;) {
+    const int64_t idx = flat % v.shape[k];
+    flat /= v.shape[k];
+    off += uint64_t(idx * v.strides[k]);
+  }
+  return v.addr + off * v.elementSize();
+}
+
+// Host view <-> dense bytes, element by element (views of the reference backend are small).
+void copyFromView(const TensorView& v, uint8_t* dense) {
+  const size_t es = v.elementSize();
+  if (v.numel() == 0) return;
+  if (v.isContiguous()) return void(std::memcpy(dense, reinterpret_cast<const void*>(v.addr), size_t(v.numel()) * es));
+  for (int64_t i = 0; i < v.numel(); ++i)
+    std::memcpy(dense + size_t(i) * es, reinterpret_cast<const void*>(elementAddr(v, i)), es);
+}
+
+void copyToView(const uint8_t* dense, const TensorView& v) {
+  const size_t es = v.elementSize();
+  if (v.numel() == 0) return;
+  if (v.isContiguous()) return void(std::memcpy(reinterpret_cast<void*>(v.addr), dense, size_t(v.numel()) * es));
+  for (int64_t i = 0; i < v.numel(); ++i)
+    std::memcpy(reinterpret_cast<void*>(elementAddr(v, i)), dense + size_t(i) * es, es);
+}
+
+}  // namespace
+
+Result<OpDesc> describeOp(const std::string& op, const OpAttrs& attrs, const TensorMap& tensors) {
+  return describeFrom(op, attrs, [&](const std::string& name) -> Result<std::optional<TensorMeta>> {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) return std::optional<TensorMeta>();
+    const HostTensor& t = it->second;
+    if (t.bytes.size() != size_t(t.numel()) * dtypeSize(t.dtype))
+      return Error{fmt::format("{}: tensor '{}' holds {} bytes but its shape {} needs {}", op, name, t.bytes.size(),
+                               t.shapeString(), t.numel() * dtypeSize(t.dtype))};
+    return std::optional<TensorMeta>(TensorMeta{t.dtype, t.shape});
+  });
+}
+
+Result<OpDesc> describeOp(const std::string& op, const OpAttrs& attrs, const TensorViewMap& views) {
+  return describeFrom(op, attrs, [&](const std::string& name) -> Result<std::optional<TensorMeta>> {
+    auto it = views.find(name);
+    if (it == views.end()) return std::optional<TensorMeta>();
+    return std::optional<TensorMeta>(TensorMeta{it->second.dtype, it->second.shape});
+  });
+}
+
+Status runReferenceOnHostViews(const OpDesc& d, const TensorViewMap& hostViews) {
+  DI_TRY(bindViews(d, hostViews));
+  const OpSignature* sig = findOpSignature(d.op);
+  TensorMap io;
+  for (const auto& in : sig->inputs) {
+    auto it = hostViews.find(in.name);
+    if (it == hostViews.end()) continue;
+    HostTensor t(it->second.dtype, it->second.shape);
+    copyFromView(it->second, t.bytes.data());
+    io[in.name] = std::move(t);
+  }
+  DI_TRY(runReference(d.op, d.attrs, io));
+  for (const auto& [name, spec] : findKernelFamily(d.op)->outputs(d)) {
+    const HostTensor& t = io.at(name);
+    const TensorView& v = hostViews.at(name);
+    if (t.dtype != v.dtype || t.shape != v.shape)
+      return Error{fmt::format("{}: the reference produced '{}' as {}{}, the view is {}", d.op, name,
+                               dtypeName(t.dtype), t.shapeString(), v.toString())};
+  }
+  for (const auto& [name, spec] : findKernelFamily(d.op)->outputs(d))
+    copyToView(io.at(name).bytes.data(), hostViews.at(name));
+  return {};
 }
 
 Result<GpuRunInfo> runOpOnGpu(Jit& jit, const std::string& op, const OpAttrs& attrs, const TargetProfile& target,

@@ -18,14 +18,18 @@ const TensorSig* findTensor(const OpSignature& sig, const std::string& name) {
 }  // namespace
 
 Result<ViewBindings> bindViews(const LoadedKernel& k, const TensorViewMap& views) {
-  const std::string& op = k.desc.op;
+  return bindViews(k.desc, views, k.kernel.workspaceBytes);
+}
+
+Result<ViewBindings> bindViews(const OpDesc& desc, const TensorViewMap& views, int64_t workspaceBytes) {
+  const std::string& op = desc.op;
   const OpSignature* sig = findOpSignature(op);
   const KernelFamily* fam = findKernelFamily(op);
   if (!sig || !fam) return Error{fmt::format("no kernel op '{}'", op)};
   // Every tensor the kernel touches: the inputs of its description and the outputs the family
   // derives from them (in/out tensors are in both, with one shape).
-  std::map<std::string, std::vector<int64_t>> expected = k.desc.shapes;
-  for (const auto& [name, o] : fam->outputs(k.desc)) expected[name] = o.second;
+  std::map<std::string, std::vector<int64_t>> expected = desc.shapes;
+  for (const auto& [name, o] : fam->outputs(desc)) expected[name] = o.second;
   ViewBindings b;
   for (const auto& [name, v] : views) {
     if (v.shape.size() != v.strides.size())
@@ -34,9 +38,9 @@ Result<ViewBindings> bindViews(const LoadedKernel& k, const TensorViewMap& views
     if (auto s = v.checkBounds(); !s.ok()) return Error{fmt::format("{}: view '{}': {}", op, name, s.error().message)};
     if (name == "__workspace") {
       if (v.dtype != DType::U8 || v.rank() != 1 || !v.isContiguous() ||
-          v.shape[0] < k.kernel.workspaceBytes)
+          v.shape[0] < workspaceBytes)
         return Error{fmt::format("{}: '__workspace' must be a dense U8 view of at least {} bytes; got {}", op,
-                                 k.kernel.workspaceBytes, v.toString())};
+                                 workspaceBytes, v.toString())};
       b.addrs[name] = v.addr;
       continue;
     }
@@ -55,7 +59,7 @@ Result<ViewBindings> bindViews(const LoadedKernel& k, const TensorViewMap& views
       if (!v.isNonOverlapping())
         return Error{fmt::format("{}: tensor '{}' with shape {} and strides {} has overlapping elements", op, name,
                                  dimsString(v.shape), dimsString(v.strides))};
-      if (auto s = fam->checkStrides(k.desc, name, v.strides); !s.ok())
+      if (auto s = fam->checkStrides(desc, name, v.strides); !s.ok())
         return Error{fmt::format("tensor '{}' is not contiguous (shape {}, strides {}): {}", name,
                                  dimsString(v.shape), dimsString(v.strides), s.error().message)};
       b.strides[name] = v.strides;
@@ -64,9 +68,8 @@ Result<ViewBindings> bindViews(const LoadedKernel& k, const TensorViewMap& views
   }
   for (const auto& [name, shape] : expected)
     if (!views.count(name)) return Error{fmt::format("{}: no view given for tensor '{}'", op, name)};
-  if (k.kernel.workspaceBytes > 0 && !views.count("__workspace"))
-    return Error{fmt::format("{}: {} needs a {} byte workspace (\"__workspace\")", op, k.kernel.baseName,
-                             k.kernel.workspaceBytes)};
+  if (workspaceBytes > 0 && !views.count("__workspace"))
+    return Error{fmt::format("{}: the kernel needs a {} byte workspace (\"__workspace\")", op, workspaceBytes)};
   return b;
 }
 

@@ -15,6 +15,8 @@
 #include <random>
 
 #include "GpuTestDevice.h"
+#include "deepinfer/DeviceCopy.h"
+#include "deepinfer/Engine.h"
 #include "gpu/GpuModel.h"
 #include "model/CpuForward.h"
 #include "model/MakeModel.h"
@@ -404,6 +406,61 @@ TEST(GpuModel, BadInputIsAClearError) {
   EXPECT_FALSE(e.gpu->releaseRequest(*r).ok());
   auto missing = GpuModel::load(e.dir + "/does-not-exist", e.dev, {});
   ASSERT_FALSE(missing.ok());
+}
+
+TEST(GpuModel, EngineStepLogitsOnTheDeviceAreTheRowsTokensCameFrom) {
+  NEED_GPU();
+  // Engine::stepLogits (the Python package's engine.logits()): after every step, row i of the
+  // device tensor is event i's row, bit for bit the host copy the engine sampled from, on graph
+  // replays and on eager prefill steps alike; two requests of different lengths share the steps.
+  EngineOptions eo;
+  eo.device = e.dev->ordinal();
+  eo.kvCacheBytes = int64_t(256) << 20;
+  eo.maxRequests = 2;
+  eo.maxChunkTokens = 32;
+  eo.speculative = false;  // one logits row per request and step (speculative steps have several)
+  auto engine = Engine::create(eo);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  Engine& eng = **engine;
+  ASSERT_TRUE(eng.loadModel(e.dir).ok());
+  EXPECT_FALSE(eng.stepLogits().ok()) << "no step yet";
+  const int64_t V = eng.vocabSize();
+  RequestParams a, b;
+  a.prompt = randomIds(70, e.seed + 11, V);  // three prefill chunks
+  b.prompt = randomIds(5, e.seed + 12, V);
+  a.maxNewTokens = 6;
+  b.maxNewTokens = 9;
+  a.keepLogits = b.keepLogits = true;
+  auto ra = eng.addRequest(a), rb = eng.addRequest(b);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  int checkedRows = 0;
+  while (!eng.finished(*ra) || !eng.finished(*rb)) {
+    auto events = eng.step();
+    ASSERT_TRUE(events.ok()) << events.error().message;
+    auto view = eng.stepLogits();
+    ASSERT_TRUE(view.ok()) << view.error().message;
+    ASSERT_EQ(view->shape, (std::vector<int64_t>{int64_t(events->size()), V}));
+    ASSERT_EQ(view->dtype, DType::F32);
+    std::vector<float> rows(events->size() * size_t(V));
+    ASSERT_TRUE(copyDeviceToHost(rows.data(), view->addr, rows.size() * 4, nullptr).ok());
+    for (size_t i = 0; i < events->size(); ++i) {
+      const StepEvent& ev = (*events)[i];
+      if (ev.token < 0) continue;  // a prefill chunk before the last: no row was kept
+      auto host = eng.lastLogits(ev.request);
+      ASSERT_TRUE(host.ok()) << host.error().message;
+      EXPECT_EQ(std::memcmp(rows.data() + i * size_t(V), host->data(), size_t(V) * 4), 0)
+          << "request " << ev.request << " token " << ev.token;
+      ++checkedRows;
+    }
+  }
+  EXPECT_EQ(checkedRows, 6 + 9);
+  EXPECT_TRUE(eng.removeRequest(*ra).ok());
+  EXPECT_TRUE(eng.removeRequest(*rb).ok());
+  auto empty = eng.step();
+  ASSERT_TRUE(empty.ok());
+  auto none = eng.stepLogits();
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  EXPECT_EQ(none->shape, (std::vector<int64_t>{0, V}));
 }
 
 }  // namespace

@@ -53,6 +53,28 @@ class DeviceBuffer {
   size_t size_ = 0;
 };
 
+// Device memory allocated and freed in stream order (cuMemAllocAsync / cuMemFreeAsync from the
+// device's default pool): work enqueued on `stream` after alloc may use it, and it returns to the
+// pool once that work is done, with no device-wide synchronization. For the scratch of one launch
+// on a caller's stream (any stream, also during a stream capture).
+class StreamBuffer {
+ public:
+  StreamBuffer() = default;
+  static Result<StreamBuffer> alloc(size_t bytes, void* stream);
+  StreamBuffer(StreamBuffer&& o) noexcept { *this = std::move(o); }
+  StreamBuffer& operator=(StreamBuffer&& o) noexcept;
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+  ~StreamBuffer();  // frees on the stream it was allocated on
+  uint64_t addr() const { return addr_; }
+  size_t size() const { return size_; }
+
+ private:
+  uint64_t addr_ = 0;
+  size_t size_ = 0;
+  void* stream_ = nullptr;
+};
+
 class Stream {
  public:
   static Result<Stream> create();

@@ -25,6 +25,7 @@
 
 #include "deepinfer/Error.h"
 #include "deepinfer/Tensor.h"
+#include "deepinfer/TensorView.h"
 
 namespace deepinfer {
 
@@ -86,6 +87,11 @@ class Engine {
   bool finished(int64_t request) const;
   std::vector<int32_t> tokens(int64_t request) const;  // generated so far
   Result<std::vector<float>> lastLogits(int64_t request) const;
+  // The fp32 logits of the last step, still on the device: [events, vocab] row-major, row i for
+  // event i of that step (what its token was sampled from; after a prefill chunk, the logits of
+  // the chunk's last token). Complete when step() returns; valid until the next step() or
+  // loadModel() reuses the memory. An error before the first step.
+  Result<TensorView> stepLogits() const;
   int64_t liveRequests() const;
   bool speculative() const;       // the loaded model speculates (draft layers and the option on)
   SpeculationStats speculationStats() const;

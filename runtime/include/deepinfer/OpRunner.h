@@ -8,12 +8,21 @@
 
 #include "deepinfer/Jit.h"
 #include "deepinfer/OpSignature.h"
+#include "deepinfer/TensorView.h"
 
 namespace deepinfer {
 
 // The op's description from its tensors and attributes; errors name the missing or mis-typed
 // tensor, or the unknown op/attribute.
 Result<OpDesc> describeOp(const std::string& op, const OpAttrs& attrs, const TensorMap& tensors);
+// The same from views of device or host memory (only their dtypes and shapes are read).
+Result<OpDesc> describeOp(const std::string& op, const OpAttrs& attrs, const TensorViewMap& views);
+
+// The C++ reference on host memory given as views (the CPU backend of the Python package): the
+// views pass the checks a kernel launch makes (bindViews on `d`: dtypes, shapes, strides only
+// where the kernel takes them), the reference runs on dense copies, and every output, in/out
+// tensors included, is written back through its view. On an error nothing is written.
+Status runReferenceOnHostViews(const OpDesc& d, const TensorViewMap& hostViews);
 
 struct GpuRunOptions {
   std::optional<KernelConfig> config;   // default: the pass's choice for the target

@@ -21,6 +21,9 @@ struct ViewBindings {
 // Checks `views` against the kernel's op (no GPU work; "__workspace", when the plan needs one,
 // is a U8 view of at least the plan's workspace bytes).
 Result<ViewBindings> bindViews(const LoadedKernel& k, const TensorViewMap& views);
+// The same checks against an op description alone (no compiled kernel: the reference backend
+// holds host views to the rules a launch would); `workspaceBytes` > 0 requires "__workspace".
+Result<ViewBindings> bindViews(const OpDesc& d, const TensorViewMap& views, int64_t workspaceBytes = 0);
 
 // bindViews, pack the parameters with the strides, and launch every step of the plan.
 Status launchViews(const Jit& jit, const LoadedKernel& k, const TensorViewMap& views, void* stream);

@@ -1,0 +1,108 @@
+"""The engine without a GPU: the error path (the Engine runs on a GPU only), make_model, and the
+generate() generator's bookkeeping over a stand-in core (a GPU run is in test_gpu.py)."""
+
+import pytest
+
+import deepinfer
+from deepinfer.engine import Engine
+
+
+def no_gpu():
+    try:
+        deepinfer.local_gpu()
+        return False
+    except deepinfer.Error:
+        return True
+
+
+def test_engine_without_a_gpu_says_so():
+    if not no_gpu():
+        pytest.skip("a GPU is present")
+    with pytest.raises(deepinfer.Error, match="engine: no GPU 0"):
+        Engine()
+
+
+def test_make_model_writes_a_checkpoint(tmp_path):
+    deepinfer.make_model("tiny", tmp_path / "tiny", seed=3)
+    names = {p.name for p in (tmp_path / "tiny").iterdir()}
+    assert {"config.json", "model.safetensors", "token_map.i32"} <= names
+    with pytest.raises(deepinfer.Error, match="no_such_preset"):
+        deepinfer.make_model("no_such_preset", tmp_path / "x")
+
+
+class FakeCore:
+    """Engine.h's behaviour for two requests: a request finishes after max_new tokens, a step
+    advances every live unfinished request by one token."""
+
+    def __init__(self):
+        self.reqs, self.next, self.steps = {}, 1, 0
+
+    def add_request(self, prompt, max_new, temperature, top_p, seed, keep_logits):
+        rid = self.next
+        self.next += 1
+        self.reqs[rid] = {"max": max_new, "toks": [], "base": 100 * rid}
+        return rid
+
+    def remove_request(self, rid):
+        if rid not in self.reqs:
+            raise deepinfer.Error(f"engine: no request {rid}")
+        del self.reqs[rid]
+
+    def step(self, stream):
+        self.steps += 1
+        events = []
+        for rid, r in self.reqs.items():
+            if len(r["toks"]) < r["max"]:
+                r["toks"].append(r["base"] + len(r["toks"]))
+                events.append((rid, r["toks"][-1], len(r["toks"]) == r["max"], [r["toks"][-1]], 0))
+        return events
+
+    def finished(self, rid):
+        r = self.reqs.get(rid)
+        return r is None or len(r["toks"]) >= r["max"]
+
+    def tokens(self, rid):
+        return list(self.reqs[rid]["toks"]) if rid in self.reqs else []
+
+
+def engine_over(core):
+    e = Engine.__new__(Engine)
+    e._device, e._core = 0, core
+    return e
+
+
+def test_generate_streams_tokens_and_removes_the_request():
+    core = FakeCore()
+    eng = engine_over(core)
+    assert list(eng.generate([1, 2], 3)) == [100, 101, 102]
+    assert core.reqs == {} and core.steps == 3
+
+
+def test_generate_sees_tokens_produced_by_other_steps():
+    core = FakeCore()
+    eng = engine_over(core)
+    a = eng.generate([1], 4)
+    b = eng.generate([2], 2)
+    assert next(a) == 100          # a's step also advanced b
+    assert list(b) == [200, 201]   # b's first token came from a's step
+    assert list(a) == [101, 102, 103]
+    assert core.reqs == {}
+
+
+def test_closing_a_generator_early_removes_its_request():
+    core = FakeCore()
+    eng = engine_over(core)
+    g = eng.generate([1], 10)
+    assert next(g) == 100
+    g.close()
+    assert core.reqs == {}
+
+
+def test_generate_validates_before_the_first_token():
+    class Refusing(FakeCore):
+        def add_request(self, *a):
+            raise deepinfer.Error("engine: a request needs at least one prompt token")
+
+    eng = engine_over(Refusing())
+    with pytest.raises(deepinfer.Error, match="at least one prompt token"):
+        eng.generate([], 3)
