@@ -154,7 +154,7 @@ __device__ __forceinline__ bool row_block(const MoeExpertsParams& p, RowBlock& r
 template <int BM, int BN, int BK, int WM, int WN, int WK, int STAGES>
 __device__ __forceinline__ void w13(const MoeExpertsParams& p) {
   using T = qg::Tile<true, BM, BN, BK, WM, WN, WK, STAGES, true>;
-  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* smem = qg::dynamic_smem();
   RowBlock rb;
   if (!row_block(p, rb)) return;  // CTA-uniform
   int64_t* a_src = reinterpret_cast<int64_t*>(smem + T::kTableOffset);
@@ -190,7 +190,7 @@ __device__ __forceinline__ void w13(const MoeExpertsParams& p) {
 template <int BM, int BN, int BK, int WM, int WN, int WK, int STAGES>
 __device__ __forceinline__ void w2(const MoeExpertsParams& p) {
   using T = qg::Tile<true, BM, BN, BK, WM, WN, WK, STAGES, false>;
-  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* smem = qg::dynamic_smem();
   RowBlock rb;
   if (!row_block(p, rb)) return;  // CTA-uniform
   int64_t* a_src = reinterpret_cast<int64_t*>(smem + T::kTableOffset);

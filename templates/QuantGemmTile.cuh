@@ -89,8 +89,22 @@ struct Tile {
 
 // 4-byte async copy of `bytes` (0..4) bytes; the rest of the destination word is zero-filled.
 __device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src, int bytes) {
+#ifdef DI_SIMT_EMU
+  di_emu::cp_async(smem_dst, gmem_src, 4, bytes);
+#else
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem_dst)), "l"(gmem_src),
                "r"(bytes));
+#endif
+}
+
+// The kernel's dynamic shared memory (its size is the launch's; qg::Tile::kSmemBytes).
+__device__ __forceinline__ uint8_t* dynamic_smem() {
+#ifdef DI_SIMT_EMU
+  return di_emu::dynamic_smem();
+#else
+  extern __shared__ __align__(16) uint8_t di_qg_smem[];
+  return di_qg_smem;
+#endif
 }
 
 // Copies one stage: A rows (sources a_src[r], -1 = no row), the weight rows [n0, n_end) of each

@@ -22,7 +22,7 @@ constexpr int kEpiF32 = 0, kEpiBf16 = 1, kEpiSwiglu = 2;
 template <bool FP4, int BM, int BN, int BK, int WM, int WN, int WK, int STAGES, int EPI, bool SPLIT>
 __device__ __forceinline__ void weight_gemm_tile(const WeightGemmParams& p) {
   using T = qg::Tile<FP4, BM, BN, BK, WM, WN, WK, STAGES, EPI == kEpiSwiglu>;
-  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* smem = qg::dynamic_smem();
   const int grp = int(blockIdx.x) / p.tiles_per_group, j = int(blockIdx.x) % p.tiles_per_group;
   const int n0 = grp * p.Ng + j * BN;
   const int n_end = min(n0 + BN, (grp + 1) * p.Ng);

@@ -13,7 +13,7 @@
 #pragma once
 #include "common/Types.h"
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(DI_SIMT_EMU)
 #include "common/Mma.cuh"
 #define DI_QW_FN __host__ __device__ __forceinline__
 #else
@@ -82,13 +82,17 @@ DI_QW_FN uint32_t e4m3_nan_probe(uint32_t w) { return ((w & 0x7F7F7F7Fu) + 0x010
 DI_QW_FN int frag_low_column(bool fp4, int ks, int r) { return fp4 ? 2 * ks + r : 4 * ks + r; }
 DI_QW_FN int frag_high_column(bool fp4, int ks, int r) { return frag_low_column(fp4, ks, r) + (fp4 ? 4 : 2); }
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(DI_SIMT_EMU)
 // v * f for both halves, rounded once, subnormals kept (fma.rn.bf16x2 has no .ftz; the -0
 // addend keeps -0 products -0).
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t v, uint32_t f) {
+#ifdef DI_SIMT_EMU
+  return di_emu::bf16x2_mul(v, f);
+#else
   uint32_t r;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(f), "r"(0x80008000u));
   return r;
+#endif
 }
 
 // Four bf16x2 weights of one thread's k32 block: b[ks][r] in the fragment order above.
