@@ -11,6 +11,7 @@ namespace di_emu {
 namespace {
 
 constexpr size_t kStackBytes = 96 * 1024;
+constexpr size_t kCanaryBytes = 256;
 
 struct Copy {
   uint8_t* dst;
@@ -130,7 +131,7 @@ void launch(Dim3 grid, Dim3 block, size_t smemBytes, const std::function<void()>
         cta.grid = grid;
         cta.block = block;
         cta.bid = {bx, by, bz};
-        cta.smem.assign(smemBytes + 16, 0xA5);  // garbage until written
+        cta.smem.assign(smemBytes + kCanaryBytes, 0xA5);  // garbage until written; a canary past the end
         cta.threads.resize(n);
         cta.warps.resize(n / 32);
         cta.kernel = &kernel;
@@ -160,6 +161,10 @@ void launch(Dim3 grid, Dim3 block, size_t smemBytes, const std::function<void()>
           }
         }
         g = nullptr;
+        for (size_t i = smemBytes; i < smemBytes + kCanaryBytes; ++i)
+          if (cta.smem[i] != 0xA5)
+            throw std::runtime_error("emulator: a thread wrote past the " + std::to_string(smemBytes) +
+                                     " bytes of dynamic shared memory");
       }
 }
 
