@@ -344,7 +344,7 @@ class WeightGemmFamily final : public KernelFamily {
   }
 
   // x may be any [M, K] view with contiguous rows (a column slice of a wider activation) and y
-  // any [M, N] view with contiguous rows; rows stay 16-byte (x) / 8-byte (y) aligned.
+  // any [M, N] view with contiguous rows; rows stay 16-byte (x) and pair (y) aligned.
   Status checkStrides(const OpDesc& d, const std::string& name, const std::vector<int64_t>& strides) const override {
     if (name != "x" && name != "y") return KernelFamily::checkStrides(d, name, strides);
     const int64_t cols = name == "x" ? d.dim("x", 1) : d.dim("w", 0);
@@ -375,7 +375,8 @@ class WeightGemmFamily final : public KernelFamily {
         return Error{fmt::format("{}: tensor '{}' at 0x{:x} is not {}-byte aligned", kOp, n, it->second, align)};
       return it->second;
     };
-    auto x = addr("x", 16), w = addr("w", 16), ws = addr("w_scale", 4), y = addr("y", 8);
+    // y is written as pairs: 8 bytes of f32, 4 of bf16.
+    auto x = addr("x", 16), w = addr("w", 16), ws = addr("w_scale", 4), y = addr("y", s.epilogue == 0 ? 8 : 4);
     for (const auto* r : {&x, &w, &ws, &y})
       if (!r->ok()) return r->error();
     p.x = reinterpret_cast<const uint16_t*>(*x);
