@@ -146,6 +146,18 @@ void printTable(const RunInfo& run, std::vector<CaseReport>& cases) {
                  judged ? (v->timing.medianUs <= c.spec.targetUs ? "yes" : "NO") : "-", checkCell(c, *v),
                  v->error.empty() ? v->config : v->error.substr(0, 120));
     }
+    for (const VariantResult& v : c.variants) {  // baselines outside the kernel families
+      if (v.kind != "cublas-bf16") continue;
+      const Derived d = derive(c, v, run.ceilings);
+      const VariantResult* best = s.tuned ? s.tuned : s.local;
+      fmt::print("{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>8} {:>5} {:<8} {}\n", c.spec.op,
+                 c.spec.shape, v.kind, rowUsable(v) ? num(v.timing.medianUs, 2) : "-",
+                 rowUsable(v) ? num(v.timing.minUs, 2) : "-", rowUsable(v) ? num(v.timing.p90Us, 2) : "-",
+                 num(d.gbs, 0), num(d.tflops, 1),
+                 d.rooflineFraction > 0 ? fmt::format("{:.0f}%", 100 * d.rooflineFraction) : "-", "-", "-", "-",
+                 "-", v.error.empty() ? fmt::format("{}; best kernel {}", v.config, speedup(&v, best) + " faster")
+                                      : v.error.substr(0, 120));
+    }
     if (s.candidates > 0 || s.failedChecks > 0 || s.errors > 0 || c.spec.publicBestUs > 0) {
       std::string line = fmt::format("{:<19} {:<14} {} candidates", "", "", s.candidates);
       if (s.tuned)
