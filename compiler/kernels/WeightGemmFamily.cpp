@@ -240,6 +240,12 @@ class WeightGemmFamily final : public KernelFamily {
       add(wideK, sp0);
       add(*q0, std::max(1, sp0 / 2));
       add(*q0, std::min(kMaxSplits, sp0 * 2));
+      if (sp0 > 1) {  // one launch: narrower tiles over the whole K, as deep a pipeline as fits
+        QuantTile deep = *q0;
+        deep.bn = std::max(16, q0->bn / 2);
+        deep.stages = 6;
+        add(deep, 1);
+      }
     } else {
       QuantTile narrow = *q0;
       narrow.bn /= 2;
