@@ -3,8 +3,9 @@
 // depend only on T, k, E and the config (graph-capturable, no host round trip):
 //
 // 1. moe_route (one CTA of 32 warps): a stable counting sort of the T*k (token, rank) entries by
-//    expert. Warp w owns a contiguous range of entries and counts it per expert (match.any per
-//    32 entries, the group's first lane adds); per expert, the warps' counts become running
+//    expert. Warp w owns a contiguous range of entries (up to 32 warps, one per 32 entries at
+//    least) and counts it per expert (match.any per 32 entries, the group's first lane adds); per
+//    expert, the warps' counts become running
 //    sums, the experts' totals an exclusive scan (the grouped row offsets), and every expert's
 //    rows are cut into row blocks of BM (the tile list: expert, first row, rows); then each
 //    warp walks its range again and places every entry at its expert's next row. Rows of an
@@ -62,10 +63,14 @@ __device__ __forceinline__ void route(const MoeExpertsParams& p) {
   __shared__ int sums[kRouteWarps + 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int n = p.entries, E = p.E;
-  const int per = (n + kRouteWarps - 1) / kRouteWarps;
-  const int beg = min(n, warp * per), end = min(n, beg + per);
+  // Warps that own entries (a decode step's few entries need few): the per-expert sums of step 2
+  // walk only theirs.
+  const int warps = min(kRouteWarps, max(1, (n + 31) / 32));
+  const int per = (n + warps - 1) / warps;
+  const int beg = warp < warps ? min(n, warp * per) : n, end = warp < warps ? min(n, beg + per) : n;
   int32_t* cnt = p.counts + int64_t(warp) * E;
-  for (int e = lane; e < E; e += 32) cnt[e] = 0;
+  if (warp < warps)
+    for (int e = lane; e < E; e += 32) cnt[e] = 0;
   __syncwarp();
 
   // 1. Per-warp counts; zero rows for entries that select no expert.
@@ -94,7 +99,7 @@ __device__ __forceinline__ void route(const MoeExpertsParams& p) {
     const int e = e0 + int(threadIdx.x);
     int total = 0;
     if (e < E)
-      for (int w = 0; w < kRouteWarps; ++w) {
+      for (int w = 0; w < warps; ++w) {
         const int c = p.counts[int64_t(w) * E + e];
         p.counts[int64_t(w) * E + e] = total;
         total += c;
@@ -104,7 +109,7 @@ __device__ __forceinline__ void route(const MoeExpertsParams& p) {
     const int first_row = carry_rows + cta_exclusive_scan(total, sums, &rows_sum);
     const int first_block = carry_blocks + cta_exclusive_scan(blocks, sums, &blocks_sum);
     if (e < E) {
-      for (int w = 0; w < kRouteWarps; ++w) p.counts[int64_t(w) * E + e] += first_row;
+      for (int w = 0; w < warps; ++w) p.counts[int64_t(w) * E + e] += first_row;
       for (int b = 0; b < blocks; ++b) {
         p.rb_expert[first_block + b] = e;
         p.rb_start[first_block + b] = first_row + b * BM;
