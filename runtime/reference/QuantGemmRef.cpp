@@ -60,6 +60,6 @@ void QuantMatrix::row(int64_t r, float* out) const {
   }
 }
 
-double accumulationTolerance(int64_t K) { return double((K + 15) / 16 + 48) * std::ldexp(1.0, -23); }
+double accumulationTolerance(int64_t K) { return double((K + 15) / 16 + 64) * std::ldexp(1.0, -23); }
 
 }  // namespace deepinfer::ref
