@@ -210,6 +210,9 @@ std::string toJson(const RunInfo& run, std::vector<CaseReport>& cases) {
                                                       : std::string("null");
     };
     const VariantResult* judged = s.tuned ? s.tuned : s.local;
+    const VariantResult* cublas = nullptr;  // weight_gemm's baseline (CublasBaseline.h)
+    for (const VariantResult& v : c.variants)
+      if (v.kind == "cublas-bf16") cublas = &v;
     summary += fmt::format(
         "{}    {{\"op\": {}, \"shape\": {}, \"params\": {{{}}}, \"bytes\": {}, \"flops\": {}, \"checked\": {}, "
         "\"check_note\": {}, \"build_seconds\": {:.2f}, \"reference_seconds\": {:.2f}, \"error\": {}, "
@@ -217,7 +220,7 @@ std::string toJson(const RunInfo& run, std::vector<CaseReport>& cases) {
         "\"tuned_config\": {}, \"candidates\": {}, \"failed_checks\": {}, \"errors\": {}, "
         "\"tuned_vs_sm80_default\": {}, \"tuned_vs_sm86_default\": {}, \"tuned_vs_local_default\": {}, "
         "\"local_default_vs_sm80_default\": {}, \"target_us\": {}, \"target_met\": {}, \"public_best_us\": {}, "
-        "\"vs_public_best\": {}, \"repeat_spread\": {}}}",
+        "\"vs_public_best\": {}, \"repeat_spread\": {}, \"cublas_bf16_us\": {}, \"vs_cublas_bf16\": {}}}",
         summary.empty() ? "" : ",\n", js(c.spec.op), js(c.spec.shape),
         [&] {
           std::string p;
@@ -232,7 +235,7 @@ std::string toJson(const RunInfo& run, std::vector<CaseReport>& cases) {
         jn(c.spec.publicBestUs),
         c.spec.publicBestUs > 0 && judged && rowUsable(*judged) ? jn(c.spec.publicBestUs / judged->timing.medianUs)
                                                                 : "null",
-        s.localRepeat ? jn(s.repeatSpread, false) : "null");
+        s.localRepeat ? jn(s.repeatSpread, false) : "null", us(cublas), ratio(cublas, judged));
     for (const VariantResult& v : c.variants)
       rows += fmt::format("{}    {}", rows.empty() ? "" : ",\n", rowJson(run, c, v, s.sm80));
   }
