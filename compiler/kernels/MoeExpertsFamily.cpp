@@ -327,13 +327,11 @@ class MoeExpertsFamily final : public KernelFamily {
       p.row_weight = reinterpret_cast<float*>(base + w.rowWeight);
       p.h = reinterpret_cast<uint16_t*>(base + w.h);
     }
-    p.T = int32_t(s.T);
     p.k = int32_t(s.k);
     p.E = int32_t(s.E);
     p.C = int32_t(s.C);
     p.I = int32_t(s.I);
     p.entries = int32_t(s.entries());
-    p.max_row_blocks = int32_t(g->maxRowBlocks);
     p.limit = float(d.attrs.getFloat("swiglu_limit", 10.0));
     return paramBytes(p);
   }

@@ -404,7 +404,6 @@ class WeightGemmFamily final : public KernelFamily {
     p.M = int32_t(s.M);
     p.N = int32_t(s.N);
     p.Kg = int32_t(s.Kg);
-    p.groups = int32_t(s.G);
     p.Ng = int32_t(s.Ng);
     p.tiles_per_group = int32_t(g->tilesPerGroup);
     p.k_blocks = int32_t(g->kBlocks);

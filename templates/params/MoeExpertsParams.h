@@ -27,9 +27,8 @@ struct MoeExpertsParams {
   int32_t* row_dest;           // [T*k]: grouped row -> y row (t*k + r)
   float* row_weight;           // [T*k]: grouped row -> routing weight
   uint16_t* h;                 // [T*k, I] bf16: SwiGLU output in grouped row order
-  int32_t T, k, E, C, I;
-  int32_t entries;             // T*k
-  int32_t max_row_blocks;      // ceil(T*k / block_m) + min(E, T*k): grid rows of the GEMMs
+  int32_t k, E, C, I;
+  int32_t entries;             // T*k (the GEMMs' grid has ceil(T*k / block_m) + min(E, T*k) rows)
   float limit;                 // SwiGLU clamp
 };
 

@@ -17,7 +17,7 @@ struct WeightGemmParams {
   int64_t ldx;                 // elements between rows of x (>= K, a multiple of 8)
   int64_t ldy;                 // elements between rows of y (>= N, even)
   int32_t M, N, Kg;            // Kg: columns of one group (= K for groups = 1)
-  int32_t groups, Ng;          // Ng = N / groups output columns per group
+  int32_t Ng;                  // output columns per group (N / groups; tiles never straddle groups)
   int32_t tiles_per_group;     // ceil(Ng / block_n)
   int32_t k_blocks;            // ceil(Kg / 32)
   int32_t kb_per_split;        // k32 blocks of one split (a multiple of block_k / 32)
