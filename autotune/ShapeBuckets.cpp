@@ -9,9 +9,10 @@
 namespace deepinfer {
 
 std::string ShapeBucket::label() const {
-  if (hi == std::numeric_limits<int64_t>::max()) return fmt::format("{}>={}", var, lo);
-  if (lo == hi) return fmt::format("{}={}", var, lo);
-  return fmt::format("{}={}..{}", var, lo, hi);
+  const std::string prefix = cls.empty() ? "" : cls + " ";
+  if (hi == std::numeric_limits<int64_t>::max()) return fmt::format("{}{}>={}", prefix, var, lo);
+  if (lo == hi) return fmt::format("{}{}={}", prefix, var, lo);
+  return fmt::format("{}{}={}..{}", prefix, var, lo, hi);
 }
 
 std::optional<BucketAxis> bucketAxis(const std::string& op) {
@@ -23,6 +24,8 @@ std::optional<BucketAxis> bucketAxis(const std::string& op) {
   if (op == "gather_kcache") return BucketAxis{"context", {2048, 8192, 32768, 131072}};
   if (op == "indexer_logits") return BucketAxis{"context", {2048, 8192, 32768}};
   if (op == "topk") return BucketAxis{"N", {2048, 8192, 32768}};
+  if (op == "weight_gemm") return BucketAxis{"M", {1, 2, 4, 8, 16, 64, 256, 1024, 4096}};
+  if (op == "moe_experts") return BucketAxis{"T", {1, 2, 4, 8, 16, 64, 256, 1024, 4096}};
   return std::nullopt;
 }
 
@@ -62,6 +65,7 @@ std::optional<int64_t> bucketValue(const OpDesc& d) {
   if (op == "mhc_post" || op == "mhc_fused_post_pre") return dim("f_out", 0);
   if (op == "gather_kcache") return dim("out", 1);
   if (op == "topk") return dim("scores", 1);
+  if (op == "weight_gemm" || op == "moe_experts") return dim("x", 0);
   if (op == "indexer_logits") {
     auto pages = dim("block_table", 1), row = dim("k_cache", 1);
     if (!pages || !row) return std::nullopt;
@@ -73,7 +77,19 @@ std::optional<int64_t> bucketValue(const OpDesc& d) {
 std::optional<ShapeBucket> bucketFor(const OpDesc& d) {
   auto v = bucketValue(d);
   if (!v) return std::nullopt;
-  return bucketOf(d.op, *v);
+  auto b = bucketOf(d.op, *v);
+  if (b) b->cls = bucketClass(d);
+  return b;
+}
+
+std::string bucketClass(const OpDesc& d) {
+  if (d.op != "weight_gemm") return "";
+  auto x = d.shapes.find("x"), w = d.shapes.find("w");
+  if (x == d.shapes.end() || w == d.shapes.end() || x->second.size() != 2 || w->second.size() != 2) return "";
+  const int64_t groups = d.attrs.getInt("groups", 1), epi = d.attrs.getInt("epilogue", 0);
+  return fmt::format("{} {}x{}{} {}", d.attrs.getInt("weight_bits", 8) == 4 ? "fp4" : "fp8", w->second[0],
+                     x->second[1], groups > 1 ? fmt::format(" g{}", groups) : "",
+                     epi == 2 ? "swiglu" : epi == 1 ? "bf16" : "f32");
 }
 
 std::string opDtypes(const std::string& op) {

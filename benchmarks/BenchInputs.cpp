@@ -432,6 +432,93 @@ Status buildTopk(BenchCase& c, Rng& rng, Params& p) {
   return {};
 }
 
+// Quantized weights at benchmark sizes, built fast: e4m3 codes are random bytes with the top
+// exponent bit cleared (|value| <= 1.875, subnormals included, never NaN), e2m1 codes random
+// nibbles (all valid); UE8M0 scales random in 118..122. Kernel speed does not depend on the
+// values; the reference check covers them like any others.
+HostTensor quantCodes(Rng& rng, int bits, int64_t rows, int64_t cols) {
+  HostTensor t(DType::U8, {rows, bits == 8 ? cols : cols / 2});
+  testing::fillRandomBytes(rng, t.bytes.data(), int64_t(t.bytes.size()));
+  if (bits == 8)
+    for (uint8_t& b : t.bytes) b &= 0xBF;
+  return t;
+}
+HostTensor quantScales(Rng& rng, std::vector<int64_t> shape) {
+  HostTensor t(DType::U8, std::move(shape));
+  for (uint8_t& b : t.bytes) b = uint8_t(118 + rng.range(0, 5));
+  return t;
+}
+
+Status buildWeightGemm(BenchCase& c, Rng& rng, Params& p) {
+  const int64_t M = p.get("M", 1), N = p.get("N", 1280), K = p.get("K", 5120), bits = p.get("weight_bits", 8),
+                G = p.get("groups", 1), epi = p.get("epilogue", 0);
+  DI_TRY(p.require(M >= 1 && N >= 1 && K >= 32 && G >= 1 && K % G == 0 && N % G == 0 && (bits == 4 || bits == 8) &&
+                       epi >= 0 && epi <= 2,
+                   "needs M, N >= 1, K >= 32, groups dividing N and K, weight_bits 4 or 8, epilogue 0..2"));
+  const int64_t Kg = K / G;
+  const auto pool = bf16NormalPool(rng);
+  c.attrs.setInt("weight_bits", bits);
+  c.attrs.setInt("groups", G);
+  c.attrs.setInt("epilogue", epi);
+  c.inputs["x"] = bf16FromPool(rng, pool, {M, K});
+  const std::vector<int64_t> scale = bits == 8 ? std::vector<int64_t>{cdiv(N, 32), cdiv(Kg, 32)}
+                                               : std::vector<int64_t>{N, Kg / 32};
+  c.inputs["w"] = quantCodes(rng, int(bits), N, Kg);
+  c.inputs["w_scale"] = quantScales(rng, scale);
+  if (epi == 2) {
+    c.inputs["w_up"] = quantCodes(rng, int(bits), N, Kg);
+    c.inputs["w_up_scale"] = quantScales(rng, scale);
+  }
+  auto b = denseBytes(c);
+  if (!b.ok()) return b.error();
+  c.bytes = *b;
+  c.flops = 2.0 * double(M) * double(N) * double(Kg) * (epi == 2 ? 2 : 1);
+  planRows(c, p, M, 2.0 * double(N) * double(Kg) * (epi == 2 ? 2 : 1), double(N), {"x"});
+  return {};
+}
+
+// Tokens routed to k distinct experts each, uniformly (every expert gets about T*k/E rows).
+Status buildMoeExperts(BenchCase& c, Rng& rng, Params& p) {
+  const int64_t T = p.get("T", 1), k = p.get("k", 6), E = p.get("E", 128), C = p.get("C", 5120),
+                I = p.get("I", 2304);
+  DI_TRY(p.require(T >= 1 && k >= 1 && k <= E && C % 32 == 0 && I % 32 == 0 && C > 0 && I > 0,
+                   "needs T >= 1, 1 <= k <= E, C and I positive multiples of 32"));
+  std::vector<int32_t> ids(size_t(T * k));
+  std::vector<char> usedExpert(static_cast<size_t>(E), 0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t r = 0; r < k; ++r) {
+      int32_t e;
+      bool fresh;
+      do {  // k distinct experts per token
+        e = int32_t(rng.range(0, E));
+        fresh = true;
+        for (int64_t q = 0; q < r; ++q) fresh = fresh && ids[size_t(t * k + q)] != e;
+      } while (!fresh);
+      ids[size_t(t * k + r)] = e;
+      usedExpert[size_t(e)] = 1;
+    }
+  const auto pool = bf16NormalPool(rng);
+  c.inputs["x"] = bf16FromPool(rng, pool, {T, C});
+  c.inputs["ids"] = testing::i32Tensor({T, k}, ids);
+  c.inputs["weights"] = testing::f32Uniform(rng, {T, k}, 0.1, 1.5);
+  auto experts = [&](const char* name, const char* scale, int64_t rows, int64_t cols) {
+    HostTensor codes = quantCodes(rng, 4, E * rows, cols);
+    codes.shape = {E, rows, cols / 2};
+    c.inputs[name] = std::move(codes);
+    c.inputs[scale] = quantScales(rng, {E, rows, cols / 32});
+  };
+  experts("w1", "w1_scale", I, C);
+  experts("w3", "w3_scale", I, C);
+  experts("w2", "w2_scale", C, I);
+  // Each used expert's weights once, the activations, ids and weights once, y written once.
+  const double used = double(std::count(usedExpert.begin(), usedExpert.end(), 1));
+  c.bytes = used * 3.0 * double(I) * double(C) * (0.5 + 1.0 / 32) + double(T * C * 2) + double(T * k * 8) +
+            double(T * k * C * 4);
+  c.flops = 6.0 * double(T * k) * double(I) * double(C);
+  planRows(c, p, T, 6.0 * double(k) * double(I) * double(C), double(k * C), {"x", "ids", "weights"});
+  return {};
+}
+
 }  // namespace
 
 Result<BenchCase> buildCase(const BenchSpec& spec, uint64_t seed) {
@@ -443,6 +530,7 @@ Result<BenchCase> buildCase(const BenchSpec& spec, uint64_t seed) {
       {"mhc_collapse", buildMhc}, {"sparse_mla_decode", buildDecode},
       {"sparse_mla_prefill", buildPrefill}, {"indexer_logits", buildIndexer},
       {"topk", buildTopk},
+      {"weight_gemm", buildWeightGemm}, {"moe_experts", buildMoeExperts},
   };
   auto it = kBuilders.find(spec.op);
   if (it == kBuilders.end()) return Error{fmt::format("no benchmark input builder for op '{}'", spec.op)};

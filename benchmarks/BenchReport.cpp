@@ -146,6 +146,18 @@ void printTable(const RunInfo& run, std::vector<CaseReport>& cases) {
                  judged ? (v->timing.medianUs <= c.spec.targetUs ? "yes" : "NO") : "-", checkCell(c, *v),
                  v->error.empty() ? v->config : v->error.substr(0, 120));
     }
+    for (const VariantResult& v : c.variants) {  // baselines outside the kernel families
+      if (v.kind != "cublas-bf16") continue;
+      const Derived d = derive(c, v, run.ceilings);
+      const VariantResult* best = s.tuned ? s.tuned : s.local;
+      fmt::print("{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>8} {:>5} {:<8} {}\n", c.spec.op,
+                 c.spec.shape, v.kind, rowUsable(v) ? num(v.timing.medianUs, 2) : "-",
+                 rowUsable(v) ? num(v.timing.minUs, 2) : "-", rowUsable(v) ? num(v.timing.p90Us, 2) : "-",
+                 num(d.gbs, 0), num(d.tflops, 1),
+                 d.rooflineFraction > 0 ? fmt::format("{:.0f}%", 100 * d.rooflineFraction) : "-", "-", "-", "-",
+                 "-", v.error.empty() ? fmt::format("{}; best kernel {}", v.config, speedup(&v, best) + " faster")
+                                      : v.error.substr(0, 120));
+    }
     if (s.candidates > 0 || s.failedChecks > 0 || s.errors > 0 || c.spec.publicBestUs > 0) {
       std::string line = fmt::format("{:<19} {:<14} {} candidates", "", "", s.candidates);
       if (s.tuned)
@@ -198,6 +210,9 @@ std::string toJson(const RunInfo& run, std::vector<CaseReport>& cases) {
                                                       : std::string("null");
     };
     const VariantResult* judged = s.tuned ? s.tuned : s.local;
+    const VariantResult* cublas = nullptr;  // weight_gemm's baseline (CublasBaseline.h)
+    for (const VariantResult& v : c.variants)
+      if (v.kind == "cublas-bf16") cublas = &v;
     summary += fmt::format(
         "{}    {{\"op\": {}, \"shape\": {}, \"params\": {{{}}}, \"bytes\": {}, \"flops\": {}, \"checked\": {}, "
         "\"check_note\": {}, \"build_seconds\": {:.2f}, \"reference_seconds\": {:.2f}, \"error\": {}, "
@@ -205,7 +220,7 @@ std::string toJson(const RunInfo& run, std::vector<CaseReport>& cases) {
         "\"tuned_config\": {}, \"candidates\": {}, \"failed_checks\": {}, \"errors\": {}, "
         "\"tuned_vs_sm80_default\": {}, \"tuned_vs_sm86_default\": {}, \"tuned_vs_local_default\": {}, "
         "\"local_default_vs_sm80_default\": {}, \"target_us\": {}, \"target_met\": {}, \"public_best_us\": {}, "
-        "\"vs_public_best\": {}, \"repeat_spread\": {}}}",
+        "\"vs_public_best\": {}, \"repeat_spread\": {}, \"cublas_bf16_us\": {}, \"vs_cublas_bf16\": {}}}",
         summary.empty() ? "" : ",\n", js(c.spec.op), js(c.spec.shape),
         [&] {
           std::string p;
@@ -220,7 +235,7 @@ std::string toJson(const RunInfo& run, std::vector<CaseReport>& cases) {
         jn(c.spec.publicBestUs),
         c.spec.publicBestUs > 0 && judged && rowUsable(*judged) ? jn(c.spec.publicBestUs / judged->timing.medianUs)
                                                                 : "null",
-        s.localRepeat ? jn(s.repeatSpread, false) : "null");
+        s.localRepeat ? jn(s.repeatSpread, false) : "null", us(cublas), ratio(cublas, judged));
     for (const VariantResult& v : c.variants)
       rows += fmt::format("{}    {}", rows.empty() ? "" : ",\n", rowJson(run, c, v, s.sm80));
   }

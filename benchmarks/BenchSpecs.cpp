@@ -2,11 +2,36 @@
 // L2 flushed) and the best public implementations' times. Builder parameters not given here take
 // the defaults of BenchInputs.cpp, which are the model's (V4.1: 64 heads, window 128, index top-k
 // 512, block size 64, C = 5120, compression ratio 2).
+#include <fmt/format.h>
+
 #include <set>
 
 #include "BenchCase.h"
 
 namespace deepinfer::bench {
+namespace {
+
+// The targets on the H200: decode shapes at 75% of the measured copy bandwidth (~4.2 TB/s)
+// on the weight bytes; the grouped MoE at prefill at 55% of the mma.sync bf16 rate (~642 TFLOP/s).
+constexpr double kCopyBytesPerUs = 4.2e6, kMmaFlopsPerUs = 642e6;
+double decodeTargetUs(double weightBytes) { return weightBytes / (0.75 * kCopyBytesPerUs); }
+double prefillTargetUs(double flops) { return flops / (0.55 * kMmaFlopsPerUs); }
+
+// One projection of V4.1-Flash as weight_gemm sees it.
+struct Projection {
+  const char* name;
+  int64_t N, K, bits, groups, epilogue;
+  bool prefill;  // also benchmarked at M = 16384
+};
+const Projection kProjections[] = {
+    {"expert w1", 2304, 5120, 4, 1, 0, true},     {"expert w2", 5120, 2304, 4, 1, 0, false},
+    {"wq_a", 1280, 5120, 8, 1, 0, true},          {"wq_b", 32768, 1280, 8, 1, 0, false},
+    {"wkv", 512, 5120, 8, 1, 0, false},           {"wo_a", 8192, 32768, 8, 8, 1, true},
+    {"wo_b", 5120, 8192, 8, 1, 1, false},         {"shared w13", 2304, 5120, 8, 1, 2, true},
+    {"shared w2", 5120, 2304, 8, 1, 0, false},
+};
+
+}  // namespace
 
 const std::vector<BenchSpec>& benchSpecs() {
   static const std::vector<BenchSpec> specs = [] {
@@ -33,6 +58,23 @@ const std::vector<BenchSpec>& benchSpecs() {
     s.push_back({"sparse_mla_prefill", "T=1536 k=2048", {{"T", 1536}, {"index_topk", 1920}}, 0, 0});
     s.push_back({"indexer_logits", "T=1536 N=8K", {{"T", 1536}, {"context", 8192}}, 0, 0});
     s.push_back({"topk", "T=1536 N=8192", {{"T", 1536}, {"N", 8192}, {"k", 512}}, 0, 0});
+    for (const Projection& pr : kProjections) {
+      const double weightBytes = double(pr.N) * double(pr.K / pr.groups) * (pr.bits == 8 ? 1.0 : 0.5) *
+                                 (pr.epilogue == 2 ? 2 : 1);
+      for (int64_t M : {1, 4, 12, 16384}) {
+        if (M == 16384 && !pr.prefill) continue;
+        s.push_back({"weight_gemm", fmt::format("{} M={}", pr.name, M),
+                     {{"M", M}, {"N", pr.N}, {"K", pr.K}, {"weight_bits", pr.bits}, {"groups", pr.groups},
+                      {"epilogue", pr.epilogue}, {"check_rows", M > 16 ? 16 : 0}},
+                     M <= 16 ? decodeTargetUs(weightBytes) : 0, 0});
+      }
+    }
+    // The routed experts of a layer of the proxy model (128 experts, 6 per token).
+    for (int64_t T : {1, 4, 12, 16384}) {
+      const double flops = 6.0 * double(T) * 6 * 2304 * 5120;
+      s.push_back({"moe_experts", fmt::format("E=128 T={}", T), {{"T", T}, {"E", 128}, {"check_rows", T > 16 ? 4 : 0}},
+                   T == 16384 ? prefillTargetUs(flops) : 0, 0});
+    }
     return s;
   }();
   return specs;
@@ -58,6 +100,12 @@ std::vector<BenchSpec> selfTestSpecs() {
       {"indexer_logits", "T=20 N=600", {{"T", 20}, {"Hi", 8}, {"context", 600}}},
       {"indexer_logits", "T=33 N=600 rows", {{"T", 33}, {"Hi", 8}, {"context", 600}, {"check_rows", 4}}},
       {"topk", "T=9 N=2000", {{"T", 9}, {"N", 2000}, {"k", 64}}},
+      {"weight_gemm", "fp8 M=5 N=200 K=272", {{"M", 5}, {"N", 200}, {"K", 272}}},
+      {"weight_gemm", "fp4 M=70 N=96 K=512 rows", {{"M", 70}, {"N", 96}, {"K", 512}, {"weight_bits", 4}, {"check_rows", 9}}},
+      {"weight_gemm", "fp8 swiglu M=3 N=64 K=256", {{"M", 3}, {"N", 64}, {"K", 256}, {"epilogue", 2}}},
+      {"weight_gemm", "fp8 g4 M=2 N=128 K=512", {{"M", 2}, {"N", 128}, {"K", 512}, {"groups", 4}, {"epilogue", 1}}},
+      {"moe_experts", "T=9 E=8 C=256 I=128", {{"T", 9}, {"E", 8}, {"C", 256}, {"I", 128}}},
+      {"moe_experts", "T=40 E=8 C=128 I=64 rows", {{"T", 40}, {"E", 8}, {"C", 128}, {"I", 64}, {"check_rows", 5}}},
   };
 }
 

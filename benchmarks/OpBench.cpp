@@ -14,6 +14,7 @@
 #include "BenchOptions.h"
 #include "BenchReport.h"
 #include "CaseRunner.h"
+#include "CublasBaseline.h"
 #include "SelfTest.h"
 #include "deepinfer/Nvrtc.h"
 #include "deepinfer/OpRunner.h"
@@ -53,7 +54,7 @@ Result<std::vector<Variant>> variantsFor(const OpDesc& d, const TargetProfile& l
   return v;
 }
 
-CaseReport runCase(Jit& jit, const BenchSpec& spec, const BenchOptions& opts, const TimingOptions& topt,
+CaseReport runCase(Jit& jit, Cublas* blas, const BenchSpec& spec, const BenchOptions& opts, const TimingOptions& topt,
                    const TargetProfile& local) {
   CaseReport rep;
   rep.spec = spec;
@@ -91,6 +92,8 @@ CaseReport runCase(Jit& jit, const BenchSpec& spec, const BenchOptions& opts, co
     return rep;
   }
   for (const Variant& v : *variants) rep.variants.push_back((*runner)->run(v, exp.ok() ? &*exp : nullptr, topt));
+  // weight_gemm: the cuBLAS bf16 GEMM on dequantized weights, in the same run.
+  if (blas && spec.op == "weight_gemm") rep.variants.push_back(cublasBaseline(*blas, *c, topt));
   return rep;
 }
 
@@ -163,6 +166,10 @@ int runBenchmarks(const BenchOptions& opts, const std::vector<BenchSpec>& specs)
   const TimingOptions topt{opts.warmup, opts.samples, flushAndDelay(*flush, km, kDelayUs)};
 
   run.ceilings = measureCeilings(**dev, km, run.kernelsError, opts.samples);
+  // The weight_gemm rows' baseline (cuBLAS bf16 on dequantized weights); without cuBLAS, none.
+  std::optional<std::unique_ptr<Cublas>> blas;
+  if (auto b = Cublas::create(*dev); b.ok()) blas = std::move(*b);
+  else fmt::print(stderr, "deepinfer-bench: no cuBLAS baseline: {}\n", b.error().message);
   fmt::print("ceilings: copy {} GB/s{}, mma.sync bf16 {} TFLOP/s{}\n",
              run.ceilings.copyGBs > 0 ? fmt::format("{:.0f}", run.ceilings.copyGBs) : "-",
              run.ceilings.copyError.empty() ? "" : " (" + run.ceilings.copyError + ")",
@@ -174,7 +181,7 @@ int runBenchmarks(const BenchOptions& opts, const std::vector<BenchSpec>& specs)
   for (size_t i = 0; i < specs.size(); ++i) {
     const auto t0 = Clock::now();
     const int compiles0 = jit.compiles();
-    reports.push_back(runCase(jit, specs[i], opts, topt, local));
+    reports.push_back(runCase(jit, blas ? blas->get() : nullptr, specs[i], opts, topt, local));
     CaseReport& rep = reports.back();
     printProgress(i, specs.size(), rep, secondsSince(t0), jit.compiles() - compiles0);
     const CaseSummary s = summarizeCase(rep);

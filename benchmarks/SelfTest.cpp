@@ -77,6 +77,10 @@ void checkWorkDone(const BenchCase& c, const Expected& e, Failures& f) {
     const HostTensor& idx = t.at("indices");
     for (int64_t i = 0; i < idx.numel(); ++i)
       if (idx.ptr<int32_t>()[i] < 0) return f.add(fmt::format("{}: a row selects fewer than k entries", where));
+  } else if (op == "weight_gemm" || op == "moe_experts") {
+    const HostTensor& y = t.at("y");
+    if (!(y.dtype == DType::F32 ? finiteF32(y) : finiteBf16(y))) f.add(where + ": y is not finite");
+    if (allZero(y)) f.add(where + ": y is all zeros");
   } else {  // mHC
     for (const std::string& name : testing::outputNames(op)) {
       const HostTensor& o = t.at(name);
@@ -154,7 +158,8 @@ int runSelfTest(const std::vector<BenchSpec>& specs, uint64_t seed, bool fullSiz
       if (allZero(t) && name != "token_to_req") f.add(fmt::format("{}: input '{}' is all zeros", where, name));
     if (c->bytes <= 0) f.add(where + ": no byte count");
     const bool wantsFlops = spec.op.find("sparse_mla") == 0 || spec.op == "indexer_logits" ||
-                            spec.op == "mhc_pre" || spec.op == "mhc_fused_post_pre";
+                            spec.op == "mhc_pre" || spec.op == "mhc_fused_post_pre" || spec.op == "weight_gemm" ||
+                            spec.op == "moe_experts";
     if (wantsFlops != (c->flops > 0)) f.add(where + ": FLOPs counted where not meaningful or missing");
     auto d = describeOp(spec.op, c->attrs, c->inputs);
     if (!d.ok()) {

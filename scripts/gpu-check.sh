@@ -6,6 +6,7 @@
 # Results go to $OUT (or ./gpu-results). Usage: scripts/gpu-check.sh [tests] [sanitize] [bench] [tune]
 # TUNE_ARGS are the tune runs' flags; the default tunes four ops over all their buckets with 10
 # samples (minutes, within one 10-minute command); TUNE_ARGS="--samples 30" tunes every op.
+# BENCH_ARGS are deepinfer-bench's (e.g. "--op weight_gemm --op moe_experts" to time only those).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
@@ -33,7 +34,9 @@ if [[ " $steps " == *" sanitize "* ]]; then
   done
 fi
 if [[ " $steps " == *" bench "* ]]; then
-  "$BIN/deepinfer-bench" --out "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | tail -60
+  # BENCH_ARGS (split into words on purpose), e.g. "--op weight_gemm --op moe_experts --quick".
+  # shellcheck disable=SC2086
+  "$BIN/deepinfer-bench" --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -60
 fi
 if [[ " $steps " == *" tune "* ]]; then
   "$BIN/deepinfer-jit" roofline 2>&1 | tee "$OUT/roofline.log"

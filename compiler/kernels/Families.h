@@ -14,4 +14,6 @@ const KernelFamily& mhcPreFamily();
 const KernelFamily& mhcPostFamily();
 const KernelFamily& mhcFusedPostPreFamily();
 const KernelFamily& mhcCollapseFamily();
+const KernelFamily& weightGemmFamily();
+const KernelFamily& moeExpertsFamily();
 }  // namespace deepinfer

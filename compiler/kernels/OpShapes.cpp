@@ -32,6 +32,12 @@ const std::map<std::string, std::vector<ShapeParam>>& table() {
       {"mhc_post", {{"T", 6, "tokens"}, {"C", 5120, "hidden size"}}},
       {"mhc_fused_post_pre", {{"T", 6, "tokens"}, {"C", 5120, "hidden size"}}},
       {"mhc_collapse", {{"T", 6, "tokens"}, {"C", 5120, "hidden size"}}},
+      {"weight_gemm", {{"M", 1, "rows of x (tokens)"}, {"N", 1280, "output columns (all groups)"},
+                       {"K", 5120, "input columns (all groups)"}, {"weight_bits", 8, "8: fp8 e4m3, 4: fp4 e2m1"},
+                       {"groups", 1, "column groups (wo_a: 8)"},
+                       {"epilogue", 0, "0: f32, 1: bf16, 2: SwiGLU of w and w_up (bf16)"}}},
+      {"moe_experts", {{"T", 1, "tokens"}, {"k", 6, "experts per token"}, {"E", 128, "routed experts"},
+                       {"C", 5120, "hidden size"}, {"I", 2304, "expert intermediate size"}}},
   };
   return t;
 }
@@ -122,6 +128,30 @@ Result<OpDesc> makeOpDesc(const std::string& op, const std::map<std::string, int
     s["scores"] = {p["T"], p["N"]};
     s["lens"] = {p["T"]};
     a.setInt("k", p["k"]);
+  } else if (op == "weight_gemm") {
+    const int64_t M = p["M"], N = p["N"], K = p["K"], G = std::max<int64_t>(p["groups"], 1);
+    const int64_t Kg = K / G, wcols = p["weight_bits"] == 4 ? Kg / 2 : Kg;
+    const std::vector<int64_t> scale =
+        p["weight_bits"] == 4 ? std::vector<int64_t>{N, Kg / 32} : std::vector<int64_t>{cdiv(N, 32), cdiv(Kg, 32)};
+    s["x"] = {M, K};
+    s["w"] = {N, wcols};
+    s["w_scale"] = scale;
+    if (p["epilogue"] == 2) {
+      s["w_up"] = {N, wcols};
+      s["w_up_scale"] = scale;
+    }
+    a.setInt("weight_bits", p["weight_bits"]);
+    a.setInt("groups", G);
+    a.setInt("epilogue", p["epilogue"]);
+  } else if (op == "moe_experts") {
+    const int64_t T = p["T"], k = p["k"], E = p["E"], C = p["C"], I = p["I"];
+    s["x"] = {T, C};
+    s["ids"] = {T, k};
+    s["weights"] = {T, k};
+    s["w1"] = s["w3"] = {E, I, C / 2};
+    s["w1_scale"] = s["w3_scale"] = {E, I, C / 32};
+    s["w2"] = {E, C, I / 2};
+    s["w2_scale"] = {E, C, I / 32};
   } else {  // the mHC ops
     const int64_t T = p["T"], C = p["C"];
     auto mixesIn = [&] {

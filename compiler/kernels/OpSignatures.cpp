@@ -73,6 +73,21 @@ std::vector<OpSignature> build() {
                 out("post", D::F32), out("comb", D::F32)},
                mhcPreAttrs()});
   s.push_back({"mhc_collapse", {in("x", D::BF16), in("pre", D::F32)}, {out("h", D::BF16)}, {}});
+  // y = x . dequant(w)^T (spec/model.md §3 formats); `y` is F32 for epilogue 0 and BF16 for 1
+  // (bf16 store) and 2 (SwiGLU of w and w_up): the family's outputs() gives the dtype.
+  s.push_back({"weight_gemm",
+               {in("x", D::BF16), in("w", D::U8), in("w_scale", D::U8), opt("w_up", D::U8),
+                opt("w_up_scale", D::U8)},
+               {out("y", D::F32)},
+               {intAttr("weight_bits"), intAttr("groups", 1), intAttr("epilogue", 0),
+                fltAttr("swiglu_limit", 10.0)}});
+  // The routed experts of the MoE sublayer (spec/model.md §7) over fp4 expert weights.
+  s.push_back({"moe_experts",
+               {in("x", D::BF16), in("ids", D::I32), in("weights", D::F32), in("w1", D::U8),
+                in("w1_scale", D::U8), in("w3", D::U8), in("w3_scale", D::U8), in("w2", D::U8),
+                in("w2_scale", D::U8)},
+               {out("y", D::F32)},
+               {fltAttr("swiglu_limit", 10.0)}});
   return s;
 }
 

@@ -9,7 +9,8 @@ std::vector<const KernelFamily*> allKernelFamilies() {
       &kvQuantInsertFamily(),    &gatherKcacheFamily(),    &combineTopkSwaFamily(),
       &sparseMlaPrefillFamily(), &sparseMlaDecodeFamily(), &indexerLogitsFamily(),
       &topkFamily(),             &mhcPreFamily(),          &mhcPostFamily(),
-      &mhcFusedPostPreFamily(),  &mhcCollapseFamily(),
+      &mhcFusedPostPreFamily(),  &mhcCollapseFamily(),     &weightGemmFamily(),
+      &moeExpertsFamily(),
   };
   return all;
 }

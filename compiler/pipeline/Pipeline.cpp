@@ -62,7 +62,8 @@ std::string opToMlir(const OpDesc& d) {
     const auto& o = sig->outputs[i];
     auto it = outs.find(o.name);
     std::vector<int64_t> shape = it != outs.end() ? it->second.second : d.shapes.count(o.name) ? d.shapes.at(o.name) : std::vector<int64_t>{};
-    results += fmt::format("{}{}", i ? ", " : "", tensorType(shape, o.dtype));
+    // The family gives the dtype where it depends on attributes (weight_gemm's `y`).
+    results += fmt::format("{}{}", i ? ", " : "", tensorType(shape, it != outs.end() ? it->second.first : o.dtype));
   }
   resultTypes = sig->outputs.size() > 1 ? "(" + results + ")" : results;
   std::string uses;

@@ -24,6 +24,8 @@ const std::vector<std::pair<std::string, RefFn>>& refTable() {
       {"mhc_post", ref::mhcPost},
       {"mhc_fused_post_pre", ref::mhcFusedPostPre},
       {"mhc_collapse", ref::mhcCollapse},
+      {"weight_gemm", ref::weightGemm},
+      {"moe_experts", ref::moeExperts},
   };
   return table;
 }

@@ -79,7 +79,11 @@ Result<HostTensor*> RefArgs::inOut(const std::string& name, const std::vector<Di
 
 HostTensor& RefArgs::out(const std::string& name, std::vector<int64_t> shape) {
   const TensorSig* s = findSig(name);
-  HostTensor t(s ? s->dtype : DType::U8, std::move(shape));
+  return out(name, std::move(shape), s ? s->dtype : DType::U8);
+}
+
+HostTensor& RefArgs::out(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+  HostTensor t(dtype, std::move(shape));
   std::fill(t.bytes.begin(), t.bytes.end(), kOutputPoisonByte);
   HostTensor& slot = tensors_[name];
   slot = std::move(t);

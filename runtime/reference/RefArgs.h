@@ -51,6 +51,8 @@ class RefArgs {
   // instead of passing as a plausible zero. Call only after all inputs are read or copied:
   // it may replace an input of the same name (mhc_fused_post_pre's `post`, `comb`).
   HostTensor& out(const std::string& name, std::vector<int64_t> shape);
+  // The same with the dtype given (outputs whose dtype an attribute chooses: weight_gemm's `y`).
+  HostTensor& out(const std::string& name, std::vector<int64_t> shape, DType dtype);
 
   // Attributes (defaults already filled in); errors name the attribute and the bound.
   Result<int64_t> intAttr(const std::string& name, int64_t min, int64_t max = INT64_MAX) const;

@@ -16,5 +16,7 @@ Status mhcPre(RefArgs& a);            // MhcRef.cpp
 Status mhcPost(RefArgs& a);           // MhcRef.cpp
 Status mhcFusedPostPre(RefArgs& a);   // MhcRef.cpp
 Status mhcCollapse(RefArgs& a);       // MhcRef.cpp
+Status weightGemm(RefArgs& a);        // WeightGemmRef.cpp
+Status moeExperts(RefArgs& a);        // MoeExpertsRef.cpp
 
 }  // namespace deepinfer::ref

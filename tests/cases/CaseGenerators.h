@@ -15,5 +15,7 @@ std::vector<OpCase> mhcPreCases(uint64_t seed, bool large);            // MhcCas
 std::vector<OpCase> mhcPostCases(uint64_t seed, bool large);           // MhcCases.cpp
 std::vector<OpCase> mhcFusedPostPreCases(uint64_t seed, bool large);   // MhcCases.cpp
 std::vector<OpCase> mhcCollapseCases(uint64_t seed, bool large);       // MhcCases.cpp
+std::vector<OpCase> weightGemmCases(uint64_t seed, bool large);        // WeightGemmCases.cpp
+std::vector<OpCase> moeExpertsCases(uint64_t seed, bool large);        // MoeExpertsCases.cpp
 
 }  // namespace deepinfer::testing

@@ -23,6 +23,8 @@ const std::vector<std::pair<std::string, Generator>>& generators() {
       {"mhc_post", mhcPostCases},
       {"mhc_fused_post_pre", mhcFusedPostPreCases},
       {"mhc_collapse", mhcCollapseCases},
+      {"weight_gemm", weightGemmCases},
+      {"moe_experts", moeExpertsCases},
   };
   return g;
 }

@@ -214,7 +214,8 @@ TEST(GpuViews, GatherKcacheIntoStridedView) {
 INSTANTIATE_TEST_SUITE_P(AllOps, GpuOps,
                          ::testing::Values("kv_quant_insert", "gather_kcache", "combine_topk_swa",
                                            "sparse_mla_prefill", "sparse_mla_decode", "indexer_logits", "topk",
-                                           "mhc_pre", "mhc_post", "mhc_fused_post_pre", "mhc_collapse"),
+                                           "mhc_pre", "mhc_post", "mhc_fused_post_pre", "mhc_collapse",
+                                           "weight_gemm", "moe_experts"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

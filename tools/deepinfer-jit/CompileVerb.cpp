@@ -1,5 +1,6 @@
 // `deepinfer-jit compile`: every op x target x candidate config through NVRTC, with the
 // resource report and the checks CI enforces (cap, spills, tensor-core and shift-decode PTX).
+// The quantized-weight GEMMs (weight_gemm, moe_experts) must use mma.sync at every shape.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -45,12 +46,22 @@ std::vector<std::pair<std::string, std::map<std::string, int64_t>>> shapeSets(co
     s.push_back({"H=8", {{"H", 8}}});
     s.push_back({"H=128", {{"H", 128}}});
   }
+  // weight_gemm: both formats, every epilogue, the grouped form, decode and prefill tiles.
+  if (op == "weight_gemm") {
+    s.push_back({"fp4 M=12", {{"M", 12}, {"N", 2304}, {"weight_bits", 4}}});
+    s.push_back({"swiglu", {{"M", 4}, {"N", 2304}, {"epilogue", 2}}});
+    s.push_back({"g8 bf16", {{"M", 1}, {"N", 8192}, {"K", 32768}, {"groups", 8}, {"epilogue", 1}}});
+    s.push_back({"M=4096", {{"M", 4096}, {"N", 2304}}});
+    s.push_back({"fp4 M=4096", {{"M", 4096}, {"N", 2304}, {"weight_bits", 4}, {"epilogue", 1}}});
+  }
+  if (op == "moe_experts") s.push_back({"T=4096", {{"T", 4096}}});
   return s;
 }
 
 bool needsMma(const Job& j) {
   const std::string& op = j.desc.op;
   if (op == "sparse_mla_prefill" || op == "sparse_mla_decode" || op == "indexer_logits") return true;
+  if (op == "weight_gemm" || op == "moe_experts") return true;  // tensor cores at every shape
   if (op == "mhc_pre" || op == "mhc_fused_post_pre") return j.desc.shapes.at(j.desc.op == "mhc_pre" ? "x" : "residual")[0] >= 16;
   return false;
 }

@@ -51,8 +51,27 @@ std::string utcNow() {
 // The model dimensions that fix the non-bucketed sizes (V4.1-Flash unless --config).
 struct ModelDims {
   int64_t heads = 64, hidden = 5120, indexTopk = 512, window = 128, indexHeads = 32;
+  int64_t headDim = 512, qLoraRank = 1280, oLoraRank = 1024, oGroups = 8, indexHeadDim = 128;
+  int64_t experts = 384, expertsPerToken = 6, moeIntermediate = 2304;
   std::string source = "V4.1-Flash defaults";
 };
+
+// The model's projections through weight_gemm (one shape class each): format, N, K, groups and the
+// epilogue the forward pass uses (f32 before a norm or RoPE, bf16 where the output is rounded,
+// SwiGLU for the shared expert's w1/w3).
+struct GemmClass {
+  int64_t N, K, bits, groups, epilogue;
+};
+std::vector<GemmClass> gemmClasses(const ModelDims& m) {
+  return {{m.qLoraRank, m.hidden, 8, 1, 0},                               // wq_a
+          {m.heads * m.headDim, m.qLoraRank, 8, 1, 0},                    // wq_b
+          {m.headDim, m.hidden, 8, 1, 0},                                 // wkv
+          {m.oGroups * m.oLoraRank, m.heads * m.headDim, 8, m.oGroups, 1},  // wo_a
+          {m.hidden, m.oGroups * m.oLoraRank, 8, 1, 1},                   // wo_b
+          {m.moeIntermediate, m.hidden, 8, 1, 2},                         // shared expert w1/w3
+          {m.hidden, m.moeIntermediate, 8, 1, 0},                         // shared expert w2
+          {m.indexHeads * m.indexHeadDim, m.qLoraRank, 8, 1, 0}};         // indexer wq_b
+}
 
 Result<ModelDims> modelDims(const std::string& path) {
   ModelDims m;
@@ -72,6 +91,14 @@ Result<ModelDims> modelDims(const std::string& path) {
   m.indexTopk = cfg->indexTopk;
   m.window = cfg->slidingWindow;
   m.indexHeads = cfg->indexNHeads;
+  m.headDim = cfg->headDim;
+  m.qLoraRank = cfg->qLoraRank;
+  m.oLoraRank = cfg->oLoraRank;
+  m.oGroups = cfg->oGroups;
+  m.indexHeadDim = cfg->indexHeadDim;
+  m.experts = cfg->nRoutedExperts;
+  m.expertsPerToken = cfg->numExpertsPerTok;
+  m.moeIntermediate = cfg->moeIntermediateSize;
   m.source = path;
   return m;
 }
@@ -88,8 +115,22 @@ struct Item {
 std::vector<Item> planItems(const ModelDims& m) {
   static const char* kOps[] = {"sparse_mla_decode", "sparse_mla_prefill", "indexer_logits", "topk",
                                "combine_topk_swa",  "gather_kcache",      "kv_quant_insert", "mhc_pre",
-                               "mhc_post",          "mhc_fused_post_pre", "mhc_collapse"};
+                               "mhc_post",          "mhc_fused_post_pre", "mhc_collapse",    "moe_experts"};
   std::vector<Item> items;
+  // weight_gemm: every projection class of the model over the row buckets.
+  for (const GemmClass& g : gemmClasses(m)) {
+    const std::map<std::string, int64_t> dims = {{"N", g.N}, {"K", g.K}, {"weight_bits", g.bits},
+                                                 {"groups", g.groups}, {"epilogue", g.epilogue}};
+    auto probe = makeOpDesc("weight_gemm", dims, {});
+    const std::string cls = probe.ok() ? bucketClass(*probe) : "";
+    for (ShapeBucket b : shapeBuckets("weight_gemm")) {
+      b.cls = cls;
+      Item it{"weight_gemm", b, {"weight_gemm", b.label(), dims, 0, 0}, dims};
+      it.spec.params["M"] = b.representative;
+      it.shape["M"] = b.representative;
+      items.push_back(std::move(it));
+    }
+  }
   for (const char* op : kOps) {
     for (const ShapeBucket& b : shapeBuckets(op)) {
       const int64_t v = b.representative;
@@ -116,6 +157,10 @@ std::vector<Item> planItems(const ModelDims& m) {
       } else if (o == "kv_quant_insert") {
         it.spec.params = {{"T", v}};
         it.shape = {{"T", v}};
+      } else if (o == "moe_experts") {
+        it.spec.params = {{"T", v}, {"k", m.expertsPerToken}, {"E", m.experts}, {"C", m.hidden},
+                          {"I", m.moeIntermediate}};
+        it.shape = it.spec.params;
       } else {  // mHC
         it.spec.params = {{"T", v}, {"C", m.hidden}};
         it.shape = {{"T", v}, {"C", m.hidden}};

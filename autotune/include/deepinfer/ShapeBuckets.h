@@ -12,6 +12,13 @@
 //   gather_kcache                        context    out[1]               2048 8192 32768 | 131072
 //   indexer_logits                       context    block_table[1]*bs    2048 8192 | 32768
 //   topk                                 N          scores[1]            2048 8192 | 32768
+//   weight_gemm                          M          x[0]                 1 2 4 8 16 64 256 1024 | 4096
+//   moe_experts                          T          x[0]                 1 2 4 8 16 64 256 1024 | 4096
+//
+// weight_gemm serves every projection of the model, whose best configs differ with the matrix,
+// so its buckets also carry a class (bucketClass: format, N x K, groups, epilogue), e.g.
+// "fp8 1280x5120 f32 M=2"; the other ops are tuned at the one shape the model gives them. The
+// decode buckets (M, T <= 16) keep one CTA row tile apart from the tensor-core prefill ones.
 //
 // Bucket i holds (edge[i-1], edge[i]] (the first starts at 1) and is tuned at edge[i]; the last
 // bucket is open-ended (everything above the second-to-last edge, tuned at the last edge). The
@@ -32,7 +39,8 @@ struct ShapeBucket {
   std::string var;             // "B", "T", "context", "N"
   int64_t lo = 1, hi = 0;      // inclusive; hi = INT64_MAX for the open last bucket
   int64_t representative = 0;  // the size the bucket is tuned at
-  // "B=5..8", "T=1", "T>=1025": the bucket's name in the tuning cache.
+  std::string cls;             // bucketClass of the description ("" for most ops)
+  // "B=5..8", "T=1", "T>=1025" (prefixed by the class, if any): the name in the tuning cache.
   std::string label() const;
 };
 
@@ -50,6 +58,9 @@ std::optional<ShapeBucket> bucketOf(const std::string& op, int64_t value);
 // The bucket variable's value in an op description (table above), nullopt when absent.
 std::optional<int64_t> bucketValue(const OpDesc& d);
 std::optional<ShapeBucket> bucketFor(const OpDesc& d);
+// The part of an op's shape its buckets keep apart besides the bucket variable: for weight_gemm
+// "fp8 1280x5120 f32" (format, N x K, then " g8" for groups, then f32 / bf16 / swiglu).
+std::string bucketClass(const OpDesc& d);
 
 // The op's tensor dtypes as the tuning key spells them: its inputs' dtypes in signature order,
 // e.g. "BF16,U8,I32".

@@ -73,6 +73,18 @@ FailureOr<deepinfer::OpDesc> buildOpDesc(KernelOpInterface op, bool requireStati
   return d;
 }
 
+// The MLIR element type of a signature dtype (ui8 for raw bytes).
+static Type elementTypeOf(MLIRContext* ctx, deepinfer::DType t) {
+  switch (t) {
+    case deepinfer::DType::BF16: return BFloat16Type::get(ctx);
+    case deepinfer::DType::F32: return Float32Type::get(ctx);
+    case deepinfer::DType::I32: return IntegerType::get(ctx, 32);
+    case deepinfer::DType::I64: return IntegerType::get(ctx, 64);
+    case deepinfer::DType::U8: return IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  }
+  return Type();
+}
+
 // One verifier for every op: dialect-level attributes here, then the kernel family's rules of
 // spec/ops.md once shapes are static (the family's message names the bad value).
 static LogicalResult verifyKernelOp(KernelOpInterface op) {
@@ -101,6 +113,9 @@ static LogicalResult verifyKernelOp(KernelOpInterface op) {
     auto it = outs.find(sig->outputs[i].name);
     if (it == outs.end()) continue;
     auto rt = cast<RankedTensorType>(o->getResult(i).getType());
+    if (rt.getElementType() != elementTypeOf(o->getContext(), it->second.first))
+      return o->emitOpError() << "result '" << sig->outputs[i].name << "' has type " << rt << " but the op produces "
+                              << deepinfer::dtypeName(it->second.first) << " elements";
     const auto& want = it->second.second;
     bool same = rt.getRank() == int64_t(want.size());
     for (size_t k = 0; same && k < want.size(); ++k)
@@ -133,3 +148,5 @@ DI_VERIFY(MhcPreOp)
 DI_VERIFY(MhcPostOp)
 DI_VERIFY(MhcFusedPostPreOp)
 DI_VERIFY(MhcCollapseOp)
+DI_VERIFY(WeightGemmOp)
+DI_VERIFY(MoeExpertsOp)

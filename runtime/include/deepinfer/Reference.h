@@ -18,7 +18,7 @@ namespace deepinfer {
 // or `out` are updated in place). Missing attributes take the defaults of OpSignature.h.
 Status runReference(const std::string& op, const OpAttrs& attrs, TensorMap& tensors);
 
-// The ops that have a reference (all eleven kernel ops).
+// The ops that have a reference (every kernel op).
 std::vector<std::string> referenceOps();
 
 }  // namespace deepinfer

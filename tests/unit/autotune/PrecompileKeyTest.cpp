@@ -17,7 +17,8 @@ TEST(PrecompileKey, EmitKernelMatchesThePipelineForFixedConfigs) {
   ASSERT_TRUE(t.has_value());
   int compared = 0;
   for (const char* op : {"sparse_mla_decode", "sparse_mla_prefill", "indexer_logits", "topk", "combine_topk_swa",
-                         "gather_kcache", "kv_quant_insert", "mhc_pre", "mhc_post", "mhc_fused_post_pre", "mhc_collapse"}) {
+                         "gather_kcache", "kv_quant_insert", "mhc_pre", "mhc_post", "mhc_fused_post_pre", "mhc_collapse",
+                         "weight_gemm", "moe_experts"}) {
     auto d = makeOpDesc(op, {}, {});
     ASSERT_TRUE(d.ok()) << op;
     auto sp = specialize(*d, *t);
@@ -34,7 +35,7 @@ TEST(PrecompileKey, EmitKernelMatchesThePipelineForFixedConfigs) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 22);
+  EXPECT_EQ(compared, 26);
 }
 
 }  // namespace

@@ -73,7 +73,8 @@ TEST(ShapeBuckets, ContextAndCandidateBoundaries) {
 
 TEST(ShapeBuckets, BucketsCoverEveryValueOnce) {
   for (const char* op : {"sparse_mla_decode", "sparse_mla_prefill", "combine_topk_swa", "kv_quant_insert", "mhc_pre",
-                         "mhc_post", "mhc_collapse", "mhc_fused_post_pre", "gather_kcache", "indexer_logits", "topk"}) {
+                         "mhc_post", "mhc_collapse", "mhc_fused_post_pre", "gather_kcache", "indexer_logits", "topk",
+                         "weight_gemm", "moe_experts"}) {
     const auto bs = shapeBuckets(op);
     ASSERT_FALSE(bs.empty()) << op;
     EXPECT_EQ(bs.front().lo, 1) << op;
@@ -91,7 +92,8 @@ TEST(ShapeBuckets, DescriptionsAtRepresentativesLandInTheirBucket) {
   const std::map<std::string, std::string> param = {
       {"sparse_mla_decode", "B"}, {"sparse_mla_prefill", "T"}, {"combine_topk_swa", "T"}, {"kv_quant_insert", "T"},
       {"mhc_pre", "T"},           {"mhc_post", "T"},           {"mhc_collapse", "T"},     {"mhc_fused_post_pre", "T"},
-      {"gather_kcache", "context"}, {"indexer_logits", "context"}, {"topk", "N"}};
+      {"gather_kcache", "context"}, {"indexer_logits", "context"}, {"topk", "N"}, {"weight_gemm", "M"},
+      {"moe_experts", "T"}};
   for (const auto& [op, p] : param) {
     for (const ShapeBucket& b : shapeBuckets(op)) {
       for (int64_t v : {b.lo, b.representative}) {
@@ -99,10 +101,26 @@ TEST(ShapeBuckets, DescriptionsAtRepresentativesLandInTheirBucket) {
         ASSERT_TRUE(d.ok()) << op << " " << p << "=" << v << ": " << d.error().message;
         auto got = bucketFor(*d);
         ASSERT_TRUE(got.has_value()) << op;
-        EXPECT_EQ(got->label(), b.label()) << op << " " << p << "=" << v;
+        ShapeBucket want = b;
+        want.cls = bucketClass(*d);
+        EXPECT_EQ(got->label(), want.label()) << op << " " << p << "=" << v;
       }
     }
   }
+}
+
+// weight_gemm serves every projection: its buckets keep format, N x K, groups and epilogue apart.
+TEST(ShapeBuckets, WeightGemmBucketsCarryTheProjection) {
+  auto wqa = makeOpDesc("weight_gemm", {{"M", 3}, {"N", 1280}, {"K", 5120}}, {});
+  auto woa = makeOpDesc("weight_gemm", {{"M", 3}, {"N", 8192}, {"K", 32768}, {"groups", 8}, {"epilogue", 1}}, {});
+  auto w13 = makeOpDesc("weight_gemm", {{"M", 3000}, {"N", 2304}, {"K", 5120}, {"weight_bits", 4}, {"epilogue", 2}}, {});
+  ASSERT_TRUE(wqa.ok() && woa.ok() && w13.ok());
+  EXPECT_EQ(bucketFor(*wqa)->label(), "fp8 1280x5120 f32 M=3..4");
+  EXPECT_EQ(bucketFor(*woa)->label(), "fp8 8192x32768 g8 bf16 M=3..4");
+  EXPECT_EQ(bucketFor(*w13)->label(), "fp4 2304x5120 swiglu M>=1025");
+  auto moe = makeOpDesc("moe_experts", {{"T", 12}}, {});
+  ASSERT_TRUE(moe.ok());
+  EXPECT_EQ(bucketFor(*moe)->label(), "T=9..16");
 }
 
 }  // namespace

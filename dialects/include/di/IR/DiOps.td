@@ -303,4 +303,81 @@ def Di_MhcCollapseOp : Di_Op<"mhc_collapse", [DeclareOpInterfaceMethods<Di_Kerne
   let hasVerifier = 1;
 }
 
+def Di_WeightGemmOp : Di_Op<"weight_gemm", [AttrSizedOperandSegments, DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+  let summary = "y = x . dequant(w)^T over fp8/fp4 checkpoint weights, with fused epilogues";
+  let description = [{
+    `x` [M, K] bf16; `w` holds the checkpoint's bytes (spec/model.md §3): `weight_bits = 8`:
+    e4m3 [N, K] with UE8M0 `w_scale` [ceil(N/32), ceil(K/32)] (one per 32x32 block);
+    `weight_bits = 4`: e2m1 [N, K/2] (low nibble = even column) with `w_scale` [N, K/32].
+    Every weight is dequantized to the correctly rounded bf16 of code * 2^(s-127) (exact for
+    the scale bytes checkpoints use) and the products are accumulated in fp32.
+    `groups = G`: x is viewed [M, G, K/G] and w [G * N/G, K/G]; output column n reads group
+    n / (N/G) (wo_a). `epilogue`: 0 = f32 `y`, 1 = bf16 `y`, 2 = SwiGLU of `w` (gate) and
+    `w_up` (up): y = bf16(silu(min(g, limit)) * clamp(v, -limit, limit)).
+  }];
+  let arguments = (ins
+    Di_BF16Tensor:$x,
+    Di_U8Tensor:$w,
+    Di_U8Tensor:$w_scale,
+    Optional<Di_U8Tensor>:$w_up,
+    Optional<Di_U8Tensor>:$w_up_scale,
+    I64Attr:$weight_bits,
+    DefaultValuedAttr<I64Attr, "1">:$groups,
+    DefaultValuedAttr<I64Attr, "0">:$epilogue,
+    DefaultValuedAttr<F32Attr, "10.0">:$swiglu_limit
+  );
+  let results = (outs
+    RankedTensorOf<[F32, BF16]>:$y
+  );
+  let assemblyFormat = [{
+    `x` `(` $x `:` type($x) `)`
+    `w` `(` $w `:` type($w) `)`
+    `w_scale` `(` $w_scale `:` type($w_scale) `)`
+    (`w_up` `(` $w_up^ `:` type($w_up) `)`)?
+    (`w_up_scale` `(` $w_up_scale^ `:` type($w_up_scale) `)`)?
+    attr-dict `->` type(results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Di_MoeExpertsOp : Di_Op<"moe_experts", [DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+  let summary = "Routed experts of the MoE sublayer over fp4 weights, grouped on the device (model.md §7)";
+  let description = [{
+    For every token t and rank r with e = ids[t, r] in [0, E):
+    g = x[t] . w1[e]^T, v = x[t] . w3[e]^T (fp32), h = bf16(weights[t, r] * silu(min(g, limit)) *
+    clamp(v, -limit, limit)), y[t, r] = h . w2[e]^T (fp32); y[t, r] = 0 for any other id.
+    Experts are e2m1 with UE8M0 scales per 1x32: w1/w3 [E, I, C/2] + [E, I, C/32], w2
+    [E, C, I/2] + [E, C, I/32]. Each y row is written once (no atomics): the result does not
+    depend on scheduling; the caller sums the ranks in order (CpuLayersMoe.cpp).
+  }];
+  let arguments = (ins
+    Di_BF16Tensor:$x,
+    Di_I32Tensor:$ids,
+    Di_F32Tensor:$weights,
+    Di_U8Tensor:$w1,
+    Di_U8Tensor:$w1_scale,
+    Di_U8Tensor:$w3,
+    Di_U8Tensor:$w3_scale,
+    Di_U8Tensor:$w2,
+    Di_U8Tensor:$w2_scale,
+    DefaultValuedAttr<F32Attr, "10.0">:$swiglu_limit
+  );
+  let results = (outs
+    Di_F32Tensor:$y
+  );
+  let assemblyFormat = [{
+    `x` `(` $x `:` type($x) `)`
+    `ids` `(` $ids `:` type($ids) `)`
+    `weights` `(` $weights `:` type($weights) `)`
+    `w1` `(` $w1 `:` type($w1) `)`
+    `w1_scale` `(` $w1_scale `:` type($w1_scale) `)`
+    `w3` `(` $w3 `:` type($w3) `)`
+    `w3_scale` `(` $w3_scale `:` type($w3_scale) `)`
+    `w2` `(` $w2 `:` type($w2) `)`
+    `w2_scale` `(` $w2_scale `:` type($w2_scale) `)`
+    attr-dict `->` type(results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DI_OPS

@@ -1,0 +1,347 @@
+// Kernel family of moe_experts (templates/MoeExperts.cuh): the routed experts of the MoE
+// sublayer over e2m1 weights, grouped by expert on the device in three launches (route, w1/w3
+// with the SwiGLU, w2).
+//
+// Knobs: the CTA tile of the w1/w3 GEMM (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages;
+// block_n counts h columns, so a CTA multiplies 2 * block_n weight rows); the w2 GEMM uses the
+// same tile with 2 * block_n output columns (the same weight bytes per stage). Default heuristic,
+// from the expected rows per expert (T * k / E):
+//  - up to 16 (decode steps, small batches): one m16 tile, 4 warps splitting each stage's K,
+//    block_n 64 (8 KB of weights per stage), as many stages as fit 48 KB (64 KB where the cap is
+//    lifted): every expert's weights are streamed once;
+//  - up to 64: 64-row tiles, above: 128-row tiles, on 2 x 2 warps with block_n 64, block_k 32 and
+//    3 stages under a 48 KB cap (64 and 4 where the cap allows): tensor-core bound.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "Families.h"
+#include "QuantTileGeometry.h"
+#include "params/MoeExpertsParams.h"
+
+namespace deepinfer {
+namespace {
+
+constexpr const char* kOp = "moe_experts";
+constexpr int64_t kMaxEntries = 524288;  // T * k: keeps the row-block grid under 65535
+constexpr int64_t kMaxExperts = 8192;
+constexpr int kRouteThreads = 1024;
+constexpr int kRouteWarps = 32;
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t align256(int64_t b) { return (b + 255) / 256 * 256; }
+
+struct Shape {
+  int64_t T, k, E, C, I;
+  int64_t entries() const { return T * k; }
+};
+
+Shape shapeOf(const OpDesc& d) {
+  return {d.dim("x", 0), d.dim("ids", 1), d.dim("w1", 0), d.dim("x", 1), d.dim("w1", 1)};
+}
+
+struct Geometry {
+  QuantTile t13, t2;
+  int64_t maxRowBlocks = 0;
+};
+
+Result<Geometry> geometry(const KernelConfig& c, const OpDesc& d) {
+  auto t13 = quantTileFromConfig(c, kOp, true, true, 1);
+  if (!t13.ok()) return t13.error();
+  auto t2 = quantTileFromConfig(c, kOp, true, false, 2);
+  if (!t2.ok()) return t2.error();
+  const Shape s = shapeOf(d);
+  Geometry g{*t13, *t2, cdiv(s.entries(), t13->bm) + std::min(s.E, s.entries())};
+  if (g.maxRowBlocks > 65535)
+    return Error{fmt::format("{}: {} entries in blocks of {} rows need up to {} row blocks; at most 65535", kOp,
+                             s.entries(), t13->bm, g.maxRowBlocks)};
+  return g;
+}
+
+// Workspace sections, in order (each 256-byte aligned).
+struct Workspace {
+  int64_t counts, numRowBlocks, rbExpert, rbStart, rbRows, rowToken, rowDest, rowWeight, h, total;
+};
+Workspace workspaceOf(const Shape& s, int64_t maxRowBlocks) {
+  Workspace w{};
+  int64_t off = 0;
+  auto take = [&](int64_t bytes) {
+    const int64_t at = off;
+    off += align256(bytes);
+    return at;
+  };
+  w.counts = take(kRouteWarps * s.E * 4);
+  w.numRowBlocks = take(4);
+  w.rbExpert = take(maxRowBlocks * 4);
+  w.rbStart = take(maxRowBlocks * 4);
+  w.rbRows = take(maxRowBlocks * 4);
+  w.rowToken = take(s.entries() * 4);
+  w.rowDest = take(s.entries() * 4);
+  w.rowWeight = take(s.entries() * 4);
+  w.h = take(s.entries() * s.I * 2);
+  w.total = off;
+  return w;
+}
+
+QuantTile defaultTile(const Shape& s, const TargetProfile& t) {
+  QuantTile q;
+  q.fp4 = true;
+  q.gated = true;
+  const double rows = double(s.entries()) / double(std::max<int64_t>(s.E, 1));
+  q.bn = 64;
+  if (rows <= 16) {
+    q.bm = 16;
+    q.wm = 1;
+    q.wn = 1;
+    q.wk = 4;
+    q.bk = 128;
+    const int64_t budget = std::min<int64_t>(t.smemPerCtaCap, 64 * 1024);
+    q.stages = 2;
+    while (q.stages < 6) {
+      QuantTile more = q;
+      ++more.stages;
+      if (more.smemBytes() > budget) break;
+      q = more;
+    }
+    return q;
+  }
+  q.bm = rows <= 64 ? 64 : 128;
+  q.wm = 2;
+  q.wn = 2;
+  q.wk = 1;
+  const bool roomy = t.smemPerCtaCap >= 96 * 1024;
+  q.bk = roomy ? 64 : 32;
+  q.stages = roomy ? 4 : 3;
+  while (q.smemBytes() > t.smemPerCtaCap && q.stages > 2) --q.stages;
+  return q;
+}
+
+KernelConfig configOf(const QuantTile& q) {
+  KernelConfig c;
+  setTileKnobs(c, q);
+  return c;
+}
+
+class MoeExpertsFamily final : public KernelFamily {
+ public:
+  std::string opName() const override { return kOp; }
+
+  std::vector<std::string> templateHeaders() const override {
+    return {"MoeExperts.cuh", "QuantGemmTile.cuh", "params/MoeExpertsParams.h", "common/QuantWeights.cuh",
+            "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
+  }
+
+  Status validate(const OpDesc& d) const override {
+    const double limit = d.attrs.getFloat("swiglu_limit", 10.0);
+    if (!(limit > 0) || !std::isfinite(limit))
+      return Error{fmt::format("{}: swiglu_limit = {} must be a positive finite number", kOp, limit)};
+    DI_TRY(expectRank(d, "x", 2));
+    DI_TRY(expectRank(d, "ids", 2));
+    DI_TRY(expectRank(d, "w1", 3));
+    const int64_t T = d.dim("x", 0), C = d.dim("x", 1), k = d.dim("ids", 1);
+    const int64_t E = d.dim("w1", 0), I = d.dim("w1", 1);
+    if (C < 32 || C % 32 != 0 || C > INT32_MAX)
+      return Error{fmt::format("{}: x has {} columns; the hidden size must be a positive multiple of 32", kOp, C)};
+    if (I < 32 || I % 32 != 0 || I > INT32_MAX)
+      return Error{fmt::format("{}: w1 has {} rows per expert; the intermediate size must be a positive multiple "
+                               "of 32", kOp, I)};
+    if (E < 1 || E > kMaxExperts)
+      return Error{fmt::format("{}: w1 holds {} experts; must be in 1..{}", kOp, E, kMaxExperts)};
+    if (k < 1 || T * k > kMaxEntries)
+      return Error{fmt::format("{}: ids is [{}, {}]: needs k >= 1 and T * k <= {}", kOp, T, k, kMaxEntries)};
+    if (int64_t(I) * (C / 2) > INT32_MAX)
+      return Error{fmt::format("{}: one expert matrix of {} x {} is over 2 GB", kOp, I, C)};
+    DI_TRY(expectShape(d, "ids", {T, k}));
+    DI_TRY(expectShape(d, "weights", {T, k}));
+    DI_TRY(expectShape(d, "w1", {E, I, C / 2}));
+    DI_TRY(expectShape(d, "w1_scale", {E, I, C / 32}));
+    DI_TRY(expectShape(d, "w3", {E, I, C / 2}));
+    DI_TRY(expectShape(d, "w3_scale", {E, I, C / 32}));
+    DI_TRY(expectShape(d, "w2", {E, C, I / 2}));
+    DI_TRY(expectShape(d, "w2_scale", {E, C, I / 32}));
+    return {};
+  }
+
+  OutputSpec outputs(const OpDesc& d) const override {
+    return {{"y", {DType::F32, {d.dim("x", 0), d.dim("ids", 1), d.dim("x", 1)}}}};
+  }
+
+  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
+    const KernelConfig base = defaultConfig(d, t);
+    std::vector<KernelConfig> out = {base};
+    auto q0 = quantTileFromConfig(base, kOp, true, true);
+    if (!q0.ok()) return out;
+    auto add = [&](QuantTile q) {
+      while (q.smemBytes() > t.smemPerCtaCap && q.stages > 2) --q.stages;
+      const KernelConfig c = configOf(q);
+      if (!geometry(c, d).ok()) return;
+      if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+    };
+    QuantTile narrow = *q0, wide = *q0, deeper = *q0;
+    narrow.bn /= 2;
+    wide.bn *= 2;
+    ++deeper.stages;
+    add(narrow);
+    add(wide);
+    add(deeper);
+    if (q0->bm == 16) {
+      QuantTile two = *q0;
+      two.wn = 2;
+      two.wk = 2;
+      add(two);
+      QuantTile rows32 = *q0;  // two m16 tiles: experts with 17..32 rows read their weights once
+      rows32.bm = 32;
+      add(rows32);
+    } else {
+      QuantTile other = *q0;
+      other.bm = q0->bm == 128 ? 64 : 128;
+      add(other);
+      QuantTile wideK = *q0;
+      wideK.bk *= 2;
+      add(wideK);
+    }
+    return out;
+  }
+
+  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
+    ResourceEstimate e;
+    auto g = geometry(c, d);
+    if (!g.ok()) {
+      e.smemBytes = INT64_MAX / 2;
+      e.threadsPerCta = 1024;
+      e.regsPerThread = 256;
+      return e;
+    }
+    e.smemBytes = std::max(g->t13.smemBytes(), g->t2.smemBytes());
+    e.threadsPerCta = g->t13.threads();
+    e.regsPerThread = std::max(g->t13.regsCap(), g->t2.regsCap());
+    return e;
+  }
+
+  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+    return configOf(defaultTile(shapeOf(d), t));
+  }
+
+  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
+    CudaUnit u;
+    auto g = geometry(c, d);
+    if (!g.ok()) {
+      u.source = fmt::format("#error \"{}\"\n", g.error().message);
+      return u;
+    }
+    const QuantTile& a = g->t13;
+    const QuantTile& b = g->t2;
+    auto args = [](const QuantTile& q) {
+      return fmt::format("{}, {}, {}, {}, {}, {}, {}", q.bm, q.bn, q.bk, q.wm, q.wn, q.wk, q.stages);
+    };
+    u.source = fmt::format(
+        "#include \"MoeExperts.cuh\"\n"
+        "extern \"C\" __global__ void __launch_bounds__({}) {}_route(const di::MoeExpertsParams p) {{\n"
+        "  di::moe::route<{}>(p);\n"
+        "}}\n"
+        "extern \"C\" __global__ void __launch_bounds__({}, {}) {}_w13(const di::MoeExpertsParams p) {{\n"
+        "  di::moe::w13<{}>(p);\n"
+        "}}\n"
+        "extern \"C\" __global__ void __launch_bounds__({}, {}) {}_w2(const di::MoeExpertsParams p) {{\n"
+        "  di::moe::w2<{}>(p);\n"
+        "}}\n",
+        kRouteThreads, baseName, a.bm, a.threads(), a.minBlocks(), baseName, args(a), b.threads(), b.minBlocks(),
+        baseName, args(b));
+    u.entries = {baseName + "_route", baseName + "_w13", baseName + "_w2"};
+    return u;
+  }
+
+  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
+                                     const std::string& baseName) const override {
+    auto g = geometry(c, d);
+    const Shape s = shapeOf(d);
+    if (!g.ok() || s.entries() == 0) return {};
+    LaunchStep route;
+    route.entry = baseName + "_route";
+    route.grid = {1, 1, 1};
+    route.block = {kRouteThreads, 1, 1};
+    LaunchStep w13;
+    w13.entry = baseName + "_w13";
+    w13.grid = {uint32_t(cdiv(s.I, g->t13.bn)), uint32_t(g->maxRowBlocks), 1};
+    w13.block = {uint32_t(g->t13.threads()), 1, 1};
+    w13.dynamicSmem = uint32_t(g->t13.smemBytes());
+    LaunchStep w2;
+    w2.entry = baseName + "_w2";
+    w2.grid = {uint32_t(cdiv(s.C, g->t2.bn)), uint32_t(g->maxRowBlocks), 1};
+    w2.block = {uint32_t(g->t2.threads()), 1, 1};
+    w2.dynamicSmem = uint32_t(g->t2.smemBytes());
+    return {route, w13, w2};
+  }
+
+  int64_t workspaceBytes(const KernelConfig& c, const OpDesc& d) const override {
+    auto g = geometry(c, d);
+    const Shape s = shapeOf(d);
+    if (!g.ok() || s.entries() == 0) return 0;
+    return workspaceOf(s, g->maxRowBlocks).total;
+  }
+
+  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
+                                          const DeviceAddrMap& addrs) const override {
+    auto g = geometry(c, d);
+    if (!g.ok()) return g.error();
+    const Shape s = shapeOf(d);
+    auto addr = [&](const char* n, uint64_t align) -> Result<uint64_t> {
+      auto it = addrs.find(n);
+      if (it == addrs.end()) return Error{fmt::format("{}: no device address for tensor '{}'", kOp, n)};
+      if (it->second % align != 0)
+        return Error{fmt::format("{}: tensor '{}' at 0x{:x} is not {}-byte aligned", kOp, n, it->second, align)};
+      return it->second;
+    };
+    const char* names[] = {"x", "ids", "weights", "w1", "w1_scale", "w3", "w3_scale", "w2", "w2_scale", "y"};
+    const uint64_t aligns[] = {16, 4, 4, 16, 4, 16, 4, 16, 4, 16};
+    uint64_t a[10];
+    for (int i = 0; i < 10; ++i) {
+      auto r = addr(names[i], aligns[i]);
+      if (!r.ok()) return r.error();
+      a[i] = *r;
+    }
+    di::MoeExpertsParams p{};
+    p.x = reinterpret_cast<const uint16_t*>(a[0]);
+    p.ids = reinterpret_cast<const int32_t*>(a[1]);
+    p.weights = reinterpret_cast<const float*>(a[2]);
+    p.w1 = reinterpret_cast<const uint8_t*>(a[3]);
+    p.w1_scale = reinterpret_cast<const uint8_t*>(a[4]);
+    p.w3 = reinterpret_cast<const uint8_t*>(a[5]);
+    p.w3_scale = reinterpret_cast<const uint8_t*>(a[6]);
+    p.w2 = reinterpret_cast<const uint8_t*>(a[7]);
+    p.w2_scale = reinterpret_cast<const uint8_t*>(a[8]);
+    p.y = reinterpret_cast<float*>(a[9]);
+    if (s.entries() > 0) {
+      auto wsAddr = addr("__workspace", 256);
+      if (!wsAddr.ok()) return wsAddr.error();
+      const uint64_t base = *wsAddr;
+      const Workspace w = workspaceOf(s, g->maxRowBlocks);
+      p.counts = reinterpret_cast<int32_t*>(base + w.counts);
+      p.num_row_blocks = reinterpret_cast<int32_t*>(base + w.numRowBlocks);
+      p.rb_expert = reinterpret_cast<int32_t*>(base + w.rbExpert);
+      p.rb_start = reinterpret_cast<int32_t*>(base + w.rbStart);
+      p.rb_rows = reinterpret_cast<int32_t*>(base + w.rbRows);
+      p.row_token = reinterpret_cast<int32_t*>(base + w.rowToken);
+      p.row_dest = reinterpret_cast<int32_t*>(base + w.rowDest);
+      p.row_weight = reinterpret_cast<float*>(base + w.rowWeight);
+      p.h = reinterpret_cast<uint16_t*>(base + w.h);
+    }
+    p.k = int32_t(s.k);
+    p.E = int32_t(s.E);
+    p.C = int32_t(s.C);
+    p.I = int32_t(s.I);
+    p.entries = int32_t(s.entries());
+    p.limit = float(d.attrs.getFloat("swiglu_limit", 10.0));
+    return paramBytes(p);
+  }
+};
+
+}  // namespace
+
+const KernelFamily& moeExpertsFamily() {
+  static const MoeExpertsFamily f;
+  return f;
+}
+
+}  // namespace deepinfer

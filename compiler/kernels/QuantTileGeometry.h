@@ -1,0 +1,46 @@
+// The CTA tile of the quantized-weight GEMMs (templates/QuantGemmTile.cuh) seen from the host:
+// its knobs, the rules a config must meet, and the shared-memory and register figures the
+// template's layout implies. Shared by WeightGemmFamily.cpp and MoeExpertsFamily.cpp.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "deepinfer/KernelFamily.h"
+
+namespace deepinfer {
+
+struct QuantTile {
+  bool fp4 = false;    // e2m1 weights (else e4m3)
+  bool gated = false;  // two weight matrices (SwiGLU gate and up)
+  int bm = 16, bn = 64, bk = 128;  // CTA tile: rows, weight rows (output columns), K per stage
+  int wm = 1, wn = 1, wk = 4;      // warps along M, N and (inside a stage) K
+  int stages = 3;
+
+  int warps() const { return wm * wn * wk; }
+  int threads() const { return warps() * 32; }
+  int mTiles() const { return bm / (16 * wm); }  // m16 tiles per warp
+  int nTiles() const { return bn / (8 * wn); }   // n8 tiles per warp (per matrix)
+  int accPerThread() const { return (gated ? 2 : 1) * mTiles() * nTiles() * 4; }
+  int64_t stageBytes() const;
+  int64_t weightBytesPerStage() const;
+  // Mirrors qg::Tile::kSmemBytes (pipeline or WK reduction, whichever is larger, + row table).
+  int64_t smemBytes() const;
+  // Register budget the emitted __launch_bounds__ allows, and the min-blocks argument giving it.
+  int regsCap() const;
+  int minBlocks() const;
+  // "FP4, BM, BN, BK, WM, WN, WK, STAGES" for the template instantiation.
+  std::string templateArgs() const;
+};
+
+// The tile knobs of a config (block_m, block_n, block_k, warps_m, warps_n, warps_k, stages), with
+// `bnScale` applied to block_n (moe_experts' second GEMM uses twice the first's), checked
+// against the template's rules; the message names the knob.
+Result<QuantTile> quantTileFromConfig(const KernelConfig& c, const std::string& op, bool fp4, bool gated,
+                                      int bnScale = 1);
+// The knobs of a tile (inverse of the above for bnScale = 1).
+void setTileKnobs(KernelConfig& c, const QuantTile& t);
+
+// How many CTAs of this tile the target keeps resident per SM (shared memory, registers, warps).
+int tileCtasPerSm(const QuantTile& t, const TargetProfile& target);
+
+}  // namespace deepinfer

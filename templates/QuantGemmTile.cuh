@@ -1,0 +1,306 @@
+// The CTA tile engine of the quantized-weight GEMMs (weight_gemm, moe_experts): a BM x BN tile
+// of y = A . dequant(W)^T, A bf16 rows (any row addresses: dense, strided or gathered), W in its
+// checkpoint format (templates/common/QuantWeights.cuh), fp32 accumulation on mma.sync
+// m16n8k16 bf16 tensor cores.
+//
+// Pipeline. STAGES buffers of BK columns: A rows, W rows (and the second matrix of a SwiGLU
+// pair) and the UE8M0 scale bytes they need are copied with cp.async (16-byte chunks; scales as
+// aligned 4-byte words clipped to the row, so no byte outside the tensor or the split is read),
+// STAGES-1 stages ahead of the one being multiplied.
+//
+// Warps. WM x WN x WK warps: a warp owns MT = BM/(16 WM) m16 tiles and NT = BN/(8 WN) n8 tiles
+// and, within each stage, the k32 blocks kb = wk, wk + WK, ... (WK > 1 splits K inside the CTA,
+// the decode shapes' way of keeping many bytes in flight with a narrow tile); the WK partial
+// tiles are summed through shared memory in a fixed order at the end.
+//
+// Fragments. Per k32 block a thread reads its 8 weights of row g (columns 8t..8t+7: one 4-byte
+// word of e2m1, two of e4m3) and decodes them into the B registers of two m16n8k16 steps in the
+// order QuantWeights.cuh documents; it reads the same 8 columns of rows g and g+8 of A as one
+// 16-byte load each and permutes them to match (K order inside a block is free as long as A and
+// B agree). The scale of the block is folded into the decode's one bf16x2 multiply.
+//
+// Shared memory bank conflicts: A rows are 16-byte chunks XOR-swizzled by (row & 1) so the 16-byte
+// loads of rows g = 0, 1 of a quarter warp hit distinct banks; W rows swizzle their k32 blocks
+// (e2m1: 16 bytes, e4m3: 32 bytes) by the row so the 8 rows of an n8 tile read distinct banks.
+#pragma once
+#include "common/Mma.cuh"
+#include "common/Numerics.cuh"
+#include "common/QuantWeights.cuh"
+#include "common/Types.h"
+
+namespace di {
+namespace qg {
+
+__host__ __device__ constexpr int cmin(int a, int b) { return a < b ? a : b; }
+__host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
+__host__ __device__ constexpr int align16(int b) { return (b + 15) / 16 * 16; }
+
+// One weight matrix of the tile.
+struct Operand {
+  const uint8_t* w;       // row 0 of the matrix
+  const uint8_t* scale;   // row 0 of its scale tensor
+  int64_t row_bytes;      // bytes of a weight row (Kg e4m3 codes or Kg/2 e2m1 bytes)
+  int32_t scale_cols;     // scale bytes per scale row (ceil(Kg/32) or Kg/32)
+  int32_t scale_rows;     // scale rows of the tensor (ceil(N/32) or N): rows past it read nothing
+};
+
+template <bool FP4, int BM, int BN, int BK, int WM, int WN, int WK, int STAGES, bool GATED>
+struct Tile {
+  static_assert(BM % (16 * WM) == 0 && BN % (8 * WN) == 0, "warp tiles must be whole m16 x n8 tiles");
+  static_assert(BK >= 32 && (BK & (BK - 1)) == 0 && (BK / 32) % WK == 0, "BK: a power of two >= 32 split by WK");
+  static constexpr int kBM = BM, kBN = BN, kBK = BK, kWM = WM, kWN = WN, kWK = WK, kStages = STAGES;
+  static constexpr int kWarps = WM * WN * WK;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int MT = BM / (16 * WM);
+  static constexpr int NT = BN / (8 * WN);
+  static constexpr int KB = BK / 32;      // k32 blocks per stage
+  static constexpr int KBW = KB / WK;     // of them per warp
+  static constexpr int kMats = GATED ? 2 : 1;
+  static constexpr int kBlockBytes = FP4 ? 16 : 32;  // weight bytes of one row in a k32 block
+  static constexpr int kAChunks = BK / 8;            // 16-byte chunks of an A row
+  static constexpr int kARow = BK * 2;
+  static constexpr int kWRow = KB * kBlockBytes;
+  static constexpr int kWChunks = kWRow / 16;
+  // Scale rows per matrix: e2m1 one per weight row; e4m3 one per 32 rows (a tile may start
+  // inside a block when groups are not multiples of 32).
+  static constexpr int kSRows = FP4 ? BN : (BN + 31) / 32 + 1;
+  static constexpr int kSRow = 4 * ((KB + 6) / 4);   // aligned words covering KB bytes at any offset
+  static constexpr int kABytes = BM * kARow;
+  static constexpr int kWBytes = BN * kWRow;
+  static constexpr int kSBytes = align16(kSRows * kSRow);
+  static constexpr int kMatBytes = kWBytes + kSBytes;
+  static constexpr int kStageBytes = kABytes + kMats * kMatBytes;
+  static constexpr int kPipeBytes = STAGES * kStageBytes;
+  static constexpr int kAcc = kMats * MT * NT * 4;   // accumulators per thread
+  static constexpr int kRedBytes = WK > 1 ? (WK - 1) * WM * WN * kAcc * 32 * 4 : 0;
+  static constexpr int kTableOffset = align16(cmax(kPipeBytes, kRedBytes));
+  static constexpr int kTableBytes = BM * 8 + BM * 4;  // A row sources (int64) + a per-row float
+  static constexpr int kSmemBytes = kTableOffset + align16(kTableBytes);
+
+  // 16-byte chunk c of A row r.
+  static __device__ __forceinline__ int a_chunk(int r, int c) { return kAChunks >= 8 ? c ^ ((r & 1) << 2) : c; }
+  // Slot of k32 block kb in W row r (units of kBlockBytes).
+  static __device__ __forceinline__ int w_slot(int r, int kb) {
+    constexpr int lanes = FP4 ? 8 : 4;  // blocks per 128 bytes
+    constexpr int P = cmin(KB, lanes);
+    return kb ^ ((r / (lanes / P)) & (P - 1));
+  }
+};
+
+// 4-byte async copy of `bytes` (0..4) bytes; the rest of the destination word is zero-filled.
+__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src, int bytes) {
+#ifdef DI_SIMT_EMU
+  di_emu::cp_async(smem_dst, gmem_src, 4, bytes);
+#else
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem_dst)), "l"(gmem_src),
+               "r"(bytes));
+#endif
+}
+
+// The kernel's dynamic shared memory (its size is the launch's; qg::Tile::kSmemBytes).
+__device__ __forceinline__ uint8_t* dynamic_smem() {
+#ifdef DI_SIMT_EMU
+  return di_emu::dynamic_smem();
+#else
+  extern __shared__ __align__(16) uint8_t di_qg_smem[];
+  return di_qg_smem;
+#endif
+}
+
+// Copies one stage: A rows (sources a_src[r], -1 = no row), the weight rows [n0, n_end) of each
+// matrix, and their scale bytes, for the k32 blocks [kb0, kb0 + KB) clipped to kb_limit (blocks
+// at or past it, columns at or past acol_limit and rows past the matrix are zero-filled).
+template <class T>
+__device__ __forceinline__ void load_stage(uint8_t* st, const int64_t* a_src, const uint16_t* a, int acol_limit,
+                                           const Operand* ops, int n0, int n_end, int kb0, int kb_limit) {
+  const int tid = threadIdx.x;
+  const int col0 = kb0 * 32;
+#pragma unroll 1
+  for (int c = tid; c < (T::kABytes / 16); c += T::kThreads) {
+    const int r = c / T::kAChunks, ch = c % T::kAChunks;
+    const int col = col0 + ch * 8;
+    const int64_t src = a_src[r];
+    const bool valid = src >= 0 && col < acol_limit;
+    cp_async_16(st + r * T::kARow + T::a_chunk(r, ch) * 16, valid ? a + src + col : a, valid);
+  }
+#pragma unroll
+  for (int m = 0; m < T::kMats; ++m) {
+    const Operand& op = ops[m];
+    uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
+    uint8_t* ss = ws + T::kWBytes;
+    const int64_t wlimit = op.row_bytes < int64_t(kb_limit) * T::kBlockBytes ? op.row_bytes
+                                                                             : int64_t(kb_limit) * T::kBlockBytes;
+#pragma unroll 1
+    for (int c = tid; c < T::kBN * T::kWChunks; c += T::kThreads) {
+      const int r = c / T::kWChunks, ch = c % T::kWChunks;
+      const int n = n0 + r;
+      const int64_t byte = int64_t(kb0) * T::kBlockBytes + ch * 16;
+      const bool valid = n < n_end && byte < wlimit;
+      // e2m1: one 16-byte chunk per block; e4m3: two (the second half of the block's 32 bytes).
+      const int unit = T::kBlockBytes == 16 ? ch : ch >> 1, half = T::kBlockBytes == 16 ? 0 : ch & 1;
+      cp_async_16(ws + r * T::kWRow + T::w_slot(r, unit) * T::kBlockBytes + half * 16,
+                  valid ? op.w + int64_t(n) * op.row_bytes + byte : op.w, valid);
+    }
+    const int scale_limit = op.scale_cols < kb_limit ? op.scale_cols : kb_limit;
+    const int srow0 = T::kBlockBytes == 16 ? n0 : n0 / 32;
+    const int srow_end = T::kBlockBytes == 16 ? n_end : op.scale_rows;
+#pragma unroll 1
+    for (int c = tid; c < T::kSRows * (T::kSRow / 4); c += T::kThreads) {
+      const int r = c / (T::kSRow / 4), wd = c % (T::kSRow / 4);
+      const int srow = srow0 + r;
+      const int64_t rowbase = int64_t(srow) * op.scale_cols;
+      const int64_t addr = ((rowbase + kb0) & ~int64_t(3)) + 4 * wd;
+      const int64_t left = rowbase + scale_limit - addr;
+      const int bytes = srow < srow_end && srow < op.scale_rows ? int(left < 0 ? 0 : left > 4 ? 4 : left) : 0;
+      cp_async_4(ss + r * T::kSRow + 4 * wd, bytes > 0 ? op.scale + addr : op.scale, bytes);
+    }
+  }
+}
+
+// Multiplies one landed stage (k32 blocks from kb0) into the warp's accumulators.
+template <class T>
+__device__ __forceinline__ void compute_stage(const uint8_t* st, const Operand* ops, int n0, int kb0,
+                                              float (&acc)[T::kMats][T::MT][T::NT][4]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wm = warp % T::kWM, wn = (warp / T::kWM) % T::kWN, wk = warp / (T::kWM * T::kWN);
+  constexpr bool kFp4 = T::kBlockBytes == 16;
+#pragma unroll
+  for (int i = 0; i < T::KBW; ++i) {
+    const int kb = wk + i * T::kWK;
+    uint32_t a[T::MT][2][4];
+#pragma unroll
+    for (int mt = 0; mt < T::MT; ++mt) {
+      const int r = (wm * T::MT + mt) * 16 + g;
+      const U32x4 lo = *reinterpret_cast<const U32x4*>(st + r * T::kARow + T::a_chunk(r, kb * 4 + t) * 16);
+      const U32x4 hi = *reinterpret_cast<const U32x4*>(st + (r + 8) * T::kARow + T::a_chunk(r + 8, kb * 4 + t) * 16);
+      qw::activation_fragments<kFp4>(lo, hi, a[mt]);
+    }
+#pragma unroll
+    for (int m = 0; m < T::kMats; ++m) {
+      const uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
+      const uint8_t* ss = ws + T::kWBytes;
+#pragma unroll
+      for (int nt = 0; nt < T::NT; ++nt) {
+        const int rbase = (wn * T::NT + nt) * 8;  // the n8 tile's first row in the tile
+        const int r = rbase + g;
+        uint32_t b[2][2];
+        if constexpr (kFp4) {
+          const int64_t so = int64_t(n0 + r) * ops[m].scale_cols + kb0;
+          const uint32_t s = ss[r * T::kSRow + int(so & 3) + kb];
+          const uint32_t w = *reinterpret_cast<const uint32_t*>(ws + r * T::kWRow + T::w_slot(r, kb) * 16 + 4 * t);
+          qw::e2m1_fragments(w, qw::e2m1_scale_factors(s), b);
+        } else {
+          // The n8 tile lies inside one 32-row scale block (tiles start at multiples of 8).
+          const int srow = (n0 + rbase) / 32 - n0 / 32;
+          const int64_t so = int64_t((n0 + rbase) / 32) * ops[m].scale_cols + kb0;
+          const uint32_t s = ss[srow * T::kSRow + int(so & 3) + kb];
+          const uint2 w = *reinterpret_cast<const uint2*>(ws + r * T::kWRow + T::w_slot(r, kb) * 32 + 8 * t);
+          qw::e4m3_fragments(w.x, w.y, qw::e4m3_scale_factors(s), b);
+        }
+#pragma unroll
+        for (int mt = 0; mt < T::MT; ++mt) {
+          mma_bf16_16816(acc[m][mt][nt], a[mt][0], b[0], acc[m][mt][nt]);
+          mma_bf16_16816(acc[m][mt][nt], a[mt][1], b[1], acc[m][mt][nt]);
+        }
+      }
+    }
+  }
+}
+
+// The whole K loop of a tile over k32 blocks [kb_begin, kb_end); then the WK partials are summed
+// into the wk = 0 warps (the others' accumulators are left unspecified). Shared memory is free
+// again on return (all copies landed, every warp past its last read).
+template <class T>
+__device__ __forceinline__ void mainloop(uint8_t* smem, const int64_t* a_src, const uint16_t* a, int acols,
+                                         const Operand* ops, int n0, int n_end, int kb_begin, int kb_end,
+                                         float (&acc)[T::kMats][T::MT][T::NT][4]) {
+#pragma unroll
+  for (int m = 0; m < T::kMats; ++m)
+#pragma unroll
+    for (int mt = 0; mt < T::MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < T::NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[m][mt][nt][i] = 0.f;
+  const int acol_limit = acols < kb_end * 32 ? acols : kb_end * 32;
+  const int stages = kb_end > kb_begin ? (kb_end - kb_begin + T::KB - 1) / T::KB : 0;
+  constexpr int S = T::kStages;
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < stages)
+      load_stage<T>(smem + s * T::kStageBytes, a_src, a, acol_limit, ops, n0, n_end, kb_begin + s * T::KB, kb_end);
+    cp_async_commit();
+  }
+#pragma unroll 1
+  for (int it = 0; it < stages; ++it) {
+    cp_async_wait<S - 2>();
+    __syncthreads();  // stage `it` landed for everyone; everyone is done with stage it-1's buffer
+    const int next = it + S - 1;
+    if (next < stages)
+      load_stage<T>(smem + (next % S) * T::kStageBytes, a_src, a, acol_limit, ops, n0, n_end,
+                    kb_begin + next * T::KB, kb_end);
+    cp_async_commit();
+    compute_stage<T>(smem + (it % S) * T::kStageBytes, ops, n0, kb_begin + it * T::KB, acc);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  if constexpr (T::kWK > 1) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    constexpr int kMn = T::kWM * T::kWN;
+    const int wmn = warp % kMn, wk = warp / kMn;
+    float* red = reinterpret_cast<float*>(smem);
+    float* flat = &acc[0][0][0][0];
+    if (wk > 0) {
+      float* dst = red + (size_t((wk - 1) * kMn + wmn) * T::kAcc) * 32 + lane;
+#pragma unroll
+      for (int i = 0; i < T::kAcc; ++i) dst[i * 32] = flat[i];
+    }
+    __syncthreads();
+    if (wk == 0) {
+#pragma unroll 1
+      for (int j = 1; j < T::kWK; ++j) {
+        const float* src = red + (size_t((j - 1) * kMn + wmn) * T::kAcc) * 32 + lane;
+#pragma unroll
+        for (int i = 0; i < T::kAcc; ++i) flat[i] += src[i * 32];
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// Calls f(row, col, g0, g1, v0, v1) for every accumulator pair of a wk = 0 warp: tile row `row`,
+// tile columns col and col + 1 (col even); v0/v1 are the second matrix's (0 when not gated).
+template <class T, class F>
+__device__ __forceinline__ void for_each_pair(const float (&acc)[T::kMats][T::MT][T::NT][4], F&& f) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wm = warp % T::kWM, wn = (warp / T::kWM) % T::kWN;
+#pragma unroll
+  for (int mt = 0; mt < T::MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < T::NT; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = (wm * T::MT + mt) * 16 + g + 8 * h;
+        const int col = (wn * T::NT + nt) * 8 + 2 * t;
+        const float v0 = T::kMats > 1 ? acc[T::kMats - 1][mt][nt][2 * h] : 0.f;
+        const float v1 = T::kMats > 1 ? acc[T::kMats - 1][mt][nt][2 * h + 1] : 0.f;
+        f(row, col, acc[0][mt][nt][2 * h], acc[0][mt][nt][2 * h + 1], v0, v1);
+      }
+}
+
+// silu and the clamped SwiGLU with the CPU reference's rounding points (CpuForwardMath.h silu,
+// CpuLayersMoe.cpp swigluInPlace): exp in fp64 rounded once (as glibc's expf: nearest), every
+// other step one fp32 rounding. h = bf16(weight * (silu(min(g, limit)) * clamp(v, -limit, limit))).
+__device__ __forceinline__ float silu_ref(float x) {
+  return __fdiv_rn(x, __fadd_rn(1.0f, float(exp(double(-x)))));
+}
+__device__ __forceinline__ uint16_t swiglu_bf16(float g, float v, float limit, float weight) {
+  const float gi = (limit < g) ? limit : g;                             // std::min(g, limit)
+  const float vi = (v < -limit) ? -limit : ((limit < v) ? limit : v);  // std::clamp
+  return f32_to_bf16(__fmul_rn(weight, __fmul_rn(silu_ref(gi), vi)));
+}
+
+}  // namespace qg
+}  // namespace di

@@ -1,0 +1,77 @@
+// moe_experts cases: decode steps (T = 1 and 3, k = 6), prefill-like batches whose experts get
+// more rows than a tile (T = 70 over 4 experts: 105 rows each), experts that stay empty (T = 5
+// over 32), every token on one expert (plus the other ranks spread), a token choosing the same
+// expert twice, ids of -1 (no expert: a zero row), C and I not multiples of the tiles
+// (C = 160, I = 96), and activations large enough that the SwiGLU clamp at 10 engages.
+// x ~ N(0, 1); expert weights N(0, sigma/sqrt(C)) quantized to e2m1 with 1x32 scales; routing
+// weights U(0.1, 1.5).
+#include <cmath>
+
+#include "cases/CaseGenerators.h"
+#include "cases/QuantCaseUtil.h"
+
+namespace deepinfer::testing {
+namespace {
+
+enum class Routing { Random, OneExpert, Duplicates, SomeNone };
+
+struct MoeSpec {
+  std::string name;
+  int64_t T, k, E, C, I;
+  Routing routing = Routing::Random;
+  double sigma = 1.0;  // weight scale relative to 1/sqrt(fan-in)
+};
+
+OpCase makeCase(Rng& rng, const MoeSpec& s) {
+  std::vector<int32_t> ids(size_t(s.T * s.k));
+  for (int64_t t = 0; t < s.T; ++t) {
+    // k distinct experts in random order (as the router gives, before any edits).
+    std::vector<int64_t> order = shuffledRange(rng, s.E);
+    for (int64_t r = 0; r < s.k; ++r) ids[size_t(t * s.k + r)] = int32_t(order[size_t(r % s.E)]);
+    if (s.routing == Routing::OneExpert) ids[size_t(t * s.k)] = 2;  // rank 0 of every token
+    if (s.routing == Routing::Duplicates && t % 3 == 0 && s.k > 1) ids[size_t(t * s.k + 1)] = ids[size_t(t * s.k)];
+    if (s.routing == Routing::SomeNone && (t % 2 == 0)) ids[size_t(t * s.k + s.k - 1)] = -1;
+  }
+  OpCase c;
+  c.name = s.name;
+  c.op = "moe_experts";
+  c.inputs["x"] = bf16Normal(rng, {s.T, s.C});
+  c.inputs["ids"] = i32Tensor({s.T, s.k}, ids);
+  c.inputs["weights"] = f32Uniform(rng, {s.T, s.k}, 0.1, 1.5);
+  auto expertWeights = [&](const char* name, const char* scale, int64_t rows, int64_t cols) {
+    HostTensor codes(DType::U8, {s.E, rows, cols / 2}), scales(DType::U8, {s.E, rows, cols / 32});
+    for (int64_t e = 0; e < s.E; ++e) {
+      QuantTensor q = quantWeights(rng, 4, rows, cols, s.sigma / std::sqrt(double(cols)));
+      std::copy(q.codes.bytes.begin(), q.codes.bytes.end(), codes.bytes.begin() + e * rows * (cols / 2));
+      std::copy(q.scales.bytes.begin(), q.scales.bytes.end(), scales.bytes.begin() + e * rows * (cols / 32));
+    }
+    c.inputs[name] = std::move(codes);
+    c.inputs[scale] = std::move(scales);
+  };
+  expertWeights("w1", "w1_scale", s.I, s.C);
+  expertWeights("w3", "w3_scale", s.I, s.C);
+  expertWeights("w2", "w2_scale", s.C, s.I);
+  return c;
+}
+
+}  // namespace
+
+std::vector<OpCase> moeExpertsCases(uint64_t seed, bool /*large*/) {
+  Rng rng(seed ^ 0x6D6F6578ull);
+  const MoeSpec specs[] = {
+      {"t1_k6_e8", 1, 6, 8, 256, 128},
+      {"t3_k6_e16_c160_i96", 3, 6, 16, 160, 96},
+      {"t5_k2_e32_empty_experts", 5, 2, 32, 256, 64},
+      {"t70_k6_e4_full_blocks", 70, 6, 4, 128, 64},
+      {"t40_k4_e16_one_expert", 40, 4, 16, 128, 96, Routing::OneExpert},
+      {"t12_k3_e8_duplicates", 12, 3, 8, 192, 64, Routing::Duplicates},
+      {"t9_k4_e8_no_expert", 9, 4, 8, 128, 64, Routing::SomeNone},
+      {"t6_k6_e8_clamped", 6, 6, 8, 128, 64, Routing::Random, 24.0},
+      {"t300_k6_e16_c512_i256", 300, 6, 16, 512, 256},
+  };
+  std::vector<OpCase> cases;
+  for (const MoeSpec& s : specs) cases.push_back(makeCase(rng, s));
+  return cases;
+}
+
+}  // namespace deepinfer::testing

@@ -1,0 +1,76 @@
+// weight_gemm cases: e4m3 and e2m1 weights; decode rows (M = 1, 5, 7, 9, 12) and prefill rows
+// (M = 20 .. 130, not multiples of any tile); N not a multiple of the tiles (72, 96, 136, 200);
+// K not a multiple of 32 (272: a partial last k32 block and its scale), K large enough for
+// split-K (5120); f32, bf16 and SwiGLU epilogues; groups (wo_a's form) including groups of 24
+// rows, whose tiles start inside a 32-row scale block; e4m3 subnormal and NaN codes and scale
+// bytes at and past the ends of the exact range (0, 1, 2, 127..140, 255 = NaN).
+// x ~ N(0, 1); weights N(0, 1/sqrt(K)) quantized as checkpoints are.
+#include <cmath>
+
+#include "cases/CaseGenerators.h"
+#include "cases/QuantCaseUtil.h"
+
+namespace deepinfer::testing {
+namespace {
+
+struct GemmSpec {
+  std::string name;
+  int64_t M, N, K;
+  int bits = 8;
+  int64_t groups = 1;
+  int epilogue = 0;
+  int64_t subnormals = 0;
+  std::vector<int64_t> nanRows;
+  std::vector<uint8_t> scaleBytes;
+};
+
+OpCase makeCase(Rng& rng, const GemmSpec& s) {
+  const int64_t Kg = s.K / s.groups;
+  OpCase c;
+  c.name = s.name;
+  c.op = "weight_gemm";
+  c.attrs.setInt("weight_bits", s.bits);
+  c.attrs.setInt("groups", s.groups);
+  c.attrs.setInt("epilogue", s.epilogue);
+  c.inputs["x"] = bf16Normal(rng, {s.M, s.K});
+  auto weights = [&](const char* name, const char* scale) {
+    QuantTensor q = quantWeights(rng, s.bits, s.N, Kg, 1.0 / std::sqrt(double(Kg)));
+    if (s.bits == 8) {
+      injectE4m3Subnormals(rng, q, s.subnormals);
+      injectE4m3Nans(rng, q, s.nanRows);
+    }
+    injectScaleBytes(rng, q, s.scaleBytes);
+    c.inputs[name] = std::move(q.codes);
+    c.inputs[scale] = std::move(q.scales);
+  };
+  weights("w", "w_scale");
+  if (s.epilogue == 2) weights("w_up", "w_up_scale");
+  return c;
+}
+
+}  // namespace
+
+std::vector<OpCase> weightGemmCases(uint64_t seed, bool /*large*/) {
+  Rng rng(seed ^ 0x7767656D6Dull);
+  const GemmSpec specs[] = {
+      {"fp8_m1_n96_k256", 1, 96, 256},
+      {"fp8_m5_n200_k272_bf16", 5, 200, 272, 8, 1, 1},
+      {"fp4_m12_n160_k512", 12, 160, 512, 4},
+      {"fp4_m40_n96_k320_bf16", 40, 96, 320, 4, 1, 1},
+      {"fp8_m130_n136_k256", 130, 136, 256},
+      {"fp8_swiglu_m7_n72_k256", 7, 72, 256, 8, 1, 2},
+      {"fp4_swiglu_m33_n64_k256", 33, 64, 256, 4, 1, 2},
+      {"fp8_groups4_m3_n128_k512_bf16", 3, 128, 512, 8, 4, 1},
+      {"fp8_groups2_m20_n48_k192", 20, 48, 192, 8, 2, 0},
+      {"fp8_edges_m9_n64_k256", 9, 64, 256, 8, 1, 0, 40, {5}, {0, 1, 2, 3, 134, 135, 140}},
+      {"fp4_edges_m9_n64_k256", 9, 64, 256, 4, 1, 1, 0, {}, {0, 1, 127, 128, 129, 130, 140, 255}},
+      {"fp4_m1_n2304_k5120", 1, 2304, 5120, 4},
+      {"fp8_m16_n512_k5120_bf16", 16, 512, 5120, 8, 1, 1},
+      {"fp8_m300_n256_k1024", 300, 256, 1024},
+  };
+  std::vector<OpCase> cases;
+  for (const GemmSpec& s : specs) cases.push_back(makeCase(rng, s));
+  return cases;
+}
+
+}  // namespace deepinfer::testing

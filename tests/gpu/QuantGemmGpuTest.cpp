@@ -1,0 +1,250 @@
+// The quantized-weight ops as the GPU forward pass calls them (runtime/gpu/QuantGemmOps.h): through
+// DiOps on device buffers for the local arch and the sm_80 / sm_86 PTX, moe_experts captured in a
+// CUDA graph and replayed with new routing decisions written into the same buffers (no host round
+// trip, launch sizes from the shapes only), and weight_gemm reading a column slice of a wider
+// activation and writing a column slice of a wider output (the view's elements checked, the rest
+// untouched). Outputs are compared with the C++ references by the GPU tests' rule.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "GpuTestDevice.h"
+#include "cases/OpCases.h"
+#include "deepinfer/DeviceGraph.h"
+#include "deepinfer/OpRunner.h"
+#include "deepinfer/Reference.h"
+#include "deepinfer/TensorView.h"
+#include "deepinfer/ViewLaunch.h"
+#include "gpu/QuantGemmOps.h"
+
+using namespace deepinfer;
+
+namespace {
+
+struct Env {
+  std::shared_ptr<Device> dev;
+  std::unique_ptr<Jit> jit;
+  std::string why;
+  uint64_t seed = 0;
+};
+
+Env& env() {
+  static Env e = [] {
+    Env e;
+    const auto& g = testing_util::gpuTestDevice();
+    e.seed = g.seed;
+    if (!g.dev) {
+      e.why = g.why;
+      return e;
+    }
+    e.dev = g.dev;
+    e.jit = std::make_unique<Jit>(e.dev);
+    return e;
+  }();
+  return e;
+}
+
+std::vector<TargetProfile> targets() {
+  std::vector<TargetProfile> t = {env().dev->info().profile};
+  for (const char* n : {"sm_80", "sm_86"})
+    if (t[0].arch() != std::atoi(n + 3)) t.push_back(*findTarget(n));
+  return t;
+}
+
+Result<DeviceBuffer> upload(const HostTensor& t) {
+  auto b = DeviceBuffer::alloc(std::max<size_t>(t.bytes.size(), 16));
+  if (!b.ok()) return b.error();
+  DI_TRY(b->upload(t.bytes.data(), t.bytes.size()));
+  return b;
+}
+
+HostTensor download(const DeviceBuffer& b, DType dtype, std::vector<int64_t> shape) {
+  HostTensor t(dtype, std::move(shape));
+  EXPECT_TRUE(b.download(t.bytes.data(), t.bytes.size()).ok());
+  return t;
+}
+
+DeviceQuantWeight quantWeight(const DeviceBuffer& codes, const DeviceBuffer& scales, int64_t rows, int64_t cols,
+                              int bits) {
+  return {codes.addr(), scales.addr(), rows, cols, bits};
+}
+
+TEST(QuantGemmOps, WeightGemmThroughDiOps) {
+  Env& e = env();
+  if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
+  ASSERT_TRUE(e.dev->use().ok());
+  int compared = 0;
+  for (const TargetProfile& target : targets()) {
+    DiOps ops(*e.jit, target);
+    for (const auto& c : deepinfer::testing::casesFor("weight_gemm", e.seed, false)) {
+      const std::string where = fmt::format("weight_gemm [{}] on {} (seed {})", c.name, target.name, e.seed);
+      TensorMap want = c.inputs;
+      ASSERT_TRUE(runReference("weight_gemm", c.attrs, want).ok()) << where;
+      std::map<std::string, DeviceBuffer> b;
+      for (const auto& [name, t] : c.inputs) {
+        auto u = upload(t);
+        ASSERT_TRUE(u.ok()) << where << ": " << u.error().message;
+        b[name] = std::move(*u);
+      }
+      const HostTensor& y0 = want.at("y");
+      auto y = DeviceBuffer::alloc(y0.bytes.size());
+      ASSERT_TRUE(y.ok() && y->fill(0x7F).ok()) << where;
+      const int bits = int(c.attrs.getInt("weight_bits", 8));
+      const int64_t G = c.attrs.getInt("groups", 1), M = c.inputs.at("x").dim(0);
+      const int64_t N = c.inputs.at("w").dim(0), Kg = c.inputs.at("x").dim(1) / G;
+      const DeviceQuantWeight w = quantWeight(b.at("w"), b.at("w_scale"), N, Kg, bits);
+      const auto epi = GemmEpilogue(c.attrs.getInt("epilogue", 0));
+      std::optional<DeviceQuantWeight> up;
+      if (epi == GemmEpilogue::Swiglu) up = quantWeight(b.at("w_up"), b.at("w_up_scale"), N, Kg, bits);
+      Status s = weightGemm(ops, b.at("x").addr(), M, w, y->addr(), epi, nullptr, G, up ? &*up : nullptr);
+      ASSERT_TRUE(s.ok()) << where << ": " << s.error().message;
+      ASSERT_TRUE(e.dev->synchronize().ok()) << where;
+      const HostTensor got = download(*y, y0.dtype, y0.shape);
+      auto rep = deepinfer::testing::compareOutputs("weight_gemm", "y", y0, got, c.attrs, c.inputs);
+      EXPECT_TRUE(rep.ok) << where << ": " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
+      ++compared;
+    }
+  }
+  fmt::print("weight_gemm through DiOps: {} comparisons (seed {})\n", compared, e.seed);
+}
+
+// Capture once, then replay with other routing decisions in the same buffers.
+TEST(QuantGemmOps, MoeExpertsReplaysAsACudaGraph) {
+  Env& e = env();
+  if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
+  ASSERT_TRUE(e.dev->use().ok());
+  auto cases = deepinfer::testing::casesFor("moe_experts", e.seed, false);
+  // Two cases of one shape: the second's routing replaces the first's between replays.
+  std::vector<deepinfer::testing::OpCase> same;
+  for (const auto& c : cases)
+    if (c.name == "t40_k4_e16_one_expert") same.push_back(c);
+  ASSERT_EQ(same.size(), 1u);
+  deepinfer::testing::OpCase second = same[0];
+  {
+    // Routing from another seed's case of the same shape: every expert id shuffled.
+    auto other = deepinfer::testing::casesFor("moe_experts", e.seed + 1, false);
+    for (const auto& c : other)
+      if (c.name == same[0].name) {
+        second.inputs["ids"] = c.inputs.at("ids");
+        second.inputs["weights"] = c.inputs.at("weights");
+      }
+  }
+  for (const TargetProfile& target : targets()) {
+    DiOps ops(*e.jit, target);
+    const auto& c = same[0];
+    const std::string where = fmt::format("moe_experts [{}] graph on {} (seed {})", c.name, target.name, e.seed);
+    std::map<std::string, DeviceBuffer> b;
+    for (const auto& [name, t] : c.inputs) {
+      auto u = upload(t);
+      ASSERT_TRUE(u.ok()) << where;
+      b[name] = std::move(*u);
+    }
+    const int64_t T = c.inputs.at("x").dim(0), C = c.inputs.at("x").dim(1), k = c.inputs.at("ids").dim(1);
+    const DeviceExpertWeights w{b.at("w1").addr(), b.at("w1_scale").addr(), b.at("w3").addr(), b.at("w3_scale").addr(),
+                                b.at("w2").addr(), b.at("w2_scale").addr(), c.inputs.at("w1").dim(0), C,
+                                c.inputs.at("w1").dim(1)};
+    auto y = DeviceBuffer::alloc(size_t(T * k * C * 4));
+    ASSERT_TRUE(y.ok());
+    auto stream = Stream::create();
+    ASSERT_TRUE(stream.ok());
+    auto run = [&] { return moeExperts(ops, b.at("x").addr(), b.at("ids").addr(), b.at("weights").addr(), T, k, w,
+                                       y->addr(), stream->handle()); };
+    ASSERT_TRUE(run().ok()) << where;  // eager once: the kernel is loaded and the workspace sized
+    ASSERT_TRUE(stream->synchronize().ok());
+    ASSERT_TRUE(DeviceGraph::beginCapture(stream->handle()).ok()) << where;
+    Status captured = run();
+    auto graph = DeviceGraph::endCapture(stream->handle());
+    ASSERT_TRUE(captured.ok()) << where << ": " << captured.error().message;
+    ASSERT_TRUE(graph.ok()) << where << ": " << graph.error().message;
+    const std::vector<const deepinfer::testing::OpCase*> order = {&c, &second, &c};
+    for (const auto* cs : order) {
+      ASSERT_TRUE(b.at("ids").upload(cs->inputs.at("ids").bytes.data(), cs->inputs.at("ids").bytes.size()).ok());
+      ASSERT_TRUE(b.at("weights").upload(cs->inputs.at("weights").bytes.data(), cs->inputs.at("weights").bytes.size()).ok());
+      ASSERT_TRUE(y->fill(0x7F).ok());
+      ASSERT_TRUE(graph->launch(stream->handle()).ok()) << where;
+      ASSERT_TRUE(stream->synchronize().ok()) << where;
+      TensorMap want = cs->inputs;
+      ASSERT_TRUE(runReference("moe_experts", cs->attrs, want).ok());
+      const HostTensor got = download(*y, DType::F32, {T, k, C});
+      auto rep = deepinfer::testing::compareOutputs("moe_experts", "y", want.at("y"), got, cs->attrs, cs->inputs);
+      EXPECT_TRUE(rep.ok) << where << (cs == &second ? " (second routing)" : "") << ": " << rep.metric << " "
+                          << rep.maxErr << ": " << rep.detail;
+    }
+  }
+}
+
+// x a column slice of [M, K + 24] and y a column slice of [M, N + 6].
+TEST(QuantGemmOps, WeightGemmStridedViews) {
+  Env& e = env();
+  if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
+  ASSERT_TRUE(e.dev->use().ok());
+  for (const TargetProfile& target : targets()) {
+    for (const auto& c : deepinfer::testing::casesFor("weight_gemm", e.seed, false)) {
+      if (c.name != "fp8_m5_n200_k272_bf16" && c.name != "fp4_m40_n96_k320_bf16" && c.name != "fp8_m16_n512_k5120_bf16")
+        continue;
+      const std::string where = fmt::format("weight_gemm [{}] views on {} (seed {})", c.name, target.name, e.seed);
+      const HostTensor& x = c.inputs.at("x");
+      const int64_t M = x.dim(0), K = x.dim(1), N = c.inputs.at("w").dim(0);
+      const int64_t ldx = K + 24, ldy = N + 6, xOff = 16, yOff = 2;
+      TensorMap want = c.inputs;
+      ASSERT_TRUE(runReference("weight_gemm", c.attrs, want).ok());
+      auto d = describeOp("weight_gemm", c.attrs, c.inputs);
+      ASSERT_TRUE(d.ok());
+      auto k = e.jit->get(*d, target);
+      ASSERT_TRUE(k.ok()) << where << ": " << k.error().message;
+      std::map<std::string, DeviceBuffer> bufs;
+      TensorViewMap views;
+      for (const auto& [name, t] : c.inputs) {
+        if (name == "x") continue;
+        auto u = upload(t);
+        ASSERT_TRUE(u.ok());
+        auto v = TensorView::of(*u, t.dtype, t.shape);
+        ASSERT_TRUE(v.ok());
+        views[name] = *v;
+        bufs[name] = std::move(*u);
+      }
+      HostTensor wideX(DType::BF16, {M, ldx});
+      for (int64_t m = 0; m < M; ++m) std::memcpy(wideX.bytes.data() + (m * ldx + xOff) * 2, x.bytes.data() + m * K * 2, K * 2);
+      auto bx = upload(wideX);
+      ASSERT_TRUE(bx.ok());
+      const DType yt = want.at("y").dtype;
+      const size_t ysz = dtypeSize(yt);
+      auto by = DeviceBuffer::alloc(size_t(M * ldy) * ysz);
+      ASSERT_TRUE(by.ok() && by->fill(0x5A).ok());
+      auto vx = TensorView::of(*bx, DType::BF16, {M, ldx});
+      auto vy = TensorView::of(*by, yt, {M, ldy});
+      ASSERT_TRUE(vx.ok() && vy.ok());
+      auto sx = vx->slice(1, xOff, xOff + K);
+      auto sy = vy->slice(1, yOff, yOff + N);
+      ASSERT_TRUE(sx.ok() && sy.ok());
+      views["x"] = *sx;
+      views["y"] = *sy;
+      std::optional<DeviceBuffer> ws;
+      if ((*k)->kernel.workspaceBytes > 0) {
+        auto wb = DeviceBuffer::alloc(size_t((*k)->kernel.workspaceBytes));
+        ASSERT_TRUE(wb.ok());
+        auto wv = TensorView::of(*wb, DType::U8, {(*k)->kernel.workspaceBytes});
+        ASSERT_TRUE(wv.ok());
+        views["__workspace"] = *wv;
+        ws = std::move(*wb);
+      }
+      auto launched = launchViews(*e.jit, **k, views, nullptr);
+      ASSERT_TRUE(launched.ok()) << where << ": " << launched.error().message;
+      ASSERT_TRUE(e.dev->synchronize().ok());
+      const HostTensor wide = download(*by, yt, {M, ldy});
+      HostTensor got(yt, {M, N});
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t col = 0; col < ldy; ++col) {
+          const uint8_t* p = wide.bytes.data() + (m * ldy + col) * ysz;
+          if (col >= yOff && col < yOff + N) std::memcpy(got.bytes.data() + (m * N + col - yOff) * ysz, p, ysz);
+          else
+            for (size_t i = 0; i < ysz; ++i) ASSERT_EQ(p[i], 0x5A) << where << ": row " << m << " column " << col << " outside the view was written";
+        }
+      auto rep = deepinfer::testing::compareOutputs("weight_gemm", "y", want.at("y"), got, c.attrs, c.inputs);
+      EXPECT_TRUE(rep.ok) << where << ": " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
+    }
+  }
+}
+
+}  // namespace

@@ -1,0 +1,318 @@
+// The quantized-weight GEMM templates (weight_gemm, moe_experts) executed on the CPU by the SIMT
+// emulator (SimtEmu.h) and compared with the C++ references by the GPU tests' rule: the same
+// template code, the family's own launch plan, workspace and packed parameters, every case of
+// tests/cases, the sm_80 default config and alternative tiles (split-K, warps over K and N,
+// block_k 32..256, 2 x 2 prefill warps, SwiGLU pairs, groups). This checks the kernels' data flow
+// (fragment orders, swizzles, scale addressing, split-K sums, the device-side grouping) where no
+// GPU is available; the GPU tests check the compiled kernels themselves.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <regex>
+
+#include "cases/OpCases.h"
+#include "deepinfer/OpRunner.h"
+#include "deepinfer/Reference.h"
+#include "deepinfer/Specialize.h"
+#include "deepinfer/TargetProfile.h"
+// clang-format off
+#include "EmuCuda.h"
+#include "WeightGemm.cuh"
+#include "MoeExperts.cuh"
+// clang-format on
+
+namespace {
+
+using namespace deepinfer;
+
+using WgFn = void (*)(const di::WeightGemmParams&);
+using MoeFn = void (*)(const di::MoeExpertsParams&);
+
+template <bool F, int BM, int BN, int BK, int WM, int WN, int WK, int S, int E, bool SP>
+void wgTile(const di::WeightGemmParams& p) {
+  di::weight_gemm_tile<F, BM, BN, BK, WM, WN, WK, S, E, SP>(p);
+}
+template <int E>
+void wgReduce(const di::WeightGemmParams& p) {
+  di::weight_gemm_reduce<E>(p);
+}
+template <int BM>
+void moeRoute(const di::MoeExpertsParams& p) {
+  di::moe::route<BM>(p);
+}
+template <int BM, int BN, int BK, int WM, int WN, int WK, int S>
+void moeW13(const di::MoeExpertsParams& p) {
+  di::moe::w13<BM, BN, BK, WM, WN, WK, S>(p);
+}
+template <int BM, int BN, int BK, int WM, int WN, int WK, int S>
+void moeW2(const di::MoeExpertsParams& p) {
+  di::moe::w2<BM, BN, BK, WM, WN, WK, S>(p);
+}
+
+// The instantiations the emulator can run, by the template arguments the emitted unit spells.
+#define DI_WG(F, BM, BN, BK, WM, WN, WK, S, E, SP) \
+  {#F ", " #BM ", " #BN ", " #BK ", " #WM ", " #WN ", " #WK ", " #S ", " #E ", " #SP, &wgTile<F, BM, BN, BK, WM, WN, WK, S, E, SP>}
+#define DI_WG_SPLITS(F, BM, BN, BK, WM, WN, WK, S, E) \
+  DI_WG(F, BM, BN, BK, WM, WN, WK, S, E, true), DI_WG(F, BM, BN, BK, WM, WN, WK, S, E, false)
+const std::map<std::string, WgFn>& wgTiles() {
+  static const std::map<std::string, WgFn> m = {
+      // decode tiles (the sm_80 defaults): e4m3 block_n 64, e2m1 128, halved for SwiGLU
+      DI_WG_SPLITS(false, 16, 64, 128, 1, 1, 4, 3, 0), DI_WG_SPLITS(false, 16, 64, 128, 1, 1, 4, 3, 1),
+      DI_WG_SPLITS(false, 16, 32, 128, 1, 1, 4, 3, 2), DI_WG_SPLITS(true, 16, 128, 128, 1, 1, 4, 3, 0),
+      DI_WG_SPLITS(true, 16, 128, 128, 1, 1, 4, 3, 1), DI_WG_SPLITS(true, 16, 64, 128, 1, 1, 4, 3, 2),
+      // prefill tiles (sm_80 defaults): 2 x 2 warps, block_k 32, 3 stages
+      DI_WG_SPLITS(false, 32, 128, 32, 1, 2, 1, 3, 0), DI_WG_SPLITS(false, 64, 128, 32, 2, 2, 1, 3, 0),
+      DI_WG_SPLITS(false, 128, 128, 32, 2, 2, 1, 3, 0), DI_WG_SPLITS(true, 64, 128, 32, 2, 2, 1, 3, 1),
+      DI_WG_SPLITS(true, 64, 64, 32, 2, 2, 1, 3, 2),
+      // alternatives: 2 x 2 decode warps, block_k 256 over 8 warps, narrow tiles, wide prefill K
+      DI_WG_SPLITS(false, 16, 64, 128, 1, 2, 2, 3, 0), DI_WG_SPLITS(true, 16, 64, 256, 1, 1, 8, 2, 1),
+      DI_WG_SPLITS(false, 16, 16, 128, 1, 1, 4, 2, 0), DI_WG_SPLITS(true, 32, 64, 64, 1, 2, 1, 2, 2),
+      DI_WG_SPLITS(false, 32, 64, 64, 1, 2, 1, 2, 2),
+      DI_WG_SPLITS(false, 64, 64, 64, 2, 2, 1, 2, 1),
+  };
+  return m;
+}
+#define DI_MOE(BM, BN, BK, WM, WN, WK, S)                                                          \
+  {#BM ", " #BN ", " #BK ", " #WM ", " #WN ", " #WK ", " #S,                                      \
+   std::pair<MoeFn, MoeFn>{&moeW13<BM, BN, BK, WM, WN, WK, S>, &moeW2<BM, 2 * BN, BK, WM, WN, WK, S>}}
+const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeTiles() {
+  static const std::map<std::string, std::pair<MoeFn, MoeFn>> m = {
+      DI_MOE(16, 64, 128, 1, 1, 4, 3), DI_MOE(64, 64, 32, 2, 2, 1, 3), DI_MOE(128, 64, 32, 2, 2, 1, 3),
+      DI_MOE(16, 32, 128, 1, 2, 2, 2), DI_MOE(32, 64, 64, 1, 2, 1, 2),
+  };
+  return m;
+}
+
+// A host buffer with an address aligned like a device allocation.
+struct Buffer {
+  std::vector<uint8_t> bytes;
+  uint8_t* data = nullptr;
+  explicit Buffer(size_t n, uint8_t fill) : bytes(n + 256, fill) {
+    data = bytes.data() + (256 - reinterpret_cast<uintptr_t>(bytes.data()) % 256) % 256;
+  }
+};
+
+// The template arguments of `call<` in the emitted unit (e.g. "di::moe::w13<").
+std::string templateArgs(const std::string& source, const std::string& call) {
+  const size_t at = source.find(call);
+  if (at == std::string::npos) return "";
+  const size_t b = at + call.size(), e = source.find(">(p)", b);
+  return source.substr(b, e - b);
+}
+
+struct RunResult {
+  std::string error;
+  TensorMap outputs;
+};
+
+// Runs `op` on `inputs` through the family's plan in the emulator.
+RunResult runEmulated(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs, const KernelConfig& cfg) {
+  RunResult r;
+  auto d = describeOp(op, attrs, inputs);
+  if (!d.ok()) return {d.error().message, {}};
+  auto k = emitKernel(*d, cfg);
+  if (!k.ok()) return {k.error().message, {}};
+  const KernelFamily* fam = findKernelFamily(op);
+  std::map<std::string, std::unique_ptr<Buffer>> bufs;
+  DeviceAddrMap addrs;
+  for (const auto& [name, t] : inputs) {
+    bufs[name] = std::make_unique<Buffer>(t.bytes.size(), 0);
+    std::memcpy(bufs[name]->data, t.bytes.data(), t.bytes.size());
+    addrs[name] = reinterpret_cast<uint64_t>(bufs[name]->data);
+  }
+  const OutputSpec outs = fam->outputs(*d);
+  for (const auto& [name, spec] : outs) {
+    HostTensor shape(spec.first, spec.second);
+    bufs[name] = std::make_unique<Buffer>(shape.bytes.size(), 0x7F);  // poison, as the GPU tests
+    addrs[name] = reinterpret_cast<uint64_t>(bufs[name]->data);
+  }
+  if (k->workspaceBytes > 0) {
+    bufs["__workspace"] = std::make_unique<Buffer>(size_t(k->workspaceBytes), 0x7F);
+    addrs["__workspace"] = reinterpret_cast<uint64_t>(bufs["__workspace"]->data);
+  }
+  auto params = fam->packParams(cfg, *d, addrs);
+  if (!params.ok()) return {params.error().message, {}};
+  const std::string& src = k->unit.source;
+  for (const LaunchStep& st : k->plan) {
+    std::function<void()> body;
+    if (op == "weight_gemm") {
+      const auto* p = reinterpret_cast<const di::WeightGemmParams*>(params->data());
+      if (st.entry.size() > 7 && st.entry.substr(st.entry.size() - 7) == "_reduce") {
+        const std::string e = templateArgs(src, "di::weight_gemm_reduce<");
+        WgFn fn = e == "0" ? &wgReduce<0> : e == "1" ? &wgReduce<1> : &wgReduce<2>;
+        body = [fn, p] { fn(*p); };
+      } else {
+        const std::string args = templateArgs(src, "di::weight_gemm_tile<");
+        auto it = wgTiles().find(args);
+        if (it == wgTiles().end()) return {"the emulator test has no instantiation of weight_gemm_tile<" + args + ">", {}};
+        body = [fn = it->second, p] { fn(*p); };
+      }
+    } else {
+      const auto* p = reinterpret_cast<const di::MoeExpertsParams*>(params->data());
+      const std::string bm = templateArgs(src, "di::moe::route<");
+      const std::string args = templateArgs(src, "di::moe::w13<");
+      auto it = moeTiles().find(args);
+      if (it == moeTiles().end()) return {"the emulator test has no instantiation of moe w13<" + args + ">", {}};
+      const std::string tail = st.entry.substr(st.entry.rfind('_'));
+      if (tail == "_route") {
+        MoeFn fn = bm == "16" ? &moeRoute<16> : bm == "32" ? &moeRoute<32> : bm == "64" ? &moeRoute<64> : &moeRoute<128>;
+        body = [fn, p] { fn(*p); };
+      } else {
+        body = [fn = tail == "_w13" ? it->second.first : it->second.second, p] { fn(*p); };
+      }
+    }
+    try {
+      di_emu::launch({st.grid[0], st.grid[1], st.grid[2]}, {st.block[0], st.block[1], st.block[2]}, st.dynamicSmem,
+                     body);
+    } catch (const std::exception& e) {
+      return {fmt::format("{}: {}", st.entry, e.what()), {}};
+    }
+  }
+  for (const auto& [name, spec] : outs) {
+    HostTensor t(spec.first, spec.second);
+    std::memcpy(t.bytes.data(), bufs[name]->data, t.bytes.size());
+    r.outputs[name] = std::move(t);
+  }
+  return r;
+}
+
+uint64_t seed() {
+  const char* s = std::getenv("DI_TEST_SEED");
+  return s ? std::strtoull(s, nullptr, 0) : 20261130;
+}
+
+// Every case, with the config `cfgFor` gives (the sm_80 default when it returns nullopt).
+void checkOp(const std::string& op, const std::function<std::vector<KernelConfig>(const OpDesc&)>& configsFor) {
+  const TargetProfile sm80 = *findTarget("sm_80");
+  int compared = 0;
+  const bool all = std::getenv("DI_EMU_ALL") != nullptr;
+  for (const auto& c : deepinfer::testing::casesFor(op, seed(), false)) {
+    // The emulator runs about 10^6 mma per second: the largest cases only when asked.
+    auto d0 = describeOp(op, c.attrs, c.inputs);
+    ASSERT_TRUE(d0.ok()) << c.name << ": " << d0.error().message;
+    const double work = op == "weight_gemm" ? double(d0->dim("x", 0)) * d0->dim("w", 0) * d0->dim("x", 1)
+                                            : 3.0 * d0->dim("x", 0) * d0->dim("ids", 1) * d0->dim("x", 1) * d0->dim("w1", 1);
+    if (work > 6e7 && !all) {
+      fmt::print("{} [{}]: not emulated (set DI_EMU_ALL=1)\n", op, c.name);
+      continue;
+    }
+    TensorMap want = c.inputs;
+    ASSERT_TRUE(runReference(op, c.attrs, want).ok()) << c.name;
+    auto d = describeOp(op, c.attrs, c.inputs);
+    ASSERT_TRUE(d.ok()) << c.name << ": " << d.error().message;
+    std::vector<KernelConfig> configs = {findKernelFamily(op)->defaultConfig(*d, sm80)};
+    for (const auto& extra : configsFor(*d)) configs.push_back(extra);
+    for (const KernelConfig& cfg : configs) {
+      const std::string where = fmt::format("{} [{}] {{{}}} (seed {})", op, c.name, configToString(cfg), seed());
+      auto got = runEmulated(op, c.attrs, c.inputs, cfg);
+      ASSERT_EQ(got.error, "") << where;
+      for (const auto& out : deepinfer::testing::outputNames(op)) {
+        auto rep = deepinfer::testing::compareOutputs(op, out, want.at(out), got.outputs.at(out), c.attrs, c.inputs);
+        EXPECT_TRUE(rep.ok) << where << " '" << out << "': " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
+        ++compared;
+      }
+    }
+  }
+  fmt::print("{}: {} emulated comparisons (seed {})\n", op, compared, seed());
+}
+
+KernelConfig tile(int bm, int bn, int bk, int wm, int wn, int wk, int stages, int splits = 0) {
+  KernelConfig c{{"block_m", bm}, {"block_n", bn}, {"block_k", bk}, {"warps_m", wm},
+                 {"warps_n", wn}, {"warps_k", wk}, {"stages", stages}};
+  if (splits > 0) c["splits"] = splits;
+  return c;
+}
+
+TEST(QuantGemmEmu, WeightGemmMatchesReference) {
+  checkOp("weight_gemm", [](const OpDesc& d) {
+    const int epi = int(d.attrs.getInt("epilogue", 0));
+    const bool fp4 = d.attrs.getInt("weight_bits", 8) == 4;
+    const int64_t work = d.dim("x", 0) * d.dim("w", 0) * d.dim("x", 1);
+    std::vector<KernelConfig> v;
+    if (work > (int64_t(1) << 26)) return v;  // large cases: the default config only
+    if (epi == 0 && !fp4) {
+      v.push_back(tile(16, 64, 128, 1, 2, 2, 3, 3));  // 2 x 2 warps, split-K
+      v.push_back(tile(16, 16, 128, 1, 1, 4, 2, 1));  // a 16-row tile inside a 32-row scale block
+      v.push_back(tile(128, 128, 32, 2, 2, 1, 3, 2));
+    }
+    if (epi == 1 && fp4) {
+      v.push_back(tile(16, 64, 256, 1, 1, 8, 2, 2));  // block_k 256 over 8 warps
+      v.push_back(tile(64, 128, 32, 2, 2, 1, 3, 1));
+    }
+    if (epi == 1 && !fp4) v.push_back(tile(64, 64, 64, 2, 2, 1, 2, 2));
+    if (epi == 2) v.push_back(tile(32, 64, 64, 1, 2, 1, 2, 2));
+    return v;
+  });
+}
+
+TEST(QuantGemmEmu, MoeExpertsMatchesReference) {
+  checkOp("moe_experts", [](const OpDesc& d) {
+    std::vector<KernelConfig> v;
+    if (d.dim("x", 0) * d.dim("ids", 1) > 200) return v;
+    v.push_back(tile(16, 32, 128, 1, 2, 2, 2));
+    v.push_back(tile(32, 64, 64, 1, 2, 1, 2));
+    v.push_back(tile(64, 64, 32, 2, 2, 1, 3));
+    return v;
+  });
+}
+
+// x read through a column slice of a wider activation and y written into a column slice of a
+// wider output: the view's elements match the reference, the rest keeps its poison.
+TEST(QuantGemmEmu, WeightGemmStridedViews) {
+  const TargetProfile sm80 = *findTarget("sm_80");
+  for (const auto& c : deepinfer::testing::casesFor("weight_gemm", seed(), false)) {
+    if (c.name != "fp8_m5_n200_k272_bf16" && c.name != "fp4_m40_n96_k320_bf16" && c.name != "fp8_m1_n96_k256") continue;
+    const HostTensor& x = c.inputs.at("x");
+    const int64_t M = x.dim(0), K = x.dim(1), N = c.inputs.at("w").dim(0);
+    const int64_t ldx = K + 24, ldy = N + 6, xOff = 16, yOff = 2;  // 32-byte / 4-element column offsets
+    TensorMap want = c.inputs;
+    ASSERT_TRUE(runReference("weight_gemm", c.attrs, want).ok());
+    auto d = describeOp("weight_gemm", c.attrs, c.inputs);
+    ASSERT_TRUE(d.ok());
+    const KernelFamily* fam = findKernelFamily("weight_gemm");
+    const KernelConfig cfg = fam->defaultConfig(*d, sm80);
+    auto k = emitKernel(*d, cfg);
+    ASSERT_TRUE(k.ok());
+    const size_t ysz = dtypeSize(want.at("y").dtype);
+    Buffer wideX(size_t(M * ldx * 2), 0x7F), wideY(size_t(M * ldy) * ysz, 0x5A);
+    for (int64_t m = 0; m < M; ++m) std::memcpy(wideX.data + (m * ldx + xOff) * 2, x.bytes.data() + m * K * 2, K * 2);
+    std::map<std::string, std::unique_ptr<Buffer>> bufs;
+    DeviceAddrMap addrs;
+    for (const auto& [name, t] : c.inputs) {
+      if (name == "x") continue;
+      bufs[name] = std::make_unique<Buffer>(t.bytes.size(), 0);
+      std::memcpy(bufs[name]->data, t.bytes.data(), t.bytes.size());
+      addrs[name] = reinterpret_cast<uint64_t>(bufs[name]->data);
+    }
+    addrs["x"] = reinterpret_cast<uint64_t>(wideX.data + xOff * 2);
+    addrs["y"] = reinterpret_cast<uint64_t>(wideY.data + yOff * ysz);
+    Buffer ws(size_t(std::max<int64_t>(k->workspaceBytes, 16)), 0x7F);
+    addrs["__workspace"] = reinterpret_cast<uint64_t>(ws.data);
+    auto params = fam->packStridedParams(cfg, *d, addrs, {{"x", {ldx, 1}}, {"y", {ldy, 1}}});
+    ASSERT_TRUE(params.ok()) << params.error().message;
+    const auto* p = reinterpret_cast<const di::WeightGemmParams*>(params->data());
+    for (const LaunchStep& st : k->plan) {
+      const bool red = st.entry.find("_reduce") != std::string::npos;
+      const std::string args = templateArgs(k->unit.source, red ? "di::weight_gemm_reduce<" : "di::weight_gemm_tile<");
+      WgFn fn = red ? (args == "0" ? &wgReduce<0> : args == "1" ? &wgReduce<1> : &wgReduce<2>) : wgTiles().at(args);
+      di_emu::launch({st.grid[0], st.grid[1], st.grid[2]}, {st.block[0], st.block[1], st.block[2]}, st.dynamicSmem,
+                     [fn, p] { fn(*p); });
+    }
+    HostTensor got(want.at("y").dtype, {M, N});
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t col = 0; col < ldy; ++col) {
+        const uint8_t* e = wideY.data + (m * ldy + col) * ysz;
+        if (col >= yOff && col < yOff + N)
+          std::memcpy(got.bytes.data() + (m * N + col - yOff) * ysz, e, ysz);
+        else
+          for (size_t b = 0; b < ysz; ++b) ASSERT_EQ(e[b], 0x5A) << c.name << ": row " << m << " column " << col << " outside the view was written";
+      }
+    auto rep = deepinfer::testing::compareOutputs("weight_gemm", "y", want.at("y"), got, c.attrs, c.inputs);
+    EXPECT_TRUE(rep.ok) << c.name << ": " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,18 @@
+// Host emulation of templates/common/Mma.cuh for tests/unit/emu (same API, emulator hooks).
+#pragma once
+#include "common/Types.h"
+
+namespace di {
+
+inline void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4]) {
+  di_emu::mma_bf16_16816(d, a, b, c);
+}
+inline void cp_async_16(void* smem_dst, const void* gmem_src, bool valid = true) {
+  di_emu::cp_async(smem_dst, gmem_src, 16, valid ? 16 : 0);
+}
+inline void cp_async_commit() { di_emu::cp_async_commit(); }
+template <int N>
+inline void cp_async_wait() { di_emu::cp_async_wait(N); }
+struct alignas(16) U32x4 { uint32_t x, y, z, w; };
+
+}  // namespace di
