@@ -16,6 +16,8 @@
 
 #include "AtomicPublish.h"
 #include "deepinfer/BinaryCache.h"
+#include "deepinfer/InputFiles.h"
+#include "deepinfer/JsonInput.h"
 #include "deepinfer/Nvrtc.h"
 #include "deepinfer/Specialize.h"
 #include "llvm/Support/JSON.h"
@@ -112,9 +114,9 @@ struct FileCheck {
 
 FileCheck checkFile(const std::string& text) {
   FileCheck fc;
-  auto parsed = json::parse(text);
-  if (!parsed) {
-    fc.why = fmt::format("is not valid JSON ({})", llvm::toString(parsed.takeError()));
+  auto parsed = parseJsonInput(text);
+  if (!parsed.ok()) {
+    fc.why = fmt::format("is not valid JSON ({})", parsed.error().message);
     return fc;
   }
   fc.value = std::move(*parsed);
@@ -207,10 +209,12 @@ Result<TuningCache> TuningCache::open(const TuningMetadata& md, const std::strin
   auto warn = [&](const std::string& w) {
     if (warnings) warnings->push_back(fmt::format("tuning file {}: {}", c.path_, w));
   };
-  std::ifstream f(c.path_, std::ios::binary);
-  if (!f) return c;  // no file yet
-  const std::string text((std::istreambuf_iterator<char>(f)), {});
-  FileCheck fc = checkFile(text);
+  struct stat st;
+  if (::stat(c.path_.c_str(), &st) != 0 && errno == ENOENT) return c;  // no file yet
+  auto read = readFileBounded(c.path_, kMaxTuningFileBytes, "tuning file");
+  FileCheck fc;
+  if (read.ok()) fc = checkFile(*read);
+  else fc.why = read.error().message;
   auto corrupt = [&](const std::string& why) {
     warn(fmt::format("{}; treated as corrupt, starting empty (it is replaced on the next save)", why));
     c.entries_.clear();
@@ -342,8 +346,8 @@ std::string TuningCache::serialize() const {
 }
 
 Result<std::string> TuningCache::contentHash(const std::string& contentJson) {
-  auto v = json::parse(contentJson);
-  if (!v) return Error{fmt::format("not JSON: {}", llvm::toString(v.takeError()))};
+  auto v = parseJsonInput(contentJson);
+  if (!v.ok()) return Error{fmt::format("not JSON: {}", v.error().message)};
   return sha256Hex(printJson(*v));
 }
 
@@ -368,10 +372,10 @@ Result<bool> TuningCache::importFile(const std::string& dir, const std::string& 
                              md->describe(), md->hash())};
   DI_TRY(makePrivateDirs(dir));
   const std::string path = fmt::format("{}/{}", dir, name);
-  std::ifstream f(path, std::ios::binary);
-  if (f) {
-    const std::string existing((std::istreambuf_iterator<char>(f)), {});
-    if (existing == text) return false;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    auto existing = readFileBounded(path, kMaxTuningFileBytes, "tuning file");
+    if (existing.ok() && *existing == text) return false;
     if (!replace) return Error{fmt::format("{} exists with other contents; kept (--replace replaces it)", path)};
   }
   DI_TRY(writeAtomically(dir, path, text));

@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "deepinfer/Formats.h"
+#include "deepinfer/InputFiles.h"
+#include "deepinfer/JsonInput.h"
 #include "llvm/Support/JSON.h"
 
 namespace deepinfer {
@@ -137,11 +139,10 @@ Result<Checkpoint> Checkpoint::open(const std::string& modelDir) {
   const std::string indexPath = modelDir + "/model.safetensors.index.json";
   const std::string singlePath = modelDir + "/model.safetensors";
   if (fileExists(indexPath)) {
-    std::ifstream in(indexPath, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    llvm::Expected<json::Value> parsed = json::parse(ss.str());
-    if (!parsed) return Error{fmt::format("{}: invalid JSON: {}", indexPath, llvm::toString(parsed.takeError()))};
+    auto text = readFileBounded(indexPath, kMaxConfigBytes, "checkpoint index");
+    if (!text.ok()) return text.error();
+    Result<json::Value> parsed = parseJsonInput(*text);
+    if (!parsed.ok()) return Error{fmt::format("{}: invalid JSON: {}", indexPath, parsed.error().message)};
     const json::Object* root = parsed->getAsObject();
     const json::Object* wm = root ? root->getObject("weight_map") : nullptr;
     if (!wm) return Error{fmt::format("{}: 'weight_map' object is missing", indexPath)};

@@ -7,6 +7,7 @@
 #include "CpuForwardLayers.h"
 #include "CpuForwardThreads.h"
 #include "CpuForwardWeights.h"
+#include "QuantizationCheck.h"
 
 namespace deepinfer {
 
@@ -63,6 +64,7 @@ Result<std::unique_ptr<CpuModel>> CpuModel::load(const std::string& modelDir,
   auto ckpt = Checkpoint::open(modelDir);
   if (!ckpt.ok()) return ckpt.error();
   m->ckpt_ = std::make_unique<Checkpoint>(std::move(*ckpt));
+  DI_TRY(checkQuantizationMatchesCheckpoint(m->cfg_, *m->ckpt_, modelDir + "/config.json"));
   auto weights = loadCpuWeights(m->cfg_, *m->ckpt_);
   if (!weights.ok()) return weights.error();
   m->weights_ = std::make_unique<CpuWeights>(std::move(*weights));

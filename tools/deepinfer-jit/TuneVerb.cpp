@@ -25,6 +25,7 @@
 #include "CaseRunner.h"
 #include "Roofline.h"
 #include "Verbs.h"
+#include "deepinfer/InputFiles.h"
 #include "deepinfer/OpRunner.h"
 #include "deepinfer/OpShapes.h"
 #include "deepinfer/ShapeBuckets.h"
@@ -59,10 +60,9 @@ Result<ModelDims> modelDims(const std::string& path) {
   if (path.empty()) return m;
   Result<ModelConfig> cfg = Error{""};
   if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") {
-    std::ifstream f(path);
-    if (!f) return Error{fmt::format("cannot read {}", path)};
-    const std::string text((std::istreambuf_iterator<char>(f)), {});
-    cfg = parseModelConfig(text, path);
+    auto text = readFileBounded(path, kMaxConfigBytes, "model config");
+    if (!text.ok()) return text.error();
+    cfg = parseModelConfig(*text, path);
   } else {
     cfg = loadModelConfig(path);
   }
