@@ -30,9 +30,9 @@ Result<std::string> readFileBounded(const std::string& path, uint64_t maxBytes, 
     }
     if (n == 0) break;
     if (uint64_t(text.size()) + uint64_t(n) > maxBytes)
-      return Error{fmt::format("{} {}: larger than the {}-byte limit for {} (a device, a runaway file or the "
-                               "wrong file?)",
-                               what, path, maxBytes, what)};
+      return Error{fmt::format("{} {}: larger than its {}-byte limit (a device, a runaway file or the wrong "
+                               "file?)",
+                               what, path, maxBytes)};
     text.append(buf, size_t(n));
   }
   return text;

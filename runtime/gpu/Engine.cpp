@@ -161,6 +161,8 @@ Result<std::vector<StepEvent>> Engine::step(void* stream) {
       const float* row = (*logits)[i].ptr<float>();
       if (r.params.keepLogits) r.lastLogits.assign(row, row + V);
       if (int64_t(r.generated.size()) < r.params.maxNewTokens) {
+        DI_TRY(checkFiniteLogits(row, V, fmt::format("engine: request {}, position {}", ids[i],
+                                                     r.params.prompt.size() + r.generated.size() - 1)));
         ev.token = sampleToken(row, V, r.sampling, uint64_t(r.generated.size()));
         r.generated.push_back(ev.token);
       }

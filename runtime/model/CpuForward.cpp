@@ -8,6 +8,7 @@
 #include "CpuForwardThreads.h"
 #include "CpuForwardWeights.h"
 #include "QuantizationCheck.h"
+#include "deepinfer/InputFiles.h"
 
 namespace deepinfer {
 
@@ -56,6 +57,9 @@ int CpuModel::threads() const { return pool_->threads(); }
 
 Result<std::unique_ptr<CpuModel>> CpuModel::load(const std::string& modelDir,
                                                  const CpuModelOptions& opts) {
+  if (opts.threads < 0 || opts.threads > kMaxThreads)
+    return Error{fmt::format("cpu forward: {} threads is not a thread count (0..{}; 0 = all hardware threads)",
+                             opts.threads, kMaxThreads)};
   std::unique_ptr<CpuModel> m(new CpuModel());
   auto cfg = loadModelConfig(modelDir);
   if (!cfg.ok()) return cfg.error();

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+
+#include "deepinfer/InputFiles.h"
 
 namespace deepinfer::cli {
 
@@ -79,6 +83,20 @@ void Args::printUsage() const {
     std::string left = s.isFlag ? fmt::format("--{}", n) : fmt::format("--{} {}", n, s.meta);
     fmt::print("  {:<28} {}{}\n", left, s.help, s.repeatable ? " (repeatable)" : "");
   }
+}
+
+std::optional<int> threadCount(const Args& a, const std::string& flag, int dflt, int minValue) {
+  if (!a.has(flag)) return dflt;
+  const std::string v = a.get(flag);
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || n < minValue || n > kMaxThreads) {
+    a.usageError(fmt::format("--{}: '{}' is not a thread count ({}..{}{})", flag, v, minValue, kMaxThreads,
+                             minValue == 0 ? "; 0 = all hardware threads" : ""));
+    return std::nullopt;
+  }
+  return int(n);
 }
 
 bool parseKeyValue(const std::string& s, std::string* k, std::string* v) {

@@ -2,6 +2,7 @@
 // options and boolean flags. Unknown flags are errors (exit code 2).
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,11 @@ class Args {
   std::vector<std::string> positional_;
   const Spec* find(const std::string& name) const;
 };
+
+// A thread or job count from `--flag`'s value: a decimal integer in [minValue, kMaxThreads]
+// (InputFiles.h); 0, when minValue allows it, means "all hardware threads". On error, prints the
+// usage error and returns nullopt (the caller returns 2).
+std::optional<int> threadCount(const Args& a, const std::string& flag, int dflt, int minValue);
 
 // Parse "k=v" pairs (for --shape, --config, --attr). Returns false on a malformed pair.
 bool parseKeyValue(const std::string& s, std::string* k, std::string* v);

@@ -128,6 +128,10 @@ int verbCompile(const std::vector<std::string>& argv) {
       .flag("quiet", "print only failures and the summary")
       .flag("no-cache", "do not read or write the on-disk kernel cache");
   if (int rc = args.parse(argv); rc != 0) return rc < 0 ? 0 : rc;
+  if (!args.positional().empty())
+    return args.usageError(fmt::format("unexpected argument '{}'", args.positional().front()));
+  const auto jobCount = cli::threadCount(args, "jobs", int(std::max(1u, std::thread::hardware_concurrency())), 1);
+  if (!jobCount) return 2;
 
   std::vector<std::string> ops = args.getAll("op");
   if (ops.empty())
@@ -168,8 +172,7 @@ int verbCompile(const std::vector<std::string>& argv) {
     }
   }
 
-  unsigned nThreads = std::max(1u, std::thread::hardware_concurrency());
-  if (args.has("jobs")) nThreads = std::max(1, std::atoi(args.get("jobs").c_str()));
+  const unsigned nThreads = unsigned(*jobCount);
   UnitCache unitCache;
   if (!args.has("no-cache")) {
     auto disk = BinaryCache::open();

@@ -160,8 +160,8 @@ int verbRun(const std::vector<std::string>& argv) {
   if (!ids.ok()) return args.usageError(ids.error().message);
   auto maxNew = parseCount("max-new-tokens", args.get("max-new-tokens", "16"));
   if (!maxNew.ok()) return args.usageError(maxNew.error().message);
-  auto threads = parseCount("threads", args.get("threads", "0"));
-  if (!threads.ok()) return args.usageError(threads.error().message);
+  const auto threads = cli::threadCount(args, "threads", 0, 0);
+  if (!threads) return 2;
   auto chunk = parseCount("chunk", args.get("chunk", "256"));
   if (!chunk.ok() || *chunk < 1) return args.usageError("--chunk: must be a positive integer");
   auto temperature = parseReal("temperature", args.get("temperature", "0"));
@@ -225,6 +225,8 @@ int verbRun(const std::vector<std::string>& argv) {
   Clock::time_point firstToken = t1;
   int64_t decoded = 0;
   for (int64_t step = 0; step < *maxNew; ++step) {
+    if (Status st = checkFiniteLogits(last.data(), V, fmt::format("logits at position {}", n - 1 + step)); !st.ok())
+      return fail(st.error().message);
     const int32_t next = sampleToken(last.data(), V, sampling, uint64_t(step));
     fmt::print("{}\n", next);
     std::fflush(stdout);

@@ -358,9 +358,11 @@ int verbTune(const std::vector<std::string>& argv) {
     return x;
   };
   auto samples = num("samples", 30, 1), warmup = num("warmup", 3, 0), margin = num("margin", 0.03, 0),
-       jobs = num("jobs", std::max(1u, std::thread::hardware_concurrency()), 1), seed = num("seed", 0x5EED0B1C, 0);
-  if (!samples || !warmup || !margin || !jobs || !seed || *margin >= 1)
-    return args.usageError("--samples/--jobs need a number >= 1, --warmup >= 0, --margin in [0, 1)");
+       seed = num("seed", 0x5EED0B1C, 0);
+  if (!samples || !warmup || !margin || !seed || *margin >= 1 || *samples > 100000 || *warmup > 100000)
+    return args.usageError("--samples needs a number in 1..100000, --warmup 0..100000, --margin in [0, 1)");
+  const auto jobs = cli::threadCount(args, "jobs", int(std::max(1u, std::thread::hardware_concurrency())), 1);
+  if (!jobs) return 2;
   auto dims = modelDims(args.get("config"));
   if (!dims.ok()) return fmt::print(stderr, "deepinfer-jit tune: {}\n", dims.error().message), 1;
   const std::set<std::string> opFilter = [&] {

@@ -13,7 +13,10 @@ namespace deepinfer {
 inline constexpr uint64_t kMaxConfigBytes = uint64_t(16) << 20;        // config.json, index.json
 inline constexpr uint64_t kMaxTuningFileBytes = uint64_t(256) << 20;   // one tuning file
 inline constexpr uint64_t kMaxKernelEntryBytes = uint64_t(512) << 20;  // one kernel cache entry
-inline constexpr uint64_t kMaxPromptFileBytes = uint64_t(256) << 20;   // --prompt-file
+inline constexpr uint64_t kMaxPromptFileBytes = uint64_t(64) << 20;    // --prompt-file
+// Thread / job counts a caller may ask for: beyond this, thread creation would fail with an
+// exception (or swamp the machine) long before it helps.
+inline constexpr int kMaxThreads = 1024;
 
 // The whole file at `path`, or an error naming `what` and the path: it cannot be opened, is a
 // directory, fails to read, or holds more than `maxBytes` bytes (only maxBytes + 1 are read).

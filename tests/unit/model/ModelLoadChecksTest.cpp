@@ -1,13 +1,17 @@
-// A tiny model in the release config.json layout loads and runs; quantization_config is checked
-// against the stored tensors (a config that misdescribes them is refused, naming the field and a
-// tensor that contradicts it).
+// What a model load checks beyond shapes: a tiny model in the release config.json layout loads
+// and runs; quantization_config is checked against the stored tensors (a config that misdescribes
+// them is refused, naming the field and a tensor that contradicts it); a NaN weight is refused
+// naming the tensor.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
 #include <functional>
 
 #include "ModelTestFiles.h"
 #include "model/CpuForward.h"
 #include "model/MakeModel.h"
+#include "model/Safetensors.h"
 
 using namespace deepinfer;
 using deepinfer::testing_util::failsWith;
@@ -15,7 +19,7 @@ using deepinfer::testing_util::ScratchDir;
 
 namespace {
 
-class ReleaseLayout : public ::testing::Test {
+class ModelLoadChecks : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new ScratchDir("release_tiny");
@@ -56,7 +60,7 @@ class ReleaseLayout : public ::testing::Test {
   static inline std::string* original_ = nullptr;
 };
 
-TEST_F(ReleaseLayout, MakeModelWritesTheReleaseLayoutAndItRuns) {
+TEST_F(ModelLoadChecks, MakeModelWritesTheModelLoadChecksAndItRuns) {
   // Members print sorted and two-space indented: the top level comes before text_config.
   const size_t textConfig = config().find("\n  \"text_config\": {");
   ASSERT_NE(textConfig, std::string::npos) << config();
@@ -76,7 +80,7 @@ TEST_F(ReleaseLayout, MakeModelWritesTheReleaseLayoutAndItRuns) {
   EXPECT_EQ(logits->shape, (std::vector<int64_t>{4, (*m)->config().vocabSize}));
 }
 
-TEST_F(ReleaseLayout, QuantizationConfigMustDescribeTheTensors) {
+TEST_F(ModelLoadChecks, QuantizationConfigMustDescribeTheTensors) {
   struct Case {
     const char* from;
     const char* to;
@@ -103,6 +107,30 @@ TEST_F(ReleaseLayout, QuantizationConfigMustDescribeTheTensors) {
   writeEdited(config().substr(q, config().find("},", q) + 2 - q), "");
   auto m = load();
   EXPECT_TRUE(m.ok()) << m.error().message;
+}
+
+TEST_F(ModelLoadChecks, NaNWeightIsRefusedNamingTheTensor) {
+  ScratchDir copy("nan_tiny");
+  for (const auto& f : std::filesystem::directory_iterator(dir_->path()))
+    std::filesystem::copy(f.path(), copy.file(f.path().filename().string()));
+  const std::string st = copy.file("model.safetensors");
+  const std::string name = "layers.3.attn.attn_sink";
+  uint64_t at = 0;
+  {
+    auto file = SafetensorsFile::open(st);
+    ASSERT_TRUE(file.ok()) << file.error().message;
+    const SafetensorsEntry* e = (*file)->find(name);
+    ASSERT_NE(e, nullptr);
+    ASSERT_EQ(e->dtype, "F32");
+    at = std::filesystem::file_size(st) - (*file)->dataSectionSize() + e->begin + 4 * 2;  // element 2
+  }
+  std::vector<uint8_t> bytes = testing_util::readBytes(st);
+  const float nan = std::nanf("");
+  std::memcpy(bytes.data() + at, &nan, 4);
+  testing_util::writeBytes(st, bytes);
+  CpuModelOptions o;
+  o.threads = 2;
+  EXPECT_TRUE(failsWith(CpuModel::load(copy.path(), o), {"'layers.3.attn.attn_sink'", "NaN", "[0, 2]"}));
 }
 
 }  // namespace
