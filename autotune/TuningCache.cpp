@@ -28,7 +28,8 @@ namespace json = llvm::json;
 namespace {
 
 constexpr char kFormatPrefix[] = "deepinfer-jit-tuning-";
-constexpr int kFormatVersion = 1;
+// 2: entries carry "dims" (TuningDims.h). Files of another format are a definite mismatch.
+constexpr int kFormatVersion = 2;
 
 std::string printJson(const json::Value& v) {
   std::string s;
@@ -106,7 +107,7 @@ std::optional<CandidateTiming> timingFrom(const json::Object* o) {
 
 // A tuning file's envelope: format tag, content hash, metadata.
 struct FileCheck {
-  enum Kind { Ok, Corrupt, Newer } kind = Corrupt;
+  enum Kind { Ok, Corrupt, OtherFormat } kind = Corrupt;
   std::string why;
   json::Value value = nullptr;  // the parsed file (content under "content")
   TuningMetadata md;
@@ -128,9 +129,11 @@ FileCheck checkFile(const std::string& text) {
   char* end = nullptr;
   const long version = std::strtol(fv.c_str(), &end, 10);
   if (fv.empty() || *end != '\0' || version < 1) return fc.why = fmt::format("has an unknown format '{}'", format->str()), fc;
-  if (version > kFormatVersion) {
-    fc.kind = FileCheck::Newer;
-    fc.why = fmt::format("was written in a newer format ({})", format->str());
+  if (version != kFormatVersion) {
+    fc.kind = FileCheck::OtherFormat;
+    fc.why = fmt::format("was written in {} format ({}; this build reads {}{})",
+                         version > kFormatVersion ? "a newer" : "an older", format->str(), kFormatPrefix,
+                         kFormatVersion);
     return fc;
   }
   const json::Value* content = top->get("content");
@@ -176,7 +179,7 @@ std::string TuningMetadata::describe() const {
                      driverVersion, nvrtcVersion, generatorVersion);
 }
 
-std::string TuningKey::str() const { return fmt::format("{}|{}|{}|{}", target, op, dtypes, bucket); }
+std::string TuningKey::str() const { return fmt::format("{}|{}|{}|{}|{}", target, op, dtypes, bucket, dims); }
 
 std::optional<std::map<std::string, int64_t>> parseConfigString(const std::string& s) {
   std::map<std::string, int64_t> c;
@@ -222,7 +225,7 @@ Result<TuningCache> TuningCache::open(const TuningMetadata& md, const std::strin
     return c;
   };
   if (fc.kind == FileCheck::Corrupt) return corrupt(fc.why);
-  if (fc.kind == FileCheck::Newer) {
+  if (fc.kind == FileCheck::OtherFormat) {
     c.foreign_ = true;
     warn(fmt::format("{}; ignored and left as it is", fc.why));
     return c;
@@ -246,10 +249,11 @@ Result<TuningCache> TuningCache::open(const TuningMetadata& md, const std::strin
     const json::Object* e = ev.getAsObject();
     if (!e) return corrupt("has an entry that is not an object");
     auto target = e->getString("target"), op = e->getString("op"), dt = e->getString("dtypes"),
-         bucket = e->getString("bucket");
+         bucket = e->getString("bucket"), dims = e->getString("dims");
     const json::Object* timings = e->getObject("timings");
-    if (!target || !op || !dt || !bucket || !timings) return corrupt("has an entry without its key or timings");
-    TuningKey k{target->str(), op->str(), dt->str(), bucket->str()};
+    if (!target || !op || !dt || !bucket || !dims || !timings)
+      return corrupt("has an entry without its key or timings");
+    TuningKey k{target->str(), op->str(), dt->str(), bucket->str(), dims->str()};
     TuningEntry te;
     if (auto d = e->getString("default")) te.defaultConfig = d->str();
     if (auto w = e->getString("winner")) te.winner = w->str();
@@ -321,6 +325,7 @@ std::string TuningCache::serialize() const {
                                    {"op", k.op},
                                    {"dtypes", k.dtypes},
                                    {"bucket", k.bucket},
+                                   {"dims", k.dims},
                                    {"default", e.defaultConfig},
                                    {"winner", e.winner},
                                    {"shape", e.shape},

@@ -6,6 +6,7 @@
 #include "CudaDriver.h"
 #include "deepinfer/EmbeddedTemplates.h"
 #include "deepinfer/ShapeBuckets.h"
+#include "deepinfer/TuningDims.h"
 
 namespace deepinfer {
 
@@ -83,12 +84,13 @@ Result<std::shared_ptr<const LoadedKernel>> Jit::get(const OpDesc& d, const Targ
 std::optional<KernelConfig> Jit::tunedConfig(const OpDesc& d, const TargetProfile& t) const {
   if (!tuning_) return std::nullopt;
   auto bucket = bucketFor(d);
-  if (!bucket) return std::nullopt;
-  auto w = tuning_->winner(TuningKey{t.name, d.op, opDtypes(d.op), bucket->label()});
+  auto dims = tuningDims(d);
+  if (!bucket || !dims) return std::nullopt;
+  auto w = tuning_->winner(TuningKey{t.name, d.op, opDtypes(d.op), bucket->label(), *dims});
   if (!w) return std::nullopt;
   auto cfg = parseConfigString(*w);
-  // A winner that does not fit this description (another shape inside the bucket) falls back
-  // to the family's default.
+  // checkConfig runs the checks every launch runs (the op, the knobs, the target's limits): a
+  // winner that cannot serve this description falls back to the family's default.
   if (!cfg || !checkConfig(d, t, *cfg).ok()) return std::nullopt;
   return *cfg;
 }

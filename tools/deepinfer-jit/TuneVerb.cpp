@@ -31,6 +31,7 @@
 #include "deepinfer/ShapeBuckets.h"
 #include "deepinfer/Specialize.h"
 #include "deepinfer/TuningCache.h"
+#include "deepinfer/TuningDims.h"
 #include "model/ModelConfig.h"
 
 using namespace deepinfer;
@@ -52,6 +53,7 @@ std::string utcNow() {
 // The model dimensions that fix the non-bucketed sizes (V4.1-Flash unless --config).
 struct ModelDims {
   int64_t heads = 64, hidden = 5120, indexTopk = 512, window = 128, indexHeads = 32;
+  std::vector<int64_t> ratios = {1, 2};  // compress ratios of the executed layers (combine keys on it)
   std::string source = "V4.1-Flash defaults";
 };
 
@@ -72,6 +74,12 @@ Result<ModelDims> modelDims(const std::string& path) {
   m.indexTopk = cfg->indexTopk;
   m.window = cfg->slidingWindow;
   m.indexHeads = cfg->indexNHeads;
+  m.ratios.clear();
+  for (int l = 0; l < cfg->numHiddenLayers; ++l)
+    if (const int r = cfg->compressRatios[size_t(l)];
+        r > 0 && std::find(m.ratios.begin(), m.ratios.end(), int64_t(r)) == m.ratios.end())
+      m.ratios.push_back(r);
+  std::sort(m.ratios.begin(), m.ratios.end());
   m.source = path;
   return m;
 }
@@ -91,37 +99,38 @@ std::vector<Item> planItems(const ModelDims& m) {
                                "mhc_post",          "mhc_fused_post_pre", "mhc_collapse"};
   std::vector<Item> items;
   for (const char* op : kOps) {
-    for (const ShapeBucket& b : shapeBuckets(op)) {
-      const int64_t v = b.representative;
-      Item it{op, b, {op, fmt::format("{}={}", b.var, v), {}, 0, 0}, {}};
-      const std::string o = op;
-      if (o == "sparse_mla_decode") {
-        it.spec.params = {{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
-        it.shape = {{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
-      } else if (o == "sparse_mla_prefill") {
-        it.spec.params = {{"T", v}, {"H", m.heads}, {"index_topk", m.indexTopk}, {"window", m.window}};
-        it.shape = {{"T", v}, {"H", m.heads}, {"topk", m.indexTopk + m.window}, {"kv_rows", 65536}};
-      } else if (o == "indexer_logits") {
-        it.spec.params = {{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
-        it.shape = {{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
-      } else if (o == "topk") {
-        it.spec.params = {{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
-        it.shape = {{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
-      } else if (o == "combine_topk_swa") {
-        it.spec.params = {{"T", v}, {"topk", m.indexTopk}, {"window", m.window}};
-        it.shape = {{"T", v}, {"topk", m.indexTopk}, {"window", m.window}};
-      } else if (o == "gather_kcache") {
-        it.spec.params = {{"R", 1}, {"context", v}};
-        it.shape = {{"R", 1}, {"context", v}};
-      } else if (o == "kv_quant_insert") {
-        it.spec.params = {{"T", v}};
-        it.shape = {{"T", v}};
-      } else {  // mHC
-        it.spec.params = {{"T", v}, {"C", m.hidden}};
-        it.shape = {{"T", v}, {"C", m.hidden}};
+    for (const ShapeBucket& b : shapeBuckets(op))
+      for (int64_t ratio : std::string(op) == "combine_topk_swa" ? m.ratios : std::vector<int64_t>{0}) {
+        const int64_t v = b.representative;
+        Item it{op, b, {op, fmt::format("{}={}", b.var, v), {}, 0, 0}, {}};
+        const std::string o = op;
+        if (o == "sparse_mla_decode") {
+          it.spec.params = {{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
+          it.shape = {{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
+        } else if (o == "sparse_mla_prefill") {
+          it.spec.params = {{"T", v}, {"H", m.heads}, {"index_topk", m.indexTopk}, {"window", m.window}};
+          it.shape = {{"T", v}, {"H", m.heads}, {"topk", m.indexTopk + m.window}, {"kv_rows", 65536}};
+        } else if (o == "indexer_logits") {
+          it.spec.params = {{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
+          it.shape = {{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
+        } else if (o == "topk") {
+          it.spec.params = {{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
+          it.shape = {{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
+        } else if (o == "combine_topk_swa") {
+          it.spec.params = {{"T", v}, {"topk", m.indexTopk}, {"window", m.window}, {"ratio", ratio}};
+          it.shape = {{"T", v}, {"topk", m.indexTopk}, {"window", m.window}, {"ratio", ratio}};
+        } else if (o == "gather_kcache") {
+          it.spec.params = {{"R", 1}, {"context", v}};
+          it.shape = {{"R", 1}, {"context", v}};
+        } else if (o == "kv_quant_insert") {
+          it.spec.params = {{"T", v}};
+          it.shape = {{"T", v}};
+        } else {  // mHC
+          it.spec.params = {{"T", v}, {"C", m.hidden}};
+          it.shape = {{"T", v}, {"C", m.hidden}};
+        }
+        items.push_back(std::move(it));
       }
-      items.push_back(std::move(it));
-    }
   }
   return items;
 }
@@ -316,12 +325,14 @@ int planOnly(const cli::Args& args, const ModelDims& dims, const std::set<std::s
       auto b = d.ok() ? bucketFor(*d) : std::nullopt;
       if (!d.ok()) inputs = "  inputs: ERROR " + d.error().message;
       else if (!b || b->label() != it.bucket.label()) inputs = fmt::format("  inputs: WRONG bucket {}", b ? b->label() : "none");
+      else if (tuningDims(*d) != tuningDims(*c.desc))
+        inputs = fmt::format("  inputs: WRONG dims {}", tuningDims(*d).value_or("(none)"));
       else inputs = "  inputs ok";
       if (inputs != "  inputs ok") ++bad;
     }
     total += c.configs.size();
-    fmt::print("{:<19} {:<16} {:<36} {:>10}  {}{}\n", it.op, it.bucket.label(), shape, c.configs.size(),
-               c.defaultConfig.empty() ? "<empty>" : c.defaultConfig, inputs);
+    fmt::print("{:<19} {:<16} {:<36} {:>10}  {}  key dims {}{}\n", it.op, it.bucket.label(), shape, c.configs.size(),
+               c.defaultConfig.empty() ? "<empty>" : c.defaultConfig, tuningDims(*c.desc).value_or("?"), inputs);
   }
   fmt::print("{} op/bucket pairs, {} candidates{}\n", items.size(), total, bad ? fmt::format(", {} with errors", bad) : "");
   return bad ? 1 : 0;
@@ -425,8 +436,9 @@ int verbTune(const std::vector<std::string>& argv) {
   size_t totalTodo = 0, totalCandidates = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     Work& w = work[i];
-    w.key = TuningKey{target.name, items[i].op, opDtypes(items[i].op), items[i].bucket.label()};
     Candidates c = candidatesFor(items[i], target);
+    w.key = TuningKey{target.name, items[i].op, opDtypes(items[i].op), items[i].bucket.label(),
+                      c.desc ? tuningDims(*c.desc).value_or("") : ""};
     if (!c.error.empty()) {
       w.error = c.error;
       continue;
@@ -513,6 +525,10 @@ int verbTune(const std::vector<std::string>& argv) {
     auto b = bucketFor(*d);
     if (!b || b->label() != it.bucket.label()) {
       fail(fmt::format("built inputs fall in bucket {}, not {}", b ? b->label() : "none", it.bucket.label()));
+      continue;
+    }
+    if (const auto dims = tuningDims(*d); dims.value_or("?") != w.key.dims) {
+      fail(fmt::format("built inputs have dims {}, not {}", dims.value_or("(none)"), w.key.dims));
       continue;
     }
     auto exp = computeExpected(*c);

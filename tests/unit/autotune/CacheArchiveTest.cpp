@@ -158,7 +158,7 @@ TEST(CacheArchive, ForeignRecordsAreRefused) {
   arc += rec("kernel", std::string(64, 'c'), "not a kernel entry");              // no entry header
   arc += rec("kernel", "../../etc/passwd", slurp(src / "kernels" / (std::string(64, 'a') + ".bin")));  // bad key
   arc += rec("tuning", "0123456789abcdef.json", tuningText);                     // named for another key
-  arc += rec("tuning", h200, "{\"format\": \"deepinfer-jit-tuning-1\"}");        // no content hash
+  arc += rec("tuning", h200, "{\"format\": \"deepinfer-jit-tuning-2\"}");        // no content hash
   arc += rec("plugin", "x", "y");                                                // unknown kind
   arc += "end 5\n";
   std::ofstream(root / "foreign.dia", std::ios::binary) << arc;
