@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "AtomicPublish.h"
+#include "PrivateDir.h"
 #include "deepinfer/BinaryCache.h"
 #include "deepinfer/InputFiles.h"
 #include "deepinfer/JsonInput.h"
@@ -37,24 +38,6 @@ std::string printJson(const json::Value& v) {
   os << v;  // objects print with sorted keys: the canonical form the hash covers
   os.flush();
   return s;
-}
-
-Status makePrivateDirs(const std::string& dir) {
-  for (size_t p = dir.find('/', 1); p != std::string::npos; p = dir.find('/', p + 1)) {
-    const std::string parent = dir.substr(0, p);
-    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST)
-      return Error{fmt::format("cannot create {}: {}", parent, std::strerror(errno))};
-  }
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return Error{fmt::format("cannot create the tuning directory {}: {}", dir, std::strerror(errno))};
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return Error{fmt::format("{} is not a directory; refusing it", dir)};
-  if (st.st_uid != ::geteuid())
-    return Error{fmt::format("{} is owned by uid {}, not by this user; refusing it", dir, st.st_uid)};
-  if (st.st_mode & (S_IWGRP | S_IWOTH))
-    return Error{fmt::format("{} is writable by group or others (mode {:o}); refusing it", dir, st.st_mode & 0777)};
-  return {};
 }
 
 json::Value metadataJson(const TuningMetadata& m) {
@@ -204,11 +187,12 @@ std::string TuningCache::defaultDir() { return BinaryCache::defaultDir() + "/tun
 Result<TuningCache> TuningCache::open(const TuningMetadata& md, const std::string& dir,
                                       std::vector<std::string>* warnings) {
   if (dir.empty()) return Error{"the tuning directory is empty"};
-  DI_TRY(makePrivateDirs(dir));
+  auto resolved = openPrivateDir(dir, /*create=*/true);
+  if (!resolved.ok()) return resolved.error();
   TuningCache c;
   c.md_ = md;
-  c.dir_ = dir;
-  c.path_ = fmt::format("{}/{}.json", dir, md.hash());
+  c.dir_ = *resolved;
+  c.path_ = fmt::format("{}/{}.json", c.dir_, md.hash());
   auto warn = [&](const std::string& w) {
     if (warnings) warnings->push_back(fmt::format("tuning file {}: {}", c.path_, w));
   };
@@ -375,15 +359,16 @@ Result<bool> TuningCache::importFile(const std::string& dir, const std::string& 
   if (name != md->hash() + ".json")
     return Error{fmt::format("tuning file {} is named for another key (its metadata, {}, gives {}.json)", name,
                              md->describe(), md->hash())};
-  DI_TRY(makePrivateDirs(dir));
-  const std::string path = fmt::format("{}/{}", dir, name);
+  auto resolved = openPrivateDir(dir, /*create=*/true);
+  if (!resolved.ok()) return resolved.error();
+  const std::string path = fmt::format("{}/{}", *resolved, name);
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) {
     auto existing = readFileBounded(path, kMaxTuningFileBytes, "tuning file");
     if (existing.ok() && *existing == text) return false;
     if (!replace) return Error{fmt::format("{} exists with other contents; kept (--replace replaces it)", path)};
   }
-  DI_TRY(writeAtomically(dir, path, text));
+  DI_TRY(writeAtomically(*resolved, path, text));
   return true;
 }
 

@@ -92,6 +92,7 @@ Result<EmittedKernel> emitKernel(const OpDesc& d, const KernelConfig& c) {
     return s;
   };
   k.unit.source = rename(k.unit.source);
+  k.unit.label = fmt::format("{} {{{}}}", d.op, configToString(c));
   for (auto& e : k.unit.entries) e = rename(e);
   k.plan = f->launchPlan(c, d, k.baseName);
   k.workspaceBytes = f->workspaceBytes(c, d);

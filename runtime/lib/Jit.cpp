@@ -10,27 +10,7 @@
 
 namespace deepinfer {
 
-static const std::string& templatesDigest() {
-  static const std::string digest = [] {
-    std::string all;
-    for (const auto& f : embeddedTemplates()) {
-      all += f.path;
-      all += '\0';
-      all += f.contents;
-      all += '\0';
-    }
-    return sha256Hex(all);
-  }();
-  return digest;
-}
-
-std::string kernelContentKey(const CudaUnit& unit, int arch, bool cubin) {
-  std::string k = fmt::format("nvrtc={}\narch={}\ncubin={}\nheaders={}\n", nvrtcVersionString(), arch, cubin,
-                              templatesDigest());
-  for (const auto& o : nvrtcOptions(arch, cubin)) k += o + "\n";
-  k += unit.source;
-  return sha256Hex(k);
-}
+std::string kernelContentKey(const CudaUnit& unit, int arch, bool cubin) { return unitContentKey(unit, arch, cubin); }
 
 Jit::Jit(std::shared_ptr<Device> dev, JitOptions opts) : dev_(std::move(dev)), requireHit_(opts.requireCacheHit) {
   if (opts.useTuned) {

@@ -47,6 +47,7 @@ struct LaunchStep {
 struct CudaUnit {
   std::string source;
   std::vector<std::string> entries;  // extern "C" names defined by the unit
+  std::string label;                 // what it is, for people: "topk {pool_keys=9984,...}" (not keyed)
 };
 
 using OutputSpec = std::map<std::string, std::pair<DType, std::vector<int64_t>>>;
