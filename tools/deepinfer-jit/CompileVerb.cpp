@@ -1,6 +1,7 @@
 // `deepinfer-jit compile`: every op x target x candidate config through NVRTC, with the
 // resource report and the checks CI enforces (cap, spills, tensor-core and shift-decode PTX).
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <optional>
@@ -132,6 +133,8 @@ int verbCompile(const std::vector<std::string>& argv) {
     return args.usageError(fmt::format("unexpected argument '{}'", args.positional().front()));
   const auto jobCount = cli::threadCount(args, "jobs", int(std::max(1u, std::thread::hardware_concurrency())), 1);
   if (!jobCount) return 2;
+  if (args.has("json"))
+    if (Status s = cli::checkOutputPath("--json", args.get("json")); !s.ok()) return args.usageError(s.error().message);
 
   std::vector<std::string> ops = args.getAll("op");
   if (ops.empty())
@@ -145,7 +148,11 @@ int verbCompile(const std::vector<std::string>& argv) {
     auto t = cli::resolveTarget(tn);
     if (!t.ok()) return fmt::print(stderr, "error: {}\n", t.error().message), 2;
     for (const auto& op : ops) {
-      if (!findOpSignature(op)) return args.usageError(fmt::format("unknown op '{}'", op));
+      if (!findOpSignature(op)) {
+        std::string names;
+        for (const auto& s : opSignatures()) names += (names.empty() ? "" : ", ") + s.op;
+        return args.usageError(fmt::format("unknown op '{}' (ops: {})", op, names));
+      }
       for (const auto& [shapeName, shape] : shapeSets(op)) {
         auto d = makeOpDesc(op, shape, {});
         if (!d.ok()) { fmt::print(stderr, "error: {}\n", d.error().message); ++setupErrors; continue; }
@@ -182,18 +189,23 @@ int verbCompile(const std::vector<std::string>& argv) {
   std::atomic<size_t> next{0};
   std::mutex printMu;
   size_t done = 0;
+  // One rewritten line on a terminal; in a log, a plain line every tenth of the work (no \r).
+  const bool tty = ::isatty(2);
+  const size_t step = std::max<size_t>(1, jobs.size() / 10);
   auto worker = [&] {
     for (size_t i = next++; i < jobs.size(); i = next++) {
       runJob(jobs[i], unitCache);
       std::lock_guard<std::mutex> lock(printMu);
       ++done;
-      if (!args.has("quiet")) fmt::print(stderr, "\r[{}/{}] compiled", done, jobs.size());
+      if (args.has("quiet")) continue;
+      if (tty) fmt::print(stderr, "\r[{}/{}] compiled", done, jobs.size());
+      else if (done % step == 0 || done == jobs.size()) fmt::print(stderr, "[{}/{}] compiled\n", done, jobs.size());
     }
   };
   std::vector<std::thread> pool;
   for (unsigned i = 0; i < nThreads; ++i) pool.emplace_back(worker);
   for (auto& th : pool) th.join();
-  if (!args.has("quiet")) fmt::print(stderr, "\n");
+  if (!args.has("quiet") && tty) fmt::print(stderr, "\n");
 
   int failures = setupErrors;
   fmt::print("{:<20} {:<8} {:<7} {:<52} {:>4} {:>7} {:>6} {:>4} {}\n", "op", "shape", "target", "config",
@@ -210,6 +222,7 @@ int verbCompile(const std::vector<std::string>& argv) {
   }
   if (args.has("json")) {
     std::ofstream f(args.get("json"));
+    if (!f) return fmt::print(stderr, "deepinfer-jit compile: cannot write {}\n", args.get("json")), 1;
     f << "[\n";
     for (size_t i = 0; i < jobs.size(); ++i) {
       const auto& j = jobs[i];
