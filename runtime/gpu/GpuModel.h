@@ -45,6 +45,11 @@ struct GpuForwardCounters {
   int64_t engramLookups = 0;
   int64_t graphCaptures = 0;        // decode-step graphs captured
   int64_t graphLaunches = 0;        // decode steps run by replaying a graph
+  // Candidate filtering, counted as the CPU reference counts it (CpuMechanismCounters): tokens at
+  // the candidate source whose visible blocks exceed candidate_topk_blocks (blocks dropped), and
+  // tokens of restricted layers whose candidate mask therefore removed entries.
+  int64_t candidateBlocksDropped = 0;
+  int64_t candidateEntriesMasked = 0;
 };
 
 struct GpuKvCapacity {
