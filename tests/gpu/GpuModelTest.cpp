@@ -151,13 +151,13 @@ struct Agreement {
   std::string tag;
   int64_t rows = 0, nearTieRows = 0, closeCalls = 0, greedyDiffers = 0, decisiveMismatches = 0;
   double worst = 0, worstAgreeing = 0;
-  void add(const RowCheck& r, int64_t where) {
+  void add(const RowCheck& r, const std::string& where) {
     ++rows;
     worst = std::max(worst, r.relErr);
     if (r.relErr > kRowTolerance) {
       ++nearTieRows;
       EXPECT_LE(r.relErr, kNearTieRowTolerance)
-          << tag << ": row " << where << " differs by " << r.relErr << ", beyond even a near-tie row's bound";
+          << tag << ": " << where << " differs by " << r.relErr << ", beyond even a near-tie row's bound";
     } else {
       worstAgreeing = std::max(worstAgreeing, r.relErr);
     }
@@ -165,7 +165,7 @@ struct Agreement {
     greedyDiffers += !r.same;
     if (r.decisive && !r.same) {
       ++decisiveMismatches;
-      ADD_FAILURE() << tag << ": greedy choice differs at row " << where << " although the reference's margin is decisive";
+      ADD_FAILURE() << tag << ": greedy choice differs at " << where << " although the reference's margin is decisive";
     }
   }
   // Guarantee 3's count, once every row is in.
@@ -198,14 +198,15 @@ CpuMechanismCounters compareGreedy(GpuModel& gpu, CpuModel& cpu, const std::vect
   EXPECT_TRUE(gl.ok()) << gl.error().message;
   if (!gl.ok()) return {};
   Agreement prefill{tag + " prefill"}, decode{tag + " decode"};
-  for (int64_t t = 0; t < n; ++t) prefill.add(checkRow(gl->ptr<float>() + t * V, cl->ptr<float>() + t * V, V), t);
+  for (int64_t t = 0; t < n; ++t)
+    prefill.add(checkRow(gl->ptr<float>() + t * V, cl->ptr<float>() + t * V, V), fmt::format("position {}", t));
   int32_t next = argmaxToken(cl->ptr<float>() + (n - 1) * V, V);
   for (int s = 0; s < steps; ++s) {
     auto g = gpu.decode(*req, next);
     auto c = cpu.decode(cr, next);
     EXPECT_TRUE(g.ok() && c.ok()) << (g.ok() ? c.error().message : g.error().message);
     if (!g.ok() || !c.ok()) break;
-    decode.add(checkRow(g->data(), c->data(), V), n + s);
+    decode.add(checkRow(g->data(), c->data(), V), fmt::format("position {}", n + s));
     next = argmaxToken(c->data(), V);
   }
   recordResult(fmt::format(R"({{"test":"{}","prompt":{},"decode_steps":{},"prefill":{{{}}},"decode":{{{}}}}})", tag, n,
@@ -260,7 +261,7 @@ TEST(GpuModel, PrefillThenDecodeEqualsFullPrefill) {
   for (int64_t i = int64_t(ids.size()) - k; i < int64_t(ids.size()); ++i) {
     auto row = e.gpu->decode(*part, ids[size_t(i)]);
     ASSERT_TRUE(row.ok()) << row.error().message;
-    a.add(checkRow(row->data(), fl->ptr<float>() + i * V, V), i);
+    a.add(checkRow(row->data(), fl->ptr<float>() + i * V, V), fmt::format("position {}", i));
   }
   recordResult(fmt::format(R"({{"test":"prefill_then_decode_vs_full",{}}})", a.json()));
   a.expectFewNearTieRows();
@@ -303,7 +304,7 @@ TEST(GpuModel, BatchedRequestsMatchEachAlone) {
   }
   Agreement a{"batched_vs_alone"};
   auto compare = [&](size_t i, size_t step, const HostTensor& got) {
-    a.add(checkRow(got.ptr<float>(), aloneRows[i][step].data(), V), int64_t(i * 1000 + step));
+    a.add(checkRow(got.ptr<float>(), aloneRows[i][step].data(), V), fmt::format("request {} step {}", i, step));
   };
   auto first = e.gpu->forward({{reqs[0], prompts[0]}, {reqs[1], prompts[1]}, {reqs[2], prompts[2]}}, true);
   ASSERT_TRUE(first.ok()) << first.error().message;
