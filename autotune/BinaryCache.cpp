@@ -17,12 +17,17 @@
 #include <sstream>
 
 #include "AtomicPublish.h"
+#include "PrivateDir.h"
+#include "deepinfer/InputFiles.h"
 #include "deepinfer/Specialize.h"
 
 namespace deepinfer {
 namespace {
 
-constexpr char kMagic[] = "DEEPINFER-JIT-KERNEL-1\n";
+// 2: entries record their origin (UnitOrigin: source, entries, label, unit name, arch, cubin,
+// fmad), so import and verify can recompute the key and recompile. Entries of format 1 do not
+// parse: they are misses, evicted and rebuilt.
+constexpr char kMagic[] = "DEEPINFER-JIT-KERNEL-2\n";
 
 // A directory or file we may trust: ours, and not writable by group or others.
 Status checkOwnership(const std::string& path, bool isDir) {
@@ -55,6 +60,14 @@ std::string payloadOf(const CompiledUnit& u) {
   std::string opts;
   for (const auto& o : u.options) opts += o + "\n";
   put(opts);
+  const UnitOrigin& o = u.origin;
+  put(o.unit.source);
+  std::string entries;
+  for (const auto& e : o.unit.entries) entries += e + "\n";
+  put(entries);
+  put(o.unit.label);
+  put(o.unitName);
+  put(fmt::format("{} {} {}", o.arch, o.cubin ? 1 : 0, o.fmad ? 1 : 0));
   return p;
 }
 
@@ -64,18 +77,30 @@ std::optional<CompiledUnit> parsePayload(const std::string& p) {
     const size_t nl = p.find('\n', at);
     if (nl == std::string::npos) return false;
     char* end = nullptr;
+    errno = 0;
     const unsigned long long n = std::strtoull(p.c_str() + at, &end, 10);
-    if (end != p.c_str() + nl || nl + 1 + n > p.size()) return false;
+    // Compared as "n > what is left", never "start + n > size", so no size wraps the check.
+    if (end != p.c_str() + nl || errno != 0 || n > p.size() - (nl + 1)) return false;
     *out = p.substr(nl + 1, n);
     at = nl + 1 + n;
     return true;
   };
   CompiledUnit u;
-  std::string cubin, opts;
-  if (!get(&u.ptx) || !get(&cubin) || !get(&u.log) || !get(&opts) || at != p.size()) return std::nullopt;
+  std::string cubin, opts, entries, flags;
+  UnitOrigin& o = u.origin;
+  if (!get(&u.ptx) || !get(&cubin) || !get(&u.log) || !get(&opts) || !get(&o.unit.source) || !get(&entries) ||
+      !get(&o.unit.label) || !get(&o.unitName) || !get(&flags) || at != p.size())
+    return std::nullopt;
   u.cubin.assign(cubin.begin(), cubin.end());
   std::istringstream in(opts);
   for (std::string l; std::getline(in, l);) u.options.push_back(l);
+  std::istringstream en(entries);
+  for (std::string l; std::getline(en, l);) o.unit.entries.push_back(l);
+  int cub = -1, fmad = -1;
+  std::istringstream fl(flags);
+  if (!(fl >> o.arch >> cub >> fmad) || (cub != 0 && cub != 1) || (fmad != 0 && fmad != 1)) return std::nullopt;
+  o.cubin = cub == 1;
+  o.fmad = fmad == 1;
   u.resources = parsePtxasReport(u.log);
   return u;
 }
@@ -94,15 +119,15 @@ bool BinaryCache::requireHitFromEnv() {
   return v && *v && std::string(v) != "0";
 }
 
-Result<BinaryCache> BinaryCache::open(const std::string& dir) {
-  if (dir.empty()) return Error{"the cache directory is empty"};
-  // Create the parents as needed (e.g. ~/.cache), then our own directory strictly.
-  for (size_t p = dir.find('/', 1); p != std::string::npos; p = dir.find('/', p + 1)) {
-    const std::string parent = dir.substr(0, p);
-    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST)
-      return Error{fmt::format("cannot create {}: {}", parent, std::strerror(errno))};
+Result<BinaryCache> BinaryCache::open(const std::string& given, bool create) {
+  auto resolved = openPrivateDir(given, create);
+  if (!resolved.ok()) return resolved.error();
+  const std::string dir = *resolved;
+  if (!create) {
+    BinaryCache c;
+    c.dir_ = dir;
+    return c;
   }
-  DI_TRY(makeDir(dir));
   DI_TRY(makeDir(dir + "/kernels"));
   DI_TRY(makeDir(dir + "/locks"));
   DI_TRY(makeDir(dir + "/staging"));
@@ -137,6 +162,7 @@ static Result<CompiledUnit> parseEntry(const std::string& all) {
   size_t size = 0;
   std::string hash;
   if (!(hdr >> size >> hash)) return Error{"has a malformed header"};
+  if (all.size() > kMaxKernelEntryBytes) return Error{fmt::format("is larger than {} bytes", kMaxKernelEntryBytes)};
   const std::string payload = all.substr(nl + 1);
   if (payload.size() != size)
     return Error{fmt::format("holds {} payload bytes, expected {} (torn write)", payload.size(), size)};
@@ -144,6 +170,13 @@ static Result<CompiledUnit> parseEntry(const std::string& all) {
   auto u = parsePayload(payload);
   if (!u) return Error{"has a malformed payload"};
   return *u;
+}
+
+// The file bytes of an entry, bounded (an entry is never larger than kMaxKernelEntryBytes).
+static Result<std::string> readEntryFile(const std::string& path) {
+  auto all = readFileBounded(path, kMaxKernelEntryBytes, "cache entry");
+  if (!all.ok()) return Error{all.error().message};
+  return all;
 }
 
 std::optional<CompiledUnit> BinaryCache::load(const std::string& key, std::string* warning) const {
@@ -156,28 +189,61 @@ std::optional<CompiledUnit> BinaryCache::load(const std::string& key, std::strin
     return std::nullopt;
   };
   if (auto own = checkOwnership(path, false); !own.ok()) return reject(own.error().message, false);
-  std::ifstream f(path, std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(f)), {});
-  auto u = parseEntry(all);
+  auto all = readEntryFile(path);
+  if (!all.ok()) return reject(all.error().message, true);
+  auto u = parseEntry(*all);
   if (!u.ok()) return reject(u.error().message, true);
   return *u;
+}
+
+Result<CompiledUnit> BinaryCache::inspect(const std::string& key) const {
+  const std::string path = entryPath(key);
+  DI_TRY(checkOwnership(path, false));
+  auto all = readEntryFile(path);
+  if (!all.ok()) return all.error();
+  auto u = parseEntry(*all);
+  if (!u.ok()) return Error{fmt::format("cache entry {} {}", path, u.error().message)};
+  return u;
 }
 
 Result<std::string> BinaryCache::readEntry(const std::string& key) const {
   const std::string path = entryPath(key);
   DI_TRY(checkOwnership(path, false));
-  std::ifstream f(path, std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(f)), {});
-  if (auto u = parseEntry(all); !u.ok()) return Error{fmt::format("cache entry {} {}", path, u.error().message)};
+  auto all = readEntryFile(path);
+  if (!all.ok()) return all.error();
+  if (auto u = parseEntry(*all); !u.ok()) return Error{fmt::format("cache entry {} {}", path, u.error().message)};
   return all;
 }
 
-Status BinaryCache::importEntry(const std::string& key, const std::string& bytes) const {
+Result<CompiledUnit> BinaryCache::recompileAndCompare(const std::string& key, const CompiledUnit& u) {
+  const UnitOrigin& o = u.origin;
+  const std::string mine = unitContentKey(o);
+  if (mine != key)
+    return Error{fmt::format("is stored under a key that is not its recorded source's ({}...: another build's NVRTC "
+                             "or templates, or a planted entry)",
+                             mine.substr(0, 16))};
+  auto again = compileUnit(o.unit, o.unitName, o.arch, o.cubin, o.fmad);
+  if (!again.ok()) return Error{fmt::format("does not recompile: {}", again.error().message)};
+  if (again->ptx != u.ptx) return Error{"holds PTX that is not what its recorded source compiles to (planted or altered)"};
+  if (again->cubin != u.cubin)
+    return Error{"holds a cubin that is not what its recorded source compiles to (planted or altered)"};
+  return again;
+}
+
+Result<bool> BinaryCache::importEntry(const std::string& key, const std::string& bytes, bool replace) const {
   const bool hex = key.size() == 64 && key.find_first_not_of("0123456789abcdef") == std::string::npos;
   if (!hex) return Error{fmt::format("'{}' is not a kernel cache key (64 lowercase hex digits)", key.substr(0, 80))};
   auto u = parseEntry(bytes);
   if (!u.ok()) return Error{fmt::format("kernel entry {} {}", key.substr(0, 16), u.error().message)};
-  return store(key, *u);
+  const std::string what = fmt::format("kernel entry {} ({})", key.substr(0, 16), u->origin.unit.label);
+  auto mine = recompileAndCompare(key, *u);
+  if (!mine.ok()) return Error{fmt::format("{} {}", what, mine.error().message)};
+  if (auto have = load(key); have && !replace) {
+    if (have->ptx == mine->ptx && have->cubin == mine->cubin) return false;
+    return Error{fmt::format("{}: {} exists with other contents; kept (--replace replaces it)", what, entryPath(key))};
+  }
+  DI_TRY(store(key, *mine));
+  return true;
 }
 
 Status BinaryCache::store(const std::string& key, const CompiledUnit& unit) const {
@@ -204,11 +270,21 @@ std::vector<BinaryCache::EntryInfo> BinaryCache::list() const {
   return out;
 }
 
-std::vector<std::string> BinaryCache::verify() const {
+std::vector<std::string> BinaryCache::verify(bool recompile) const {
   std::vector<std::string> problems;
   for (const auto& e : list()) {
     std::string warning;
-    if (!load(e.key, &warning)) problems.push_back(warning.empty() ? fmt::format("{}: unreadable", e.key) : warning);
+    auto u = load(e.key, &warning);
+    if (!u) {
+      problems.push_back(warning.empty() ? fmt::format("{}: unreadable", e.key) : warning);
+      continue;
+    }
+    if (!recompile) continue;
+    if (auto ok = recompileAndCompare(e.key, *u); !ok.ok()) {
+      ::unlink(entryPath(e.key).c_str());
+      problems.push_back(fmt::format("cache entry {} ({}) {}; evicted", entryPath(e.key), u->origin.unit.label,
+                                     ok.error().message));
+    }
   }
   return problems;
 }

@@ -15,7 +15,10 @@
 #include <sstream>
 
 #include "AtomicPublish.h"
+#include "PrivateDir.h"
 #include "deepinfer/BinaryCache.h"
+#include "deepinfer/InputFiles.h"
+#include "deepinfer/JsonInput.h"
 #include "deepinfer/Nvrtc.h"
 #include "deepinfer/Specialize.h"
 #include "llvm/Support/JSON.h"
@@ -26,7 +29,8 @@ namespace json = llvm::json;
 namespace {
 
 constexpr char kFormatPrefix[] = "deepinfer-jit-tuning-";
-constexpr int kFormatVersion = 1;
+// 2: entries carry "dims" (TuningDims.h). Files of another format are a definite mismatch.
+constexpr int kFormatVersion = 2;
 
 std::string printJson(const json::Value& v) {
   std::string s;
@@ -34,24 +38,6 @@ std::string printJson(const json::Value& v) {
   os << v;  // objects print with sorted keys: the canonical form the hash covers
   os.flush();
   return s;
-}
-
-Status makePrivateDirs(const std::string& dir) {
-  for (size_t p = dir.find('/', 1); p != std::string::npos; p = dir.find('/', p + 1)) {
-    const std::string parent = dir.substr(0, p);
-    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST)
-      return Error{fmt::format("cannot create {}: {}", parent, std::strerror(errno))};
-  }
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return Error{fmt::format("cannot create the tuning directory {}: {}", dir, std::strerror(errno))};
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return Error{fmt::format("{} is not a directory; refusing it", dir)};
-  if (st.st_uid != ::geteuid())
-    return Error{fmt::format("{} is owned by uid {}, not by this user; refusing it", dir, st.st_uid)};
-  if (st.st_mode & (S_IWGRP | S_IWOTH))
-    return Error{fmt::format("{} is writable by group or others (mode {:o}); refusing it", dir, st.st_mode & 0777)};
-  return {};
 }
 
 json::Value metadataJson(const TuningMetadata& m) {
@@ -104,7 +90,7 @@ std::optional<CandidateTiming> timingFrom(const json::Object* o) {
 
 // A tuning file's envelope: format tag, content hash, metadata.
 struct FileCheck {
-  enum Kind { Ok, Corrupt, Newer } kind = Corrupt;
+  enum Kind { Ok, Corrupt, OtherFormat } kind = Corrupt;
   std::string why;
   json::Value value = nullptr;  // the parsed file (content under "content")
   TuningMetadata md;
@@ -112,9 +98,9 @@ struct FileCheck {
 
 FileCheck checkFile(const std::string& text) {
   FileCheck fc;
-  auto parsed = json::parse(text);
-  if (!parsed) {
-    fc.why = fmt::format("is not valid JSON ({})", llvm::toString(parsed.takeError()));
+  auto parsed = parseJsonInput(text);
+  if (!parsed.ok()) {
+    fc.why = fmt::format("is not valid JSON ({})", parsed.error().message);
     return fc;
   }
   fc.value = std::move(*parsed);
@@ -126,9 +112,11 @@ FileCheck checkFile(const std::string& text) {
   char* end = nullptr;
   const long version = std::strtol(fv.c_str(), &end, 10);
   if (fv.empty() || *end != '\0' || version < 1) return fc.why = fmt::format("has an unknown format '{}'", format->str()), fc;
-  if (version > kFormatVersion) {
-    fc.kind = FileCheck::Newer;
-    fc.why = fmt::format("was written in a newer format ({})", format->str());
+  if (version != kFormatVersion) {
+    fc.kind = FileCheck::OtherFormat;
+    fc.why = fmt::format("was written in {} format ({}; this build reads {}{})",
+                         version > kFormatVersion ? "a newer" : "an older", format->str(), kFormatPrefix,
+                         kFormatVersion);
     return fc;
   }
   const json::Value* content = top->get("content");
@@ -174,7 +162,7 @@ std::string TuningMetadata::describe() const {
                      driverVersion, nvrtcVersion, generatorVersion);
 }
 
-std::string TuningKey::str() const { return fmt::format("{}|{}|{}|{}", target, op, dtypes, bucket); }
+std::string TuningKey::str() const { return fmt::format("{}|{}|{}|{}|{}", target, op, dtypes, bucket, dims); }
 
 std::optional<std::map<std::string, int64_t>> parseConfigString(const std::string& s) {
   std::map<std::string, int64_t> c;
@@ -199,18 +187,21 @@ std::string TuningCache::defaultDir() { return BinaryCache::defaultDir() + "/tun
 Result<TuningCache> TuningCache::open(const TuningMetadata& md, const std::string& dir,
                                       std::vector<std::string>* warnings) {
   if (dir.empty()) return Error{"the tuning directory is empty"};
-  DI_TRY(makePrivateDirs(dir));
+  auto resolved = openPrivateDir(dir, /*create=*/true);
+  if (!resolved.ok()) return resolved.error();
   TuningCache c;
   c.md_ = md;
-  c.dir_ = dir;
-  c.path_ = fmt::format("{}/{}.json", dir, md.hash());
+  c.dir_ = *resolved;
+  c.path_ = fmt::format("{}/{}.json", c.dir_, md.hash());
   auto warn = [&](const std::string& w) {
     if (warnings) warnings->push_back(fmt::format("tuning file {}: {}", c.path_, w));
   };
-  std::ifstream f(c.path_, std::ios::binary);
-  if (!f) return c;  // no file yet
-  const std::string text((std::istreambuf_iterator<char>(f)), {});
-  FileCheck fc = checkFile(text);
+  struct stat st;
+  if (::stat(c.path_.c_str(), &st) != 0 && errno == ENOENT) return c;  // no file yet
+  auto read = readFileBounded(c.path_, kMaxTuningFileBytes, "tuning file");
+  FileCheck fc;
+  if (read.ok()) fc = checkFile(*read);
+  else fc.why = read.error().message;
   auto corrupt = [&](const std::string& why) {
     warn(fmt::format("{}; treated as corrupt, starting empty (it is replaced on the next save)", why));
     c.entries_.clear();
@@ -218,7 +209,7 @@ Result<TuningCache> TuningCache::open(const TuningMetadata& md, const std::strin
     return c;
   };
   if (fc.kind == FileCheck::Corrupt) return corrupt(fc.why);
-  if (fc.kind == FileCheck::Newer) {
+  if (fc.kind == FileCheck::OtherFormat) {
     c.foreign_ = true;
     warn(fmt::format("{}; ignored and left as it is", fc.why));
     return c;
@@ -242,10 +233,11 @@ Result<TuningCache> TuningCache::open(const TuningMetadata& md, const std::strin
     const json::Object* e = ev.getAsObject();
     if (!e) return corrupt("has an entry that is not an object");
     auto target = e->getString("target"), op = e->getString("op"), dt = e->getString("dtypes"),
-         bucket = e->getString("bucket");
+         bucket = e->getString("bucket"), dims = e->getString("dims");
     const json::Object* timings = e->getObject("timings");
-    if (!target || !op || !dt || !bucket || !timings) return corrupt("has an entry without its key or timings");
-    TuningKey k{target->str(), op->str(), dt->str(), bucket->str()};
+    if (!target || !op || !dt || !bucket || !dims || !timings)
+      return corrupt("has an entry without its key or timings");
+    TuningKey k{target->str(), op->str(), dt->str(), bucket->str(), dims->str()};
     TuningEntry te;
     if (auto d = e->getString("default")) te.defaultConfig = d->str();
     if (auto w = e->getString("winner")) te.winner = w->str();
@@ -317,6 +309,7 @@ std::string TuningCache::serialize() const {
                                    {"op", k.op},
                                    {"dtypes", k.dtypes},
                                    {"bucket", k.bucket},
+                                   {"dims", k.dims},
                                    {"default", e.defaultConfig},
                                    {"winner", e.winner},
                                    {"shape", e.shape},
@@ -342,8 +335,8 @@ std::string TuningCache::serialize() const {
 }
 
 Result<std::string> TuningCache::contentHash(const std::string& contentJson) {
-  auto v = json::parse(contentJson);
-  if (!v) return Error{fmt::format("not JSON: {}", llvm::toString(v.takeError()))};
+  auto v = parseJsonInput(contentJson);
+  if (!v.ok()) return Error{fmt::format("not JSON: {}", v.error().message)};
   return sha256Hex(printJson(*v));
 }
 
@@ -366,15 +359,16 @@ Result<bool> TuningCache::importFile(const std::string& dir, const std::string& 
   if (name != md->hash() + ".json")
     return Error{fmt::format("tuning file {} is named for another key (its metadata, {}, gives {}.json)", name,
                              md->describe(), md->hash())};
-  DI_TRY(makePrivateDirs(dir));
-  const std::string path = fmt::format("{}/{}", dir, name);
-  std::ifstream f(path, std::ios::binary);
-  if (f) {
-    const std::string existing((std::istreambuf_iterator<char>(f)), {});
-    if (existing == text) return false;
+  auto resolved = openPrivateDir(dir, /*create=*/true);
+  if (!resolved.ok()) return resolved.error();
+  const std::string path = fmt::format("{}/{}", *resolved, name);
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    auto existing = readFileBounded(path, kMaxTuningFileBytes, "tuning file");
+    if (existing.ok() && *existing == text) return false;
     if (!replace) return Error{fmt::format("{} exists with other contents; kept (--replace replaces it)", path)};
   }
-  DI_TRY(writeAtomically(dir, path, text));
+  DI_TRY(writeAtomically(*resolved, path, text));
   return true;
 }
 

@@ -9,10 +9,15 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s MODEL_DIR\n", argv[0]);
     return 2;
   }
+  /* No GPU: say so and exit 77 ("skipped"); any other failure is an error (exit 1). */
+  if (!di_device_available(0)) {
+    printf("embed_engine_c: no GPU, skipped: %s\n", di_last_error());
+    return 77;
+  }
   di_engine* e = NULL;
   if (di_engine_create(NULL, &e) != 0) {
-    printf("embed_engine_c: %s\n", di_last_error()); /* no GPU: nothing to run */
-    return 0;
+    fprintf(stderr, "embed_engine_c: %s\n", di_last_error());
+    return 1;
   }
   if (di_engine_load_model(e, argv[1]) != 0) {
     fprintf(stderr, "embed_engine_c: %s\n", di_last_error());

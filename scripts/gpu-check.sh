@@ -3,7 +3,10 @@
 # suite (every kernel for the local arch and the sm_80/sm_86 specializations against the
 # references), optionally compute-sanitizer, the benchmarks, and the autotuner (`tune`: the
 # roofline, then `deepinfer-jit tune` twice; the second run must be a full cache hit and fast).
-# Results go to $OUT (or ./gpu-results). Usage: scripts/gpu-check.sh [tests] [sanitize] [bench] [tune]
+# Results go to $OUT (or ./gpu-results). Usage: scripts/gpu-check.sh [tests] [seeds] [sanitize] [bench] [tune]
+# `seeds` runs the GPU suite once per seed in SEEDS (default: three random ones, printed), each
+# with DI_TEST_SEED set, and fails if any run fails: e.g. SEEDS="1 2 3" scripts/gpu-check.sh seeds.
+# GTEST_FILTER narrows `tests` and `seeds` (e.g. GTEST_FILTER='GpuModel.*:TunedConfigs.*').
 # TUNE_ARGS are the tune runs' flags; the default tunes four ops over all their buckets with 10
 # samples (minutes, within one 10-minute command); TUNE_ARGS="--samples 30" tunes every op.
 # BENCH_ARGS are deepinfer-bench's (e.g. "--op weight_gemm --op moe_experts" to time only those).
@@ -24,6 +27,19 @@ if [[ " $steps " == *" tests "* ]]; then
   DI_GPU_RESULTS="$OUT/gpu-results.jsonl" "$BIN/deepinfer-gpu-tests" ${GTEST_FILTER:+--gtest_filter=$GTEST_FILTER} \
     2>&1 | tee "$OUT/gpu-tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |comparisons|GPU:|Failure|error" | head -150
   rc=${PIPESTATUS[0]}
+fi
+if [[ " $steps " == *" seeds "* ]]; then
+  SEEDS=${SEEDS:-"$RANDOM$RANDOM $RANDOM$RANDOM $RANDOM$RANDOM"}
+  echo "GPU suite on seeds: $SEEDS"
+  for seed in $SEEDS; do
+    rm -f "$OUT/gpu-results-seed-$seed.jsonl"
+    DI_TEST_SEED=$seed DI_GPU_RESULTS="$OUT/gpu-results-seed-$seed.jsonl" "$BIN/deepinfer-gpu-tests" \
+      ${GTEST_FILTER:+--gtest_filter=$GTEST_FILTER} > "$OUT/gpu-tests-seed-$seed.log" 2>&1
+    s=$?
+    grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|\[seed\]" "$OUT/gpu-tests-seed-$seed.log" | head -60
+    echo "seed $seed: exit $s"
+    [[ $s -eq 0 ]] || rc=1
+  done
 fi
 if [[ " $steps " == *" sanitize "* ]]; then
   for tool in memcheck racecheck; do

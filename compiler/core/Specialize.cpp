@@ -29,19 +29,23 @@ int occupancy(const ResourceEstimate& e, const TargetProfile& t) {
 Result<ConfigChoice> checkConfig(const OpDesc& d, const TargetProfile& t, const KernelConfig& c) {
   const KernelFamily* f = findKernelFamily(d.op);
   if (!f) return Error{fmt::format("no kernel family for op '{}'", d.op)};
+  // The op and the knobs first, with the checks every launch runs (packParams), so estimates
+  // only ever see configs the template can instantiate for this op.
+  DI_TRY(f->validate(d));
+  DI_TRY(f->checkKnobs(c, d));
   ConfigChoice ch{c, f->estimate(c, d), 0};
   if (ch.estimate.smemBytes > t.smemPerCtaCap)
     return Error{fmt::format(
-        "config {{{}}} needs {} bytes of shared memory per CTA, over the {} cap of {} bytes ({})",
+        "{}: config {{{}}} needs {} bytes of shared memory per CTA, over the {} cap of {} bytes ({})", d.op,
         configToString(c), ch.estimate.smemBytes, t.name, t.smemPerCtaCap, t.archName())};
   if (ch.estimate.regsPerThread > t.facts.maxRegsPerThread)
-    return Error{fmt::format("config {{{}}} needs {} registers per thread, over the limit of {}",
+    return Error{fmt::format("{}: config {{{}}} needs {} registers per thread, over the limit of {}", d.op,
                              configToString(c), ch.estimate.regsPerThread, t.facts.maxRegsPerThread)};
   ch.ctasPerSm = occupancy(ch.estimate, t);
   if (ch.ctasPerSm == 0)
-    return Error{fmt::format("config {{{}}} ({} threads, {} registers/thread, {} bytes smem) cannot "
+    return Error{fmt::format("{}: config {{{}}} ({} threads, {} registers/thread, {} bytes smem) cannot "
                              "run even one CTA per SM on {}",
-                             configToString(c), ch.estimate.threadsPerCta, ch.estimate.regsPerThread,
+                             d.op, configToString(c), ch.estimate.threadsPerCta, ch.estimate.regsPerThread,
                              ch.estimate.smemBytes, t.name)};
   return ch;
 }
@@ -75,6 +79,8 @@ std::string sha256Hex(std::string_view bytes) {
 Result<EmittedKernel> emitKernel(const OpDesc& d, const KernelConfig& c) {
   const KernelFamily* f = findKernelFamily(d.op);
   if (!f) return Error{fmt::format("no kernel family for op '{}'", d.op)};
+  DI_TRY(f->validate(d));
+  DI_TRY(f->checkKnobs(c, d));
   static const std::string kPlaceholder = "__DI_ENTRY_NAME__";
   EmittedKernel k;
   k.unit = f->emit(c, d, kPlaceholder);
@@ -86,6 +92,7 @@ Result<EmittedKernel> emitKernel(const OpDesc& d, const KernelConfig& c) {
     return s;
   };
   k.unit.source = rename(k.unit.source);
+  k.unit.label = fmt::format("{} {{{}}}", d.op, configToString(c));
   for (auto& e : k.unit.entries) e = rename(e);
   k.plan = f->launchPlan(c, d, k.baseName);
   k.workspaceBytes = f->workspaceBytes(c, d);

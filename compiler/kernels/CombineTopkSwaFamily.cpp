@@ -36,6 +36,15 @@ class CombineTopkSwaFamily final : public KernelFamily {
     return {"CombineTopkSwa.cuh", "params/CombineTopkSwaParams.h", "common/Types.h", "common/Mma.cuh"};
   }
 
+  // threads per CTA: whole warps, 32..1024 (CombineTopkSwa.cuh).
+  Status checkKnobs(const KernelConfig& c, const OpDesc&) const override {
+    DI_TRY(expectKnobs(opName(), c, {"threads"}));
+    const int64_t th = c.at("threads");
+    if (th < 32 || th > 1024 || th % 32 != 0)
+      return Error{fmt::format("combine_topk_swa: threads = {} must be a multiple of 32 in 32..1024", th)};
+    return {};
+  }
+
   Status validate(const OpDesc& d) const override {
     int64_t a[5];
     const char* names[5] = {"window", "ratio", "topk", "M", "N"};
@@ -134,8 +143,9 @@ class CombineTopkSwaFamily final : public KernelFamily {
     return {s};
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig&, const OpDesc& d,
+  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
                                           const DeviceAddrMap& addrs) const override {
+    DI_TRY(checkKnobs(c, d));
     di::CombineTopkSwaParams p{};
     auto tk = addrOf(d, addrs, "topk_indices", d.attrs.getInt("topk", 0) % 4 == 0 ? 16 : 4);
     auto qsl = addrOf(d, addrs, "query_start_loc", 4);

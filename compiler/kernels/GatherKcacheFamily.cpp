@@ -49,6 +49,22 @@ class GatherKcacheFamily final : public KernelFamily {
             "common/Types.h", "common/Numerics.cuh", "common/Mma.cuh"};
   }
 
+  // warps per CTA 1..32 (1024 threads), tokens_per_warp 1..32 (KvCache.cuh), ctas_per_sm the
+  // __launch_bounds__ minimum 1..32, grid_ctas 1..2^31-1 (the grid's x limit).
+  Status checkKnobs(const KernelConfig& c, const OpDesc&) const override {
+    DI_TRY(expectKnobs(opName(), c, {"warps", "tokens_per_warp", "ctas_per_sm", "grid_ctas"}));
+    const std::string cfg = configToString(c);
+    if (c.at("warps") < 1 || c.at("warps") > 32)
+      return Error{fmt::format("gather_kcache: warps = {} must be in 1..32 ({})", c.at("warps"), cfg)};
+    if (c.at("tokens_per_warp") < 1 || c.at("tokens_per_warp") > 32)
+      return Error{fmt::format("gather_kcache: tokens_per_warp = {} must be in 1..32 ({})", c.at("tokens_per_warp"), cfg)};
+    if (c.at("ctas_per_sm") < 1 || c.at("ctas_per_sm") > 32)
+      return Error{fmt::format("gather_kcache: ctas_per_sm = {} must be in 1..32 ({})", c.at("ctas_per_sm"), cfg)};
+    if (c.at("grid_ctas") < 1)
+      return Error{fmt::format("gather_kcache: grid_ctas = {} must be at least 1 ({})", c.at("grid_ctas"), cfg)};
+    return {};
+  }
+
   Status validate(const OpDesc& d) const override {
     auto bs = blockSizeAttr(d);
     if (!bs.ok()) return bs.error();
@@ -206,8 +222,9 @@ class GatherKcacheFamily final : public KernelFamily {
     return {};
   }
 
-  Result<std::vector<uint8_t>> packStridedParams(const KernelConfig&, const OpDesc& d, const DeviceAddrMap& addrs,
+  Result<std::vector<uint8_t>> packStridedParams(const KernelConfig& c, const OpDesc& d, const DeviceAddrMap& addrs,
                                                  const TensorStrides& strides) const override {
+    DI_TRY(checkKnobs(c, d));
     std::vector<int64_t> outStrides = {d.dim("out", 1) * kHeadDim, kHeadDim, 1};  // dense
     for (const auto& [name, st] : strides) {
       DI_TRY(checkStrides(d, name, st));

@@ -118,6 +118,13 @@ class IndexerLogitsFamily final : public KernelFamily {
             "common/Types.h"};
   }
 
+  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override {
+    DI_TRY(expectKnobs(opName(), c, {"tokens_per_cta", "warps", "block_n", "stages", "positions_per_cta"}));
+    auto g = geometry(c, d);
+    if (!g.ok()) return g.error();
+    return {};
+  }
+
   Status validate(const OpDesc& d) const override {
     if (!d.attrs.has("block_size")) return Error{"indexer_logits: missing attribute 'block_size'"};
     const int64_t bs = d.attrs.getInt("block_size", 0);
@@ -305,6 +312,7 @@ class IndexerLogitsFamily final : public KernelFamily {
 
   Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
                                           const DeviceAddrMap& addrs) const override {
+    DI_TRY(checkKnobs(c, d));
     auto g = geometry(c, d);
     if (!g.ok()) return g.error();
     auto addr = [&](const char* n) -> Result<uint64_t> {

@@ -26,6 +26,16 @@ class KvQuantInsertFamily final : public KernelFamily {
             "common/Types.h", "common/Numerics.cuh", "common/Mma.cuh"};
   }
 
+  // warps per CTA (one token per warp): 1..32, i.e. at most 1024 threads.
+  Status checkKnobs(const KernelConfig& c, const OpDesc&) const override {
+    DI_TRY(expectKnobs(opName(), c, {"warps"}));
+    if (c.at("warps") < 1 || c.at("warps") > 32)
+      return Error{fmt::format("kv_quant_insert: warps = {} must be in 1..32 (one token per warp, at most 1024 "
+                               "threads)",
+                               c.at("warps"))};
+    return {};
+  }
+
   Status validate(const OpDesc& d) const override {
     auto bs = blockSizeAttr(d);
     if (!bs.ok()) return bs.error();
@@ -93,8 +103,9 @@ class KvQuantInsertFamily final : public KernelFamily {
     return {s};
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig&, const OpDesc& d,
+  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
                                           const DeviceAddrMap& addrs) const override {
+    DI_TRY(checkKnobs(c, d));
     di::KvQuantInsertParams p{};
     auto k = addrOf(d, addrs, "k", 16);
     auto slots = addrOf(d, addrs, "slot_mapping", 8);

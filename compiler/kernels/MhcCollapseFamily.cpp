@@ -22,6 +22,13 @@ class MhcCollapseFamily : public KernelFamily {
             "common/Types.h"};
   }
 
+  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override {
+    DI_TRY(expectKnobs(opName(), c, {"threads", "k_slices"}));
+    auto g = geometry(c, d);
+    if (!g.ok()) return g.error();
+    return {};
+  }
+
   Status validate(const OpDesc& d) const override {
     auto dims = residualDims(d, "x");
     if (!dims) return dims.error();
@@ -100,6 +107,7 @@ class MhcCollapseFamily : public KernelFamily {
 
   Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
                                           const DeviceAddrMap& addrs) const override {
+    DI_TRY(checkKnobs(c, d));
     DI_TRY(validate(d));
     auto g = geometry(c, d);
     if (!g) return g.error();

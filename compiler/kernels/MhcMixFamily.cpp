@@ -80,6 +80,13 @@ std::vector<KernelConfig> MhcMixFamily::candidates(const OpDesc& d, const Target
   return out;
 }
 
+Status MhcMixFamily::checkKnobs(const KernelConfig& c, const OpDesc& d) const {
+  DI_TRY(expectKnobs(opName(), c, {"threads", "k_slices", "use_mma"}));
+  auto g = streamGeometryOf(modeOf(fused_), c, d, residualName(), opName());
+  if (!g.ok()) return g.error();
+  return {};
+}
+
 ResourceEstimate MhcMixFamily::estimate(const KernelConfig& c, const OpDesc& d) const {
   ResourceEstimate r;
   auto g = streamGeometryOf(modeOf(fused_), c, d, residualName(), opName());
@@ -163,6 +170,7 @@ int64_t MhcMixFamily::workspaceBytes(const KernelConfig& c, const OpDesc& d) con
 
 Result<std::vector<uint8_t>> MhcMixFamily::packParams(const KernelConfig& c, const OpDesc& d,
                                                       const DeviceAddrMap& addrs) const {
+  DI_TRY(checkKnobs(c, d));
   DI_TRY(validate(d));
   const Dims dims = residualDims(d, residualName()).value();
   auto g = streamGeometry(modeOf(fused_), c, dims, opName());

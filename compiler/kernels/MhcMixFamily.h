@@ -13,6 +13,7 @@ class MhcMixFamily : public KernelFamily {
   std::string opName() const override;
   std::vector<std::string> templateHeaders() const override;
   Status validate(const OpDesc& d) const override;
+  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override;
   OutputSpec outputs(const OpDesc& d) const override;
   std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override;
   ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override;

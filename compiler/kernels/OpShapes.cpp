@@ -53,7 +53,11 @@ const std::vector<ShapeParam>& opShapeParams(const std::string& op) {
 Result<OpDesc> makeOpDesc(const std::string& op, const std::map<std::string, int64_t>& given,
                           const OpAttrs& attrOverrides) {
   const OpSignature* sig = findOpSignature(op);
-  if (!sig) return Error{fmt::format("unknown op '{}'", op)};
+  if (!sig) {
+    std::string names;
+    for (const auto& s : opSignatures()) names += (names.empty() ? "" : ", ") + s.op;
+    return Error{fmt::format("unknown op '{}' (ops: {})", op, names)};
+  }
   std::map<std::string, int64_t> p;
   for (const auto& sp : opShapeParams(op)) p[sp.name] = sp.dflt;
   for (const auto& [k, v] : given) {

@@ -1,4 +1,8 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <climits>
 
 #include "Families.h"
 
@@ -49,6 +53,21 @@ Status expectShape(const OpDesc& d, const std::string& name, const std::vector<i
     if (shape[i] >= 0 && got[i] != shape[i])
       return Error{fmt::format("{}: tensor '{}' has shape {}, expected {} (dim {} differs)", d.op,
                                name, shapeStr(got), shapeStr(shape), i)};
+  return {};
+}
+
+Status expectKnobs(const std::string& op, const KernelConfig& c, const std::vector<std::string>& names) {
+  const std::string known = fmt::format("{}", fmt::join(names, ", "));
+  for (const auto& [k, v] : c) {
+    if (std::find(names.begin(), names.end(), k) == names.end())
+      return Error{fmt::format("{}: config {{{}}}: '{}' is not a knob of {} (knobs: {})", op, configToString(c), k,
+                               op, known)};
+    if (v < 0 || v > INT32_MAX)
+      return Error{fmt::format("{}: config {{{}}}: {} = {} is out of range", op, configToString(c), k, v)};
+  }
+  for (const std::string& n : names)
+    if (!c.count(n))
+      return Error{fmt::format("{}: config {{{}}} lacks the knob '{}' (knobs: {})", op, configToString(c), n, known)};
   return {};
 }
 

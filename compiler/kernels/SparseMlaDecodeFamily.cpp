@@ -107,6 +107,7 @@ int minBlocksPerSm(const Geometry& g) {
 }
 
 Status checkConfig(const KernelConfig& c, const OpDesc& d) {
+  DI_TRY(expectKnobs(kOp, c, {"heads_per_cta", "threads", "keys_per_tile", "stages", "kv_splits"}));
   const Dims dm = dimsOf(d);
   const Geometry g = geometryOf(c);
   if (g.heads < 8 || g.heads > 64 || g.heads % 8 != 0 || dm.H % g.heads != 0)
@@ -120,6 +121,11 @@ Status checkConfig(const KernelConfig& c, const OpDesc& d) {
     return Error{fmt::format("{}: config threads={} exceeds 1024", kOp, g.threads)};
   if (g.keys != 16 && g.keys != 32)
     return Error{fmt::format("{}: config keys_per_tile={} must be 16 or 32", kOp, g.keys)};
+  // Each thread dequantizes an equal share of a tile's keys x 64 16-byte pieces.
+  if ((g.keys * 64) % g.threads != 0)
+    return Error{fmt::format("{}: config threads={} does not divide the {} dequantization pieces of a "
+                             "{}-key tile (heads_per_cta={} gives {} m-tiles)",
+                             kOp, g.threads, g.keys * 64, g.keys, g.heads, g.mTiles)};
   if (g.stages < 1 || g.stages > 4)
     return Error{fmt::format("{}: config stages={} must be in 1..4", kOp, g.stages)};
   if (g.splits < 1 || g.splits > 1024)
@@ -154,6 +160,8 @@ class SparseMlaDecodeFamily final : public KernelFamily {
     return {"SparseMlaDecode.cuh", "params/SparseMlaDecodeParams.h", "common/Mma.cuh",
             "common/Numerics.cuh", "common/Types.h"};
   }
+
+  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override { return checkConfig(c, d); }
 
   Status validate(const OpDesc& d) const override {
     for (const char* n : {"q", "swa_cache", "swa_indices", "swa_lens", "attn_sink"})

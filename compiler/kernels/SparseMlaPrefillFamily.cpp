@@ -125,6 +125,13 @@ class SparseMlaPrefillFamily final : public KernelFamily {
             "common/Numerics.cuh", "common/Types.h"};
   }
 
+  Status checkKnobs(const KernelConfig& c, const OpDesc&) const override {
+    DI_TRY(expectKnobs(kOp, c, {kHeadsPerCta, kWarps, kBlockN, kStages}));
+    auto g = geometryOf(c);
+    if (!g.ok()) return g.error();
+    return {};
+  }
+
   Status validate(const OpDesc& d) const override {
     if (d.op != kOp) return Error{fmt::format("{}: op description is for '{}'", kOp, d.op)};
     DI_TRY(requireTensor(d, "q", 3, "[T, H, 512] BF16"));
@@ -273,6 +280,7 @@ class SparseMlaPrefillFamily final : public KernelFamily {
 
   Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
                                           const DeviceAddrMap& addrs) const override {
+    DI_TRY(checkKnobs(c, d));
     auto g = geometryOf(c);
     if (!g.ok()) return g.error();
     // kv rows are gathered and out rows stored with 16-byte vector accesses; q is read as bf16

@@ -77,6 +77,13 @@ class TopkFamily final : public KernelFamily {
     return {"Topk.cuh", "params/TopkParams.h", "common/Mma.cuh", "common/Types.h"};
   }
 
+  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override {
+    DI_TRY(expectKnobs(opName(), c, {"threads", "radix_bits", "pool_keys", "splits"}));
+    auto g = geometry(c, d);
+    if (!g.ok()) return g.error();
+    return {};
+  }
+
   Status validate(const OpDesc& d) const override {
     if (!d.attrs.has("k")) return Error{"topk: missing attribute 'k'"};
     const int64_t k = d.attrs.getInt("k", 0);
@@ -221,6 +228,7 @@ class TopkFamily final : public KernelFamily {
 
   Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
                                           const DeviceAddrMap& addrs) const override {
+    DI_TRY(checkKnobs(c, d));
     auto g = geometry(c, d);
     if (!g.ok()) return g.error();
     auto addr = [&](const char* n) -> Result<uint64_t> {

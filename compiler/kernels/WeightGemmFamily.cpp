@@ -268,6 +268,11 @@ class WeightGemmFamily final : public KernelFamily {
     return out;
   }
 
+  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override {
+    auto g = geometry(c, d);
+    return g.ok() ? Status{} : Status{g.error()};
+  }
+
   ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
     ResourceEstimate e;
     auto g = geometry(c, d);

@@ -6,6 +6,7 @@
 
 #include "deepinfer/EmbeddedTemplates.h"
 #include "deepinfer/Nvrtc.h"
+#include "deepinfer/Specialize.h"
 
 namespace deepinfer {
 
@@ -79,6 +80,30 @@ std::string annotateLog(const std::string& log, const std::string& unitName, con
 
 }  // namespace
 
+static const std::string& templatesDigest() {
+  static const std::string digest = [] {
+    std::string all;
+    for (const auto& f : embeddedTemplates()) {
+      all += f.path;
+      all += '\0';
+      all += f.contents;
+      all += '\0';
+    }
+    return sha256Hex(all);
+  }();
+  return digest;
+}
+
+std::string unitContentKey(const CudaUnit& unit, int arch, bool cubin, bool fmad) {
+  std::string k = fmt::format("nvrtc={}\narch={}\ncubin={}\nheaders={}\n", nvrtcVersionString(), arch, cubin,
+                              templatesDigest());
+  for (const auto& o : nvrtcOptions(arch, cubin, fmad)) k += o + "\n";
+  k += unit.source;
+  return sha256Hex(k);
+}
+
+std::string unitContentKey(const UnitOrigin& o) { return unitContentKey(o.unit, o.arch, o.cubin, o.fmad); }
+
 Result<CompiledUnit> compileUnit(const CudaUnit& unit, const std::string& unitName, int arch, bool cubin,
                                  bool fmad) {
   const auto& files = embeddedTemplates();
@@ -100,6 +125,7 @@ Result<CompiledUnit> compileUnit(const CudaUnit& unit, const std::string& unitNa
   struct Guard { nvrtcProgram* p; ~Guard() { nvrtcDestroyProgram(p); } } guard{&prog};
 
   CompiledUnit out;
+  out.origin = UnitOrigin{unit, unitName, arch, cubin, fmad};
   out.options = nvrtcOptions(arch, cubin, fmad);
   std::vector<const char*> opts;
   for (const auto& o : out.options) opts.push_back(o.c_str());

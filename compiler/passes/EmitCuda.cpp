@@ -7,6 +7,16 @@ namespace mlir::di {
 
 namespace {
 
+// The profile a verified #di.target describes (its facts are its architecture's).
+deepinfer::TargetProfile targetFromAttr(TargetAttr a) {
+  deepinfer::TargetProfile t;
+  t.name = a.getName().str();
+  t.facts = *deepinfer::archFacts(int(a.getArch()));
+  t.smCount = int(a.getSmCount());
+  t.smemPerCtaCap = a.getSmemCap();
+  return t;
+}
+
 struct EmitCuda : impl::DiEmitCudaBase<EmitCuda> {
   void runOnOperation() override {
     MLIRContext* ctx = &getContext();
@@ -14,11 +24,15 @@ struct EmitCuda : impl::DiEmitCudaBase<EmitCuda> {
     WalkResult r = getOperation()->walk([&](KernelOpInterface op) -> WalkResult {
       Operation* o = op.getOperation();
       auto config = o->getAttrOfType<ConfigAttr>("di.config");
-      if (!config || !o->getAttr("di.target"))
+      auto target = o->getAttrOfType<TargetAttr>("di.target");
+      if (!config || !target)
         return o->emitOpError("has no di.config/di.target; run di-specialize-target first"),
                WalkResult::interrupt();
       auto desc = buildOpDesc(op, /*requireStatic=*/true);
       if (failed(desc)) return WalkResult::interrupt();
+      // The config may have been written by hand: the same check as specialization and launch.
+      if (auto ok = deepinfer::checkConfig(*desc, targetFromAttr(target), configFromAttr(config)); !ok.ok())
+        return o->emitOpError() << ok.error().message, WalkResult::interrupt();
       auto k = deepinfer::emitKernel(*desc, configFromAttr(config));
       if (!k.ok()) return o->emitOpError() << k.error().message, WalkResult::interrupt();
       o->setAttr("di.cuda", b.getStringAttr(k->unit.source));

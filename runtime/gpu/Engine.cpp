@@ -3,6 +3,7 @@
 #include "deepinfer/Engine.h"
 
 #include <algorithm>
+#include <climits>
 #include <fmt/format.h>
 
 #include "DiOps.h"
@@ -95,6 +96,19 @@ Result<int64_t> Engine::addRequest(const RequestParams& params) {
     if (params.prompt[i] < 0 || params.prompt[i] >= vocabSize())
       return Error{fmt::format("engine: prompt token {} (at index {}) is outside the vocabulary [0, {})",
                                params.prompt[i], i, vocabSize())};
+  // Positions the request feeds (the last generated token is never fed back), checked now
+  // rather than failing midway through its generation.
+  const ModelConfig& cfg = m.model->config();
+  const int64_t fed = int64_t(params.prompt.size()) + std::max<int64_t>(0, params.maxNewTokens - 1);
+  const int64_t maxPositions = cfg.maxPositionEmbeddings > 0 ? cfg.maxPositionEmbeddings : int64_t(INT32_MAX);
+  if (params.maxNewTokens > maxPositions || fed > maxPositions)
+    return Error{fmt::format("engine: a prompt of {} tokens and {} new tokens need more positions than the model's {} "
+                             "(max_position_embeddings)",
+                             params.prompt.size(), params.maxNewTokens, maxPositions)};
+  if (fed > m.model->capacity().tokens)
+    return Error{fmt::format("engine: a prompt of {} tokens and {} new tokens need {} positions of KV cache; the "
+                             "engine holds {}",
+                             params.prompt.size(), params.maxNewTokens, fed, m.model->capacity().tokens)};
   EngineRequest r;
   r.params = params;
   r.sampling.temperature = params.temperature;
@@ -180,6 +194,8 @@ Result<std::vector<StepEvent>> Engine::step(void* stream) {
       const float* row = (*logits)[i].ptr<float>();
       if (r.params.keepLogits) r.lastLogits.assign(row, row + V);
       if (int64_t(r.generated.size()) < r.params.maxNewTokens) {
+        DI_TRY(checkFiniteLogits(row, V, fmt::format("engine: request {}, position {}", ids[i],
+                                                     r.params.prompt.size() + r.generated.size() - 1)));
         ev.token = sampleToken(row, V, r.sampling, uint64_t(r.generated.size()));
         r.generated.push_back(ev.token);
         ev.tokens = {ev.token};

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <string>
 
+#include "deepinfer/Device.h"
 #include "deepinfer/Engine.h"
 #include "deepinfer/deepinfer.h"
 
@@ -22,6 +23,12 @@ int check(const deepinfer::Status& st) { return st.ok() ? 0 : fail(st.error().me
 extern "C" {
 
 const char* di_last_error(void) { return lastError.c_str(); }
+
+int di_device_available(int device) {
+  auto d = deepinfer::Device::open(device);
+  if (!d.ok()) return fail(d.error().message), 0;
+  return 1;
+}
 
 int di_engine_create(const di_engine_options* opts, di_engine** out) {
   if (!out) return fail("di_engine_create: out is NULL");

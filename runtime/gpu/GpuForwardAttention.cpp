@@ -460,6 +460,11 @@ Status GpuForwardPass::index(int layer, uint64_t u, uint64_t qr) {
       maxVisible = std::max<int64_t>(maxVisible, visible.back());
     }
   }
+  if (role.isCandidateSource || role.candidateRestricted) {
+    int64_t filtered = 0;  // more visible blocks than the source keeps: some are dropped
+    for (int32_t v : visible) filtered += (v + bsz - 1) / bsz > KB;
+    (role.isCandidateSource ? m.counters.candidateBlocksDropped : m.counters.candidateEntriesMasked) += filtered;
+  }
   if (maxVisible == 0) {
     DI_LAUNCH(fillDevice8(sel, 0xFF, size_t(T * K * 4), stream));  // nothing visible: all -1
     if (role.isCandidateSource) {

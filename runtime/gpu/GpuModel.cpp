@@ -9,6 +9,7 @@
 #include "deepinfer/DeviceCopy.h"
 #include "deepinfer/OpShapes.h"
 #include "model/CpuForward.h"
+#include "model/QuantizationCheck.h"
 #include "model/Rope.h"
 
 namespace deepinfer {
@@ -97,6 +98,7 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
   auto ckpt = Checkpoint::open(modelDir);
   if (!ckpt.ok()) return ckpt.error();
   m.ckpt = std::make_unique<Checkpoint>(std::move(*ckpt));
+  DI_TRY(checkQuantizationMatchesCheckpoint(m.cfg, *m.ckpt, modelDir + "/config.json"));
   auto weights = loadGpuWeights(m.cfg, *m.ckpt, *dev);
   if (!weights.ok()) return weights.error();
   m.w = std::move(*weights);

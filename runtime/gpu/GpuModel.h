@@ -50,6 +50,11 @@ struct GpuForwardCounters {
   int64_t draftPasses = 0;          // DSpark draft passes (each over all drafting requests)
   int64_t verifySteps = 0;          // speculative steps (each one target forward)
   int64_t draftsVerified = 0, draftsAccepted = 0;
+  // Candidate filtering, counted as the CPU reference counts it (CpuMechanismCounters): tokens at
+  // the candidate source whose visible blocks exceed candidate_topk_blocks (blocks dropped), and
+  // tokens of restricted layers whose candidate mask therefore removed entries.
+  int64_t candidateBlocksDropped = 0;
+  int64_t candidateEntriesMasked = 0;
 };
 
 // One request's part in a speculative step (spec/dspark.md §4-§6; the CPU reference's

@@ -354,6 +354,13 @@ Result<std::vector<GpuSpecOutcome>> GpuModel::speculativeStep(const std::vector<
         return c.error();
       }
     }
+    for (int64_t j = 0; needRows && j < nRows; ++j)
+      if (Status f = checkFiniteLogits(hostRows.data() + j * V, V,
+                                       fmt::format("speculative step: request {}, position {}", s.request, n0[i] + j));
+          !f.ok()) {
+        markUnusable();
+        return f.error();
+      }
     SpecAcceptance acc;
     if (s.sampling.temperature == 0) {
       acc = acceptGreedy(best.data() + offset, o.drafts);

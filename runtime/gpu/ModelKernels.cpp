@@ -36,18 +36,16 @@ CudaUnit ModelKernels::unit() {
   u.source = "// deepinfer model kernels (runtime/gpu/ModelKernels.h), compiled with --fmad=false\n";
   for (const char* h : kHeaders) u.source += fmt::format("#include \"{}\"\n", h);
   u.entries.assign(std::begin(kEntries), std::end(kEntries));
+  u.label = "model kernels (embedding, norms, RoPE, router, SwiGLU, ...)";
   return u;
 }
 
 std::vector<std::string> ModelKernels::options(int arch, bool cubin) { return nvrtcOptions(arch, cubin, /*fmad=*/false); }
 
 std::string ModelKernels::cacheKey(int arch, bool cubin) {
-  // kernelContentKey covers the source, every template header, the NVRTC version, the arch and
-  // the project's default options; the options this unit really uses are added on top.
-  std::string k = kernelContentKey(unit(), arch, cubin);
-  k += "\nmodel-kernel-options:";
-  for (const auto& o : options(arch, cubin)) k += "\n" + o;
-  return sha256Hex(k);
+  // Covers the source, every template header, the NVRTC version, the arch and the options this
+  // unit really uses (--fmad=false).
+  return unitContentKey(unit(), arch, cubin, /*fmad=*/false);
 }
 
 Result<std::unique_ptr<ModelKernels>> ModelKernels::load(std::shared_ptr<Device> dev, const TargetProfile& target,

@@ -6,30 +6,11 @@
 #include "CudaDriver.h"
 #include "deepinfer/EmbeddedTemplates.h"
 #include "deepinfer/ShapeBuckets.h"
+#include "deepinfer/TuningDims.h"
 
 namespace deepinfer {
 
-static const std::string& templatesDigest() {
-  static const std::string digest = [] {
-    std::string all;
-    for (const auto& f : embeddedTemplates()) {
-      all += f.path;
-      all += '\0';
-      all += f.contents;
-      all += '\0';
-    }
-    return sha256Hex(all);
-  }();
-  return digest;
-}
-
-std::string kernelContentKey(const CudaUnit& unit, int arch, bool cubin) {
-  std::string k = fmt::format("nvrtc={}\narch={}\ncubin={}\nheaders={}\n", nvrtcVersionString(), arch, cubin,
-                              templatesDigest());
-  for (const auto& o : nvrtcOptions(arch, cubin)) k += o + "\n";
-  k += unit.source;
-  return sha256Hex(k);
-}
+std::string kernelContentKey(const CudaUnit& unit, int arch, bool cubin) { return unitContentKey(unit, arch, cubin); }
 
 Jit::Jit(std::shared_ptr<Device> dev, JitOptions opts) : dev_(std::move(dev)), requireHit_(opts.requireCacheHit) {
   if (opts.useTuned) {
@@ -83,12 +64,13 @@ Result<std::shared_ptr<const LoadedKernel>> Jit::get(const OpDesc& d, const Targ
 std::optional<KernelConfig> Jit::tunedConfig(const OpDesc& d, const TargetProfile& t) const {
   if (!tuning_) return std::nullopt;
   auto bucket = bucketFor(d);
-  if (!bucket) return std::nullopt;
-  auto w = tuning_->winner(TuningKey{t.name, d.op, opDtypes(d.op), bucket->label()});
+  auto dims = tuningDims(d);
+  if (!bucket || !dims) return std::nullopt;
+  auto w = tuning_->winner(TuningKey{t.name, d.op, opDtypes(d.op), bucket->label(), *dims});
   if (!w) return std::nullopt;
   auto cfg = parseConfigString(*w);
-  // A winner that does not fit this description (another shape inside the bucket) falls back
-  // to the family's default.
+  // checkConfig runs the checks every launch runs (the op, the knobs, the target's limits): a
+  // winner that cannot serve this description falls back to the family's default.
   if (!cfg || !checkConfig(d, t, *cfg).ok()) return std::nullopt;
   return *cfg;
 }

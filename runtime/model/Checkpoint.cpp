@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "deepinfer/Formats.h"
+#include "deepinfer/InputFiles.h"
+#include "deepinfer/JsonInput.h"
 #include "llvm/Support/JSON.h"
 
 namespace deepinfer {
@@ -137,11 +139,10 @@ Result<Checkpoint> Checkpoint::open(const std::string& modelDir) {
   const std::string indexPath = modelDir + "/model.safetensors.index.json";
   const std::string singlePath = modelDir + "/model.safetensors";
   if (fileExists(indexPath)) {
-    std::ifstream in(indexPath, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    llvm::Expected<json::Value> parsed = json::parse(ss.str());
-    if (!parsed) return Error{fmt::format("{}: invalid JSON: {}", indexPath, llvm::toString(parsed.takeError()))};
+    auto text = readFileBounded(indexPath, kMaxConfigBytes, "checkpoint index");
+    if (!text.ok()) return text.error();
+    Result<json::Value> parsed = parseJsonInput(*text);
+    if (!parsed.ok()) return Error{fmt::format("{}: invalid JSON: {}", indexPath, parsed.error().message)};
     const json::Object* root = parsed->getAsObject();
     const json::Object* wm = root ? root->getObject("weight_map") : nullptr;
     if (!wm) return Error{fmt::format("{}: 'weight_map' object is missing", indexPath)};
@@ -277,8 +278,36 @@ Result<Decoder> makeDecoder(const Checkpoint& ck, const TensorInfo& ti) {
   return d;
 }
 
+// The first element whose exponent bits are all ones (NaN or infinity), or -1. One pass over the
+// decoded copy, far cheaper than the decode itself.
+int64_t firstNonFinite(const HostTensor& t) {
+  const int64_t n = t.numel();
+  if (t.dtype == DType::F32) {
+    const uint32_t* p = reinterpret_cast<const uint32_t*>(t.bytes.data());
+    for (int64_t i = 0; i < n; ++i)
+      if ((p[i] & 0x7F800000u) == 0x7F800000u) return i;
+  } else {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(t.bytes.data());
+    for (int64_t i = 0; i < n; ++i)
+      if ((p[i] & 0x7F80u) == 0x7F80u) return i;
+  }
+  return -1;
+}
+
+Status rejectNonFinite(const HostTensor& t, const std::string& where, const TensorInfo& ti) {
+  const int64_t i = firstNonFinite(t);
+  if (i < 0) return {};
+  const int64_t cols = t.shape.size() == 2 ? t.shape[1] : t.numel();
+  const float v = t.dtype == DType::F32 ? t.ptr<float>()[i] : bf16ToFloat(t.ptr<uint16_t>()[i]);
+  return Error{fmt::format("{}: holds {} at element [{}, {}] ({} {}{}): weights must be finite (a corrupt file, or "
+                           "a scale byte outside the range real checkpoints use)",
+                           where, std::isnan(v) ? "NaN" : "infinity", i / cols, i % cols, ti.dtype,
+                           weightFormatName(ti.format),
+                           ti.scaleName.empty() ? "" : fmt::format(", scale '{}'", ti.scaleName))};
+}
+
 Result<HostTensor> loadDecoded(const Checkpoint& ck, const std::string& name,
-                               const std::vector<int64_t>& expectedShape, DType outType) {
+                               const std::vector<int64_t>& expectedShape, DType outType, NonFinite nonFinite) {
   auto ti = ck.info(name);
   if (!ti.ok()) return ti.error();
   const std::string where = fmt::format("{}: tensor '{}'", baseName(ti->file), name);
@@ -295,30 +324,33 @@ Result<HostTensor> loadDecoded(const Checkpoint& ck, const std::string& name,
     float* o = out.ptr<float>();
     if (dec->format == WeightFormat::Plain && dec->plain == PlainKind::F32) {
       std::memcpy(o, dec->data, out.bytes.size());
-      return out;
+    } else {
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) o[r * cols + c] = dec->at(r, c);
     }
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) o[r * cols + c] = dec->at(r, c);
   } else {
     uint16_t* o = out.ptr<uint16_t>();
     if (dec->format == WeightFormat::Plain && dec->plain == PlainKind::BF16) {
       std::memcpy(o, dec->data, out.bytes.size());
-      return out;
+    } else {
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) o[r * cols + c] = toBf16Canonical(dec->at(r, c));
     }
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) o[r * cols + c] = toBf16Canonical(dec->at(r, c));
   }
+  if (nonFinite == NonFinite::Reject) DI_TRY(rejectNonFinite(out, where, *ti));
   return out;
 }
 
 }  // namespace
 
-Result<HostTensor> Checkpoint::loadF32(const std::string& name, const std::vector<int64_t>& expectedShape) const {
-  return loadDecoded(*this, name, expectedShape, DType::F32);
+Result<HostTensor> Checkpoint::loadF32(const std::string& name, const std::vector<int64_t>& expectedShape,
+                                       NonFinite nonFinite) const {
+  return loadDecoded(*this, name, expectedShape, DType::F32, nonFinite);
 }
 
-Result<HostTensor> Checkpoint::loadBf16(const std::string& name, const std::vector<int64_t>& expectedShape) const {
-  return loadDecoded(*this, name, expectedShape, DType::BF16);
+Result<HostTensor> Checkpoint::loadBf16(const std::string& name, const std::vector<int64_t>& expectedShape,
+                                        NonFinite nonFinite) const {
+  return loadDecoded(*this, name, expectedShape, DType::BF16, nonFinite);
 }
 
 Status Checkpoint::readEngramRows(const std::string& name, const int64_t* rows, size_t n, float* out) const {
@@ -334,7 +366,13 @@ Status Checkpoint::readEngramRows(const std::string& name, const int64_t* rows, 
     const int64_t r = rows[i];
     if (r < 0 || r >= nrows)
       return Error{fmt::format("{}: row {} (request entry {}) is outside the table's {} rows", where, r, i, nrows)};
-    for (int64_t c = 0; c < cols; ++c) out[i * size_t(cols) + size_t(c)] = dec->at(r, c);
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = dec->at(r, c);
+      if (!std::isfinite(v))
+        return Error{fmt::format("{}: row {} holds {} at column {}: weights must be finite", where, r,
+                                 std::isnan(v) ? "NaN" : "infinity", c)};
+      out[i * size_t(cols) + size_t(c)] = v;
+    }
   }
   return {};
 }

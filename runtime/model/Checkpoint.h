@@ -34,6 +34,11 @@ struct TensorInfo {
   std::string file;                   // path of the shard holding the data
 };
 
+// What a load does with NaN or infinity among the decoded values: a model's weights never hold
+// them (a NaN weight would make every logit NaN and generation emit token 0 forever), so the
+// loaders reject them naming the tensor and the first bad element; format tests keep them.
+enum class NonFinite { Reject, Keep };
+
 // The scale tensor's name for a quantized weight: "a.b.weight" -> "a.b.scale".
 std::string scaleNameFor(const std::string& weightName);
 
@@ -55,13 +60,16 @@ class Checkpoint {
 
   // Loads a tensor as fp32 [expectedShape] (logical shape; an empty expectedShape is an
   // error). bf16/f16/f32 convert exactly; fp8 and fp4 dequantize exactly (code x 2^(e-127)).
-  Result<HostTensor> loadF32(const std::string& name, const std::vector<int64_t>& expectedShape) const;
+  Result<HostTensor> loadF32(const std::string& name, const std::vector<int64_t>& expectedShape,
+                             NonFinite nonFinite = NonFinite::Reject) const;
   // As loadF32 but bf16. Quantized values are rounded once to bf16 (exact for e4m3/e2m1 with
   // in-range scales; NaN -> 0x7FC0); f32 tensors are rounded to nearest even.
-  Result<HostTensor> loadBf16(const std::string& name, const std::vector<int64_t>& expectedShape) const;
+  Result<HostTensor> loadBf16(const std::string& name, const std::vector<int64_t>& expectedShape,
+                              NonFinite nonFinite = NonFinite::Reject) const;
 
   // Gathers `n` rows of a 2-D table (fp8 row-scaled, bf16 or f32) into out[n * cols] fp32,
-  // reading only those rows from the mapping. Rows out of range are an error naming the row.
+  // reading only those rows from the mapping. Rows out of range, and rows holding NaN or
+  // infinity, are errors naming the row.
   Status readEngramRows(const std::string& name, const int64_t* rows, size_t n, float* out) const;
 
   // Raw stored bytes of a tensor (inside the mapping, valid while this object lives) for loaders

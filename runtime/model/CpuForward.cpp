@@ -7,6 +7,8 @@
 #include "CpuForwardLayers.h"
 #include "CpuForwardThreads.h"
 #include "CpuForwardWeights.h"
+#include "QuantizationCheck.h"
+#include "deepinfer/InputFiles.h"
 
 namespace deepinfer {
 
@@ -55,6 +57,9 @@ int CpuModel::threads() const { return pool_->threads(); }
 
 Result<std::unique_ptr<CpuModel>> CpuModel::load(const std::string& modelDir,
                                                  const CpuModelOptions& opts) {
+  if (opts.threads < 0 || opts.threads > kMaxThreads)
+    return Error{fmt::format("cpu forward: {} threads is not a thread count (0..{}; 0 = all hardware threads)",
+                             opts.threads, kMaxThreads)};
   std::unique_ptr<CpuModel> m(new CpuModel());
   auto cfg = loadModelConfig(modelDir);
   if (!cfg.ok()) return cfg.error();
@@ -63,6 +68,7 @@ Result<std::unique_ptr<CpuModel>> CpuModel::load(const std::string& modelDir,
   auto ckpt = Checkpoint::open(modelDir);
   if (!ckpt.ok()) return ckpt.error();
   m->ckpt_ = std::make_unique<Checkpoint>(std::move(*ckpt));
+  DI_TRY(checkQuantizationMatchesCheckpoint(m->cfg_, *m->ckpt_, modelDir + "/config.json"));
   auto weights = loadCpuWeights(m->cfg_, *m->ckpt_);
   if (!weights.ok()) return weights.error();
   m->weights_ = std::make_unique<CpuWeights>(std::move(*weights));

@@ -156,6 +156,9 @@ Result<std::vector<CpuSpecOutcome>> CpuModel::speculativeStep(std::vector<CpuSpe
     std::vector<float> mainX;
     auto logits = forward(st, ids, &mainX, 0);
     if (!logits.ok()) return Error{fmt::format("speculative step: request {}: {}", i, logits.error().message)};
+    for (size_t j = 0; j < ids.size(); ++j)
+      DI_TRY(checkFiniteLogits(logits->ptr<float>() + j * size_t(V), V,
+                               fmt::format("speculative step: request {}, position {}", i, n + int64_t(j))));
     const SpecAcceptance acc = acceptDrafts(logits->ptr<float>(), V, o.drafts, q, s.sampling, n);
     o.accepted = acc.accepted;
     o.emitted.assign(o.drafts.begin(), o.drafts.begin() + acc.accepted);

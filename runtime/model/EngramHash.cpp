@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "deepinfer/InputFiles.h"
+#include "deepinfer/JsonInput.h"
 #include "llvm/Support/JSON.h"
 
 namespace deepinfer {
@@ -292,8 +294,8 @@ Result<std::vector<int64_t>> engramTableRowsFor(const ModelConfig& cfg) {
 
 Result<EngramHashParams> parseEngramHashJson(const std::string& text, const std::string& source,
                                              const ModelConfig& cfg) {
-  llvm::Expected<json::Value> parsed = json::parse(text);
-  if (!parsed) return Error{fmt::format("{}: invalid JSON: {}", source, llvm::toString(parsed.takeError()))};
+  Result<json::Value> parsed = parseJsonInput(text);
+  if (!parsed.ok()) return Error{fmt::format("{}: invalid JSON: {}", source, parsed.error().message)};
   const json::Object* root = parsed->getAsObject();
   if (!root) return Error{fmt::format("{}: the top level must be an object", source)};
   const size_t nLayers = cfg.engramLayerIds.size();
@@ -359,9 +361,10 @@ Result<EngramHashParams> loadEngramHash(const std::string& modelDir, const Model
   const std::string path = modelDir + "/engram_hash.json";
   std::ifstream in(path, std::ios::binary);
   if (!in) return deriveEngramHash(cfg);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parseEngramHashJson(ss.str(), path, cfg);
+  // Primes for every layer, n-gram size and head: a few MB at most.
+  auto text = readFileBounded(path, kMaxConfigBytes, "engram hash file");
+  if (!text.ok()) return text.error();
+  return parseEngramHashJson(*text, path, cfg);
 }
 
 std::string engramHashToJson(const EngramHashParams& p) {

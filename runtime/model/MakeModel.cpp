@@ -14,6 +14,7 @@
 #include "AtomicFile.h"
 #include "EngramHash.h"
 #include "QuantEncode.h"
+#include "deepinfer/InputFiles.h"
 #include "Safetensors.h"
 #include "SyntheticWeights.h"
 #include "deepinfer/Tensor.h"
@@ -180,6 +181,8 @@ Status makeModelFromConfig(const ModelConfig& cfgIn, const MakeModelOptions& opt
   DI_TRY(finalizeModelConfig(cfg, "make-model config"));
   if (opts.outDir.empty()) return Error{"make-model: no output directory given (--out DIR)"};
   if (opts.maxShardBytes == 0) return Error{"make-model: the shard size bound must be > 0"};
+  if (opts.threads < 0 || opts.threads > kMaxThreads)
+    return Error{fmt::format("make-model: {} threads is not a thread count (0..{})", opts.threads, kMaxThreads)};
   std::error_code ec;
   fs::create_directories(opts.outDir, ec);
   if (ec) return Error{fmt::format("make-model: cannot create '{}': {}", opts.outDir, ec.message())};

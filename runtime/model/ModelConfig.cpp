@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "llvm/Support/FormatVariadic.h"
+#include "deepinfer/InputFiles.h"
+#include "deepinfer/JsonInput.h"
 #include "llvm/Support/JSON.h"
 
 namespace deepinfer {
@@ -121,14 +123,72 @@ Status parseRopeScaling(const json::Object& o, const std::string& source, RopeSc
   return {};
 }
 
-void parseQuantization(const json::Object& q, ModelConfig& cfg) {
-  if (auto m = q.getString("quant_method")) cfg.quantMethod = m->str();
-  if (auto f = q.getString("expert_quant_format")) cfg.expertQuantFormat = f->str();
-  if (auto f = q.getString("expert_dtype")) cfg.expertQuantFormat = f->str();
-  if (const json::Array* b = q.getArray("weight_block_size")) {
-    for (const json::Value& v : *b)
-      if (auto i = v.getAsInteger()) cfg.weightBlockSize.push_back(int(*i));
+Status parseQuantization(const json::Object& q, const std::string& where, ModelConfig& cfg) {
+  FieldReader r(q, where);
+  DI_OPT_FIELD(r, "quant_method", cfg.quantMethod, string);
+  DI_OPT_FIELD(r, "activation_scheme", cfg.activationScheme, string);
+  DI_OPT_FIELD(r, "scale_fmt", cfg.scaleFmt, string);
+  DI_OPT_FIELD(r, "expert_quant_format", cfg.expertQuantFormat, string);
+  DI_OPT_FIELD(r, "expert_dtype", cfg.expertQuantFormat, string);
+  DI_OPT_FIELD(r, "weight_block_size", cfg.weightBlockSize, smallIntList);
+  return {};
+}
+
+// The values the loader supports; whether they describe the checkpoint's tensors is checked at
+// load (QuantizationCheck.h).
+Status checkQuantization(const ModelConfig& c, const std::string& s) {
+  const std::string q = s + ": quantization_config";
+  if (!c.quantMethod.empty() && c.quantMethod != "fp8")
+    return Error{fmt::format("{}: quant_method '{}' is not supported (\"fp8\": e4m3 weights with ue8m0 block "
+                             "scales, model.md §3)",
+                             q, c.quantMethod)};
+  if (!c.activationScheme.empty() && c.activationScheme != "dynamic")
+    return Error{fmt::format("{}: activation_scheme '{}' is not supported (\"dynamic\": activations stay bf16)",
+                             q, c.activationScheme)};
+  if (!c.scaleFmt.empty() && c.scaleFmt != "ue8m0")
+    return Error{fmt::format("{}: scale_fmt '{}' is not supported (\"ue8m0\")", q, c.scaleFmt)};
+  if (!c.expertQuantFormat.empty() && c.expertQuantFormat != "fp4" && c.expertQuantFormat != "fp8")
+    return Error{fmt::format("{}: expert_dtype '{}' is not supported (\"fp4\" or \"fp8\")", q,
+                             c.expertQuantFormat)};
+  if (!c.weightBlockSize.empty() &&
+      (c.weightBlockSize.size() != 2 || c.weightBlockSize[0] <= 0 || c.weightBlockSize[1] <= 0))
+    return Error{fmt::format("{}: weight_block_size must be two positive integers [rows, columns] (got [{}])", q,
+                             fmt::join(c.weightBlockSize, ", "))};
+  return {};
+}
+
+// model_type at the top level and in text_config, and architectures: this loader reads
+// DeepSeek-V4.1 only, so another model's config is refused before its fields are read.
+Status checkModelType(const json::Object& root, const json::Object* text, const std::string& source) {
+  FieldReader top(root, source);
+  std::string topType, textType;
+  if (top.has("model_type")) DI_FIELD(topType, top.string("model_type"));
+  if (text) {
+    FieldReader t(*text, source + ": text_config");
+    if (t.has("model_type")) DI_FIELD(textType, t.string("model_type"));
   }
+  if (topType.empty() && textType.empty()) return top.missing("model_type");
+  if (!topType.empty() && topType != "deepseek_v41")
+    return Error{fmt::format("{}: model_type '{}' is not supported (expected \"deepseek_v41\")", source, topType)};
+  if (!textType.empty() && textType != "deepseek_v41_text" && textType != "deepseek_v41")
+    return Error{fmt::format("{}: text_config.model_type '{}' is not supported (expected \"deepseek_v41_text\")",
+                             source, textType)};
+  if (top.has("architectures")) {
+    const json::Array* a = root.getArray("architectures");
+    if (!a) return top.wrongType("architectures", "a list of strings");
+    std::vector<std::string> names;
+    bool found = false;
+    for (const json::Value& v : *a) {
+      auto n = v.getAsString();
+      if (!n) return top.wrongType("architectures", "a list of strings");
+      names.push_back(n->str());
+      found |= *n == "DeepseekV41ForCausalLM";
+    }
+    if (!found)
+      return Error{fmt::format("{}: architectures [{}] does not name DeepseekV41ForCausalLM", source,
+                               fmt::join(names, ", "))};
+  }
+  return {};
 }
 
 // The DSpark fields (spec/dspark.md §1), all optional: without them the model has no draft.
@@ -151,16 +211,8 @@ Status parseFields(const json::Object& root, const std::string& source, ModelCon
   FieldReader r(o, text ? source + ": text_config" : source);
   FieldReader top(root, source);
 
-  if (r.has("model_type")) {
-    DI_FIELD(cfg.modelType, r.string("model_type"));
-  } else if (top.has("model_type")) {
-    DI_FIELD(cfg.modelType, top.string("model_type"));
-  } else {
-    return top.missing("model_type");
-  }
-  if (cfg.modelType != "deepseek_v41")
-    return Error{fmt::format("{}: model_type '{}' is not supported (expected \"deepseek_v41\")", source,
-                             cfg.modelType)};
+  DI_TRY(checkModelType(root, text, source));
+  cfg.modelType = "deepseek_v41";
 
   DI_FIELD(cfg.vocabSize, r.integer("vocab_size"));
   DI_FIELD(cfg.hiddenSize, r.integer("hidden_size"));
@@ -229,9 +281,15 @@ Status parseFields(const json::Object& root, const std::string& source, ModelCon
 
   DI_TRY(parseDsparkFields(r, cfg));
 
-  const json::Object* q = o.getObject("quantization_config");
-  if (!q) q = root.getObject("quantization_config");
-  if (q) parseQuantization(*q, cfg);
+  // Top level in the release layout; inside text_config in the layout make-model wrote before.
+  const bool topQ = top.has("quantization_config");
+  const FieldReader& qr = topQ ? top : r;
+  if (qr.has("quantization_config")) {
+    const json::Object* q = qr.object("quantization_config");
+    if (!q) return qr.wrongType("quantization_config", "an object");
+    const std::string where = (topQ || !text ? source : source + ": text_config") + ": quantization_config";
+    DI_TRY(parseQuantization(*q, where, cfg));
+  }
   return {};
 }
 
@@ -509,6 +567,7 @@ void deriveRoles(ModelConfig& c) {
 
 Status finalizeModelConfig(ModelConfig& cfg, const std::string& sourceName) {
   DI_TRY(checkSizes(cfg, sourceName));
+  DI_TRY(checkQuantization(cfg, sourceName));
   DI_TRY(checkSources(cfg, sourceName));
   DI_TRY(checkEngram(cfg, sourceName));
   DI_TRY(checkDspark(cfg, sourceName));
@@ -517,8 +576,8 @@ Status finalizeModelConfig(ModelConfig& cfg, const std::string& sourceName) {
 }
 
 Result<ModelConfig> parseModelConfig(const std::string& text, const std::string& sourceName) {
-  llvm::Expected<json::Value> parsed = json::parse(text);
-  if (!parsed) return Error{fmt::format("{}: invalid JSON: {}", sourceName, llvm::toString(parsed.takeError()))};
+  Result<json::Value> parsed = parseJsonInput(text);
+  if (!parsed.ok()) return Error{fmt::format("{}: invalid JSON: {}", sourceName, parsed.error().message)};
   const json::Object* root = parsed->getAsObject();
   if (!root) return Error{fmt::format("{}: the top level must be a JSON object", sourceName)};
   ModelConfig cfg;
@@ -531,10 +590,9 @@ Result<ModelConfig> loadModelConfig(const std::string& modelDir) {
   const std::string path = modelDir + "/config.json";
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{fmt::format("{}: cannot open the model config (is '{}' a model directory?)", path, modelDir)};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Error{fmt::format("{}: read error", path)};
-  return parseModelConfig(ss.str(), path);
+  auto text = readFileBounded(path, kMaxConfigBytes, "model config");
+  if (!text.ok()) return text.error();
+  return parseModelConfig(*text, path);
 }
 
 std::vector<int> ModelConfig::dsparkTapLayers() const {
@@ -602,6 +660,8 @@ ModelConfig v41FlashDefaults() {
   c.quantMethod = "fp8";
   c.expertQuantFormat = "fp4";
   c.weightBlockSize = {32, 32};
+  c.activationScheme = "dynamic";
+  c.scaleFmt = "ue8m0";
   // The constants above are the model card's; a failure here is a programming error caught by
   // the unit tests, so the roles are derived without a status check.
   deriveRoles(c);
@@ -615,7 +675,7 @@ std::string modelConfigToJson(const ModelConfig& c) {
     return a;
   };
   json::Object t;
-  t["model_type"] = c.modelType;
+  t["model_type"] = "deepseek_v41_text";
   t["vocab_size"] = c.vocabSize;
   t["hidden_size"] = c.hiddenSize;
   t["num_hidden_layers"] = c.numHiddenLayers;
@@ -673,14 +733,19 @@ std::string modelConfigToJson(const ModelConfig& c) {
     if (!c.engramVocabSize.empty()) t["engram_vocab_size"] = ints(c.engramVocabSize);
   }
   writeDsparkFields(c, t);
-  if (!c.quantMethod.empty() || !c.expertQuantFormat.empty() || !c.weightBlockSize.empty()) {
+  json::Object root{{"model_type", c.modelType},
+                    {"architectures", json::Array{"DeepseekV41ForCausalLM"}},
+                    {"text_config", std::move(t)}};
+  if (!c.quantMethod.empty() || !c.expertQuantFormat.empty() || !c.weightBlockSize.empty() ||
+      !c.activationScheme.empty() || !c.scaleFmt.empty()) {
     json::Object q;
     if (!c.quantMethod.empty()) q["quant_method"] = c.quantMethod;
-    if (!c.expertQuantFormat.empty()) q["expert_quant_format"] = c.expertQuantFormat;
+    if (!c.activationScheme.empty()) q["activation_scheme"] = c.activationScheme;
     if (!c.weightBlockSize.empty()) q["weight_block_size"] = ints(c.weightBlockSize);
-    t["quantization_config"] = std::move(q);
+    if (!c.scaleFmt.empty()) q["scale_fmt"] = c.scaleFmt;
+    if (!c.expertQuantFormat.empty()) q["expert_dtype"] = c.expertQuantFormat;
+    root["quantization_config"] = std::move(q);
   }
-  json::Object root{{"model_type", c.modelType}, {"text_config", std::move(t)}};
   return llvm::formatv("{0:2}", json::Value(std::move(root))).str() + "\n";
 }
 

@@ -107,11 +107,13 @@ struct ModelConfig {
   std::vector<int> dsparkTargetLayerIds;  // any order, no repeats; tapped in ascending order
   DsparkConfig dspark;
 
-  // `quantization_config` as far as the loader cares. Informational: the checkpoint's dtypes
-  // decide how each tensor is dequantized.
-  std::string quantMethod;                // e.g. "fp8"; empty when absent
-  std::string expertQuantFormat;          // e.g. "fp4"; empty when absent
+  // `quantization_config` (top level in the release layout). Checked against the checkpoint's
+  // tensors at load (QuantizationCheck.h): a config that misdescribes them is an error.
+  std::string quantMethod;                // "fp8"; empty when absent
+  std::string expertQuantFormat;          // `expert_dtype`: "fp4" or "fp8"; empty when absent
   std::vector<int> weightBlockSize;       // e.g. {32, 32}; empty when absent
+  std::string activationScheme;           // "dynamic"; empty when absent
+  std::string scaleFmt;                   // "ue8m0"; empty when absent
 
   // Derived: one entry per layer (draft layers included), filled by finalizeModelConfig.
   std::vector<LayerRole> layers;
@@ -133,7 +135,10 @@ struct ModelConfig {
 Result<ModelConfig> loadModelConfig(const std::string& modelDir);
 
 // Parses config.json text; `sourceName` names the text in error messages (a path, "<test>").
-// Fields may be nested under "text_config" (the real layout) or sit at the top level.
+// Layouts: the release one (top-level model_type "deepseek_v41", architectures
+// ["DeepseekV41ForCausalLM"], quantization_config, and the text model's fields under
+// "text_config" with model_type "deepseek_v41_text"), the one earlier make-model versions wrote
+// (text_config.model_type "deepseek_v41", quantization_config inside it) and a flat file.
 Result<ModelConfig> parseModelConfig(const std::string& text, const std::string& sourceName);
 
 // Validates a config filled in code (presets, tests) and (re)derives `layers`. Errors name
@@ -143,8 +148,8 @@ Status finalizeModelConfig(ModelConfig& cfg, const std::string& sourceName);
 // The real DeepSeek-V4.1-Flash config of model.md §1, roles derived (used by `tune`).
 ModelConfig v41FlashDefaults();
 
-// config.json text for `cfg` (model_type at top level, fields under "text_config"); round-trips
-// through parseModelConfig.
+// config.json text for `cfg` in the release layout (see parseModelConfig); round-trips through
+// parseModelConfig.
 std::string modelConfigToJson(const ModelConfig& cfg);
 
 }  // namespace deepinfer

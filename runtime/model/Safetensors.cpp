@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "deepinfer/JsonInput.h"
 #include "llvm/Support/JSON.h"
 
 namespace deepinfer {
@@ -176,8 +177,8 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
   f->dataSize_ = fileSize - 8 - headerLen;
 
   llvm::StringRef text(reinterpret_cast<const char*>(base + 8), size_t(headerLen));
-  llvm::Expected<json::Value> parsed = json::parse(text.rtrim(' '));
-  if (!parsed) return Error{fmt::format("{}: header is not valid JSON: {}", name, llvm::toString(parsed.takeError()))};
+  Result<json::Value> parsed = parseJsonInput(text.rtrim(' '));
+  if (!parsed.ok()) return Error{fmt::format("{}: header is not valid JSON: {}", name, parsed.error().message)};
   const json::Object* root = parsed->getAsObject();
   if (!root) return Error{fmt::format("{}: header is not a JSON object", name)};
   for (const auto& kv : *root) {

@@ -29,6 +29,18 @@ Status validateSampling(const SamplingOptions& o) {
   return {};
 }
 
+Status checkFiniteLogits(const float* logits, int64_t V, const std::string& where) {
+  int64_t first = -1, bad = 0;
+  for (int64_t i = 0; i < V; ++i)
+    if (!std::isfinite(logits[i])) {
+      if (first < 0) first = i;
+      ++bad;
+    }
+  if (bad == 0) return {};
+  return Error{fmt::format("{}: {} of {} logits are not finite (first: {} at token id {}); generation stopped", where,
+                           bad, V, std::isnan(logits[first]) ? "NaN" : "infinity", first)};
+}
+
 double samplingUniform(uint64_t seed, uint64_t step) {
   const uint64_t r = splitmix64(splitmix64(seed) ^ step);
   return double(r >> 11) * 0x1.0p-53;

@@ -3,6 +3,7 @@
 // RNG, so a (seed, step) pair always draws the same token whatever ran before.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "deepinfer/Error.h"
@@ -21,6 +22,10 @@ Status validateSampling(const SamplingOptions& o);
 // A uniform double in [0, 1) from (seed, step): splitmix64 of the seed, mixed with the step
 // through a second splitmix64 round, top 53 bits.
 double samplingUniform(uint64_t seed, uint64_t step);
+
+// Logits a token may be chosen from: every value finite. Otherwise an error naming `where`, the
+// first bad index and how many are bad (NaN logits would make greedy emit token 0 forever).
+Status checkFiniteLogits(const float* logits, int64_t V, const std::string& where);
 
 // The token for `step` from logits[0, V). Greedy: the first index of the maximum (NaN never
 // wins unless logits[0] is NaN, as argmaxToken). Sampling: softmax of logits / temperature in

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -13,6 +15,7 @@
 #include "gpu/GpuWeights.h"
 #include "model/CpuForwardWeights.h"
 #include "model/MakeModel.h"
+#include "model/Safetensors.h"
 #include "unit/model/ModelTestFiles.h"
 
 using namespace deepinfer;
@@ -250,6 +253,37 @@ TEST_F(GpuWeightsGpu, MissingTensorFailsLikeTheCpuLoader) {
   auto w = loadGpuWeights(e.cfg, *ck, *e.dev);
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.error().message.find("'" + drop + "' is not in the checkpoint"), std::string::npos) << w.error().message;
+  auto cpu = loadCpuWeights(e.cfg, *ck);
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_EQ(w.error().message, cpu.error().message);
+}
+
+TEST_F(GpuWeightsGpu, NaNWeightFailsLikeTheCpuLoader) {
+  // One NaN in a copy of the checkpoint: both loaders refuse it, naming the tensor and element.
+  Env& e = env();
+  ScratchDir dir("gpu_weights_nan");
+  const std::string st = dir.file("model.safetensors");
+  std::filesystem::copy_file(e.dir->file("model.safetensors"), st);
+  const std::string name = "layers.5.attn.attn_sink";
+  uint64_t at = 0;
+  {
+    auto f = SafetensorsFile::open(st);
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    const SafetensorsEntry* en = (*f)->find(name);
+    ASSERT_NE(en, nullptr);
+    ASSERT_EQ(en->dtype, "F32");
+    at = std::filesystem::file_size(st) - (*f)->dataSectionSize() + en->begin + 4;  // element 1
+  }
+  std::vector<uint8_t> bytes = testing_util::readBytes(st);
+  const float nan = std::nanf("");
+  std::memcpy(bytes.data() + at, &nan, 4);
+  testing_util::writeBytes(st, bytes);
+  auto ck = Checkpoint::open(dir.path());
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  auto w = loadGpuWeights(e.cfg, *ck, *e.dev);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().message.find("'" + name + "': holds NaN at element [0, 1]"), std::string::npos)
+      << w.error().message;
   auto cpu = loadCpuWeights(e.cfg, *ck);
   ASSERT_FALSE(cpu.ok());
   EXPECT_EQ(w.error().message, cpu.error().message);

@@ -2,7 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
+#include <cstdlib>
+
+#include "deepinfer/InputFiles.h"
 
 namespace deepinfer::cli {
 
@@ -79,6 +87,36 @@ void Args::printUsage() const {
     std::string left = s.isFlag ? fmt::format("--{}", n) : fmt::format("--{} {}", n, s.meta);
     fmt::print("  {:<28} {}{}\n", left, s.help, s.repeatable ? " (repeatable)" : "");
   }
+}
+
+std::optional<int> threadCount(const Args& a, const std::string& flag, int dflt, int minValue) {
+  if (!a.has(flag)) return dflt;
+  const std::string v = a.get(flag);
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || n < minValue || n > kMaxThreads) {
+    a.usageError(fmt::format("--{}: '{}' is not a thread count ({}..{}{})", flag, v, minValue, kMaxThreads,
+                             minValue == 0 ? "; 0 = all hardware threads" : ""));
+    return std::nullopt;
+  }
+  return int(n);
+}
+
+Status checkOutputPath(const std::string& flag, const std::string& path) {
+  if (path.empty()) return Error{fmt::format("{}: the output path is empty", flag)};
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return Error{fmt::format("{} {}: is a directory, not a file", flag, path)};
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Error{fmt::format("{} {}: the folder {} does not exist", flag, path, dir)};
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return Error{fmt::format("{} {}: the folder {} is not writable: {}", flag, path, dir, std::strerror(errno))};
+  if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), W_OK) != 0)
+    return Error{fmt::format("{} {}: exists and is not writable", flag, path)};
+  return {};
 }
 
 bool parseKeyValue(const std::string& s, std::string* k, std::string* v) {

@@ -2,8 +2,11 @@
 // options and boolean flags. Unknown flags are errors (exit code 2).
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "deepinfer/Error.h"
 
 namespace deepinfer::cli {
 
@@ -31,6 +34,16 @@ class Args {
   std::vector<std::string> positional_;
   const Spec* find(const std::string& name) const;
 };
+
+// A thread or job count from `--flag`'s value: a decimal integer in [minValue, kMaxThreads]
+// (InputFiles.h); 0, when minValue allows it, means "all hardware threads". On error, prints the
+// usage error and returns nullopt (the caller returns 2).
+std::optional<int> threadCount(const Args& a, const std::string& flag, int dflt, int minValue);
+
+// Whether a file can be written at `path` (checked before any work, so a long run never ends in
+// "cannot write"): its folder exists and is writable, and the path is not a directory. The
+// message names `flag` and the reason.
+Status checkOutputPath(const std::string& flag, const std::string& path);
 
 // Parse "k=v" pairs (for --shape, --config, --attr). Returns false on a malformed pair.
 bool parseKeyValue(const std::string& s, std::string* k, std::string* v);

@@ -2,6 +2,7 @@
 // resource report and the checks CI enforces (cap, spills, tensor-core and shift-decode PTX).
 // The quantized-weight GEMMs (weight_gemm, moe_experts) must use mma.sync at every shape.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <optional>
@@ -139,6 +140,12 @@ int verbCompile(const std::vector<std::string>& argv) {
       .flag("quiet", "print only failures and the summary")
       .flag("no-cache", "do not read or write the on-disk kernel cache");
   if (int rc = args.parse(argv); rc != 0) return rc < 0 ? 0 : rc;
+  if (!args.positional().empty())
+    return args.usageError(fmt::format("unexpected argument '{}'", args.positional().front()));
+  const auto jobCount = cli::threadCount(args, "jobs", int(std::max(1u, std::thread::hardware_concurrency())), 1);
+  if (!jobCount) return 2;
+  if (args.has("json"))
+    if (Status s = cli::checkOutputPath("--json", args.get("json")); !s.ok()) return args.usageError(s.error().message);
 
   std::vector<std::string> ops = args.getAll("op");
   if (ops.empty())
@@ -152,7 +159,11 @@ int verbCompile(const std::vector<std::string>& argv) {
     auto t = cli::resolveTarget(tn);
     if (!t.ok()) return fmt::print(stderr, "error: {}\n", t.error().message), 2;
     for (const auto& op : ops) {
-      if (!findOpSignature(op)) return args.usageError(fmt::format("unknown op '{}'", op));
+      if (!findOpSignature(op)) {
+        std::string names;
+        for (const auto& s : opSignatures()) names += (names.empty() ? "" : ", ") + s.op;
+        return args.usageError(fmt::format("unknown op '{}' (ops: {})", op, names));
+      }
       for (const auto& [shapeName, shape] : shapeSets(op)) {
         auto d = makeOpDesc(op, shape, {});
         if (!d.ok()) { fmt::print(stderr, "error: {}\n", d.error().message); ++setupErrors; continue; }
@@ -179,8 +190,7 @@ int verbCompile(const std::vector<std::string>& argv) {
     }
   }
 
-  unsigned nThreads = std::max(1u, std::thread::hardware_concurrency());
-  if (args.has("jobs")) nThreads = std::max(1, std::atoi(args.get("jobs").c_str()));
+  const unsigned nThreads = unsigned(*jobCount);
   UnitCache unitCache;
   if (!args.has("no-cache")) {
     auto disk = BinaryCache::open();
@@ -190,18 +200,23 @@ int verbCompile(const std::vector<std::string>& argv) {
   std::atomic<size_t> next{0};
   std::mutex printMu;
   size_t done = 0;
+  // One rewritten line on a terminal; in a log, a plain line every tenth of the work (no \r).
+  const bool tty = ::isatty(2);
+  const size_t step = std::max<size_t>(1, jobs.size() / 10);
   auto worker = [&] {
     for (size_t i = next++; i < jobs.size(); i = next++) {
       runJob(jobs[i], unitCache);
       std::lock_guard<std::mutex> lock(printMu);
       ++done;
-      if (!args.has("quiet")) fmt::print(stderr, "\r[{}/{}] compiled", done, jobs.size());
+      if (args.has("quiet")) continue;
+      if (tty) fmt::print(stderr, "\r[{}/{}] compiled", done, jobs.size());
+      else if (done % step == 0 || done == jobs.size()) fmt::print(stderr, "[{}/{}] compiled\n", done, jobs.size());
     }
   };
   std::vector<std::thread> pool;
   for (unsigned i = 0; i < nThreads; ++i) pool.emplace_back(worker);
   for (auto& th : pool) th.join();
-  if (!args.has("quiet")) fmt::print(stderr, "\n");
+  if (!args.has("quiet") && tty) fmt::print(stderr, "\n");
 
   int failures = setupErrors;
   fmt::print("{:<20} {:<8} {:<7} {:<52} {:>4} {:>7} {:>6} {:>4} {}\n", "op", "shape", "target", "config",
@@ -218,6 +233,7 @@ int verbCompile(const std::vector<std::string>& argv) {
   }
   if (args.has("json")) {
     std::ofstream f(args.get("json"));
+    if (!f) return fmt::print(stderr, "deepinfer-jit compile: cannot write {}\n", args.get("json")), 1;
     f << "[\n";
     for (size_t i = 0; i < jobs.size(); ++i) {
       const auto& j = jobs[i];

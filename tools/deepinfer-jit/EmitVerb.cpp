@@ -8,6 +8,7 @@
 #include "Verbs.h"
 #include "deepinfer/Nvrtc.h"
 #include "deepinfer/OpShapes.h"
+#include "deepinfer/OpSignature.h"
 #include "deepinfer/Pipeline.h"
 
 using namespace deepinfer;
@@ -52,6 +53,11 @@ int verbEmit(const std::vector<std::string>& argv) {
   if (int rc = args.parse(argv); rc != 0) return rc < 0 ? 0 : rc;
   if (!args.has("op")) return args.usageError("--op is required");
   const std::string op = args.get("op");
+  if (!findOpSignature(op)) {
+    std::string names;
+    for (const auto& s : opSignatures()) names += (names.empty() ? "" : ", ") + s.op;
+    return args.usageError(fmt::format("unknown op '{}' (ops: {})", op, names));
+  }
   if (args.has("list-shapes")) {
     for (const auto& sp : opShapeParams(op)) fmt::print("{:<18} {:>8}  {}\n", sp.name, sp.dflt, sp.help);
     return 0;

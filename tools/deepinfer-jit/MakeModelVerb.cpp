@@ -75,10 +75,9 @@ int verbMakeModel(const std::vector<std::string>& argv) {
   auto seed = parseUnsigned("seed", args.get("seed", "1"));
   if (!seed.ok()) return args.usageError(seed.error().message);
   opts.seed = *seed;
-  auto threads = parseUnsigned("threads", args.get("threads", "0"));
-  if (!threads.ok() || *threads > 1024)
-    return args.usageError(fmt::format("--threads: '{}' is not a thread count", args.get("threads")));
-  opts.threads = int(*threads);
+  const auto threads = cli::threadCount(args, "threads", 0, 0);
+  if (!threads) return 2;
+  opts.threads = *threads;
   auto shardGb = parseUnsigned("max-shard-gb", args.get("max-shard-gb", "4"));
   if (!shardGb.ok() || *shardGb == 0 || *shardGb > 1024)
     return args.usageError(fmt::format("--max-shard-gb: '{}' must be 1..1024", args.get("max-shard-gb")));

@@ -46,6 +46,10 @@ int verbRunOp(const std::vector<std::string>& argv) {
     if (auto it = tensors->find(in.name); it != tensors->end()) io[in.name] = it->second;
   for (const auto& [name, t] : *tensors)
     if (!io.count(name)) fmt::print(stderr, "note: {} has tensor '{}', which {} does not use\n", args.get("in"), name, op);
+  // The op's verifier (dtypes, shapes, attributes of spec/ops.md) before either backend: the
+  // reference must not compute an answer for an op the kernels and the dialect reject.
+  auto desc = describeOp(op, attrs, io);
+  if (!desc.ok()) return fmt::print(stderr, "error: {}\n", desc.error().message), 1;
 
   if (backend == "reference") {
     auto st = runReference(op, attrs, io);
@@ -60,9 +64,7 @@ int verbRunOp(const std::vector<std::string>& argv) {
     Jit jit(*dev, jo);
     GpuRunOptions opts;
     if (!knobs.empty()) {
-      auto d = describeOp(op, attrs, io);
-      if (!d.ok()) return fmt::print(stderr, "error: {}\n", d.error().message), 1;
-      KernelConfig c = findKernelFamily(op)->defaultConfig(*d, *target);
+      KernelConfig c = findKernelFamily(op)->defaultConfig(*desc, *target);
       for (const auto& [k, v] : knobs) {
         if (!c.count(k)) return args.usageError(fmt::format("{} has no config knob '{}'", op, k));
         c[k] = v;

@@ -17,7 +17,9 @@
 #include "gpu/GpuModel.h"
 #include "model/CpuForward.h"
 #include "model/Sampling.h"
+#include "model/ModelConfig.h"
 #include "model/Safetensors.h"
+#include "deepinfer/InputFiles.h"
 
 using namespace deepinfer;
 
@@ -51,15 +53,12 @@ Result<int64_t> parseCount(const std::string& flag, const std::string& text) {
   return int64_t(v);
 }
 
-// Reads token ids from a file: decimal ids separated by commas and/or whitespace.
+// Reads token ids from a file: decimal ids separated by commas and/or whitespace. The read is
+// bounded (a prompt longer than any context is not read to its end).
 Result<std::vector<int32_t>> readTokenFile(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return Error{fmt::format("--prompt-file: cannot open '{}': {}", path, std::strerror(errno))};
-  std::string text;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-  std::fclose(f);
+  auto read = readFileBounded(path, kMaxPromptFileBytes, "--prompt-file");
+  if (!read.ok()) return read.error();
+  const std::string& text = *read;
   std::string joined;
   for (char c : text) joined += (c == ' ' || c == '\n' || c == '\t' || c == '\r') ? ',' : c;
   std::string squeezed;
@@ -214,8 +213,8 @@ int verbRun(const std::vector<std::string>& argv) {
   if (!ids.ok()) return args.usageError(ids.error().message);
   auto maxNew = parseCount("max-new-tokens", args.get("max-new-tokens", "16"));
   if (!maxNew.ok()) return args.usageError(maxNew.error().message);
-  auto threads = parseCount("threads", args.get("threads", "0"));
-  if (!threads.ok()) return args.usageError(threads.error().message);
+  const auto threads = cli::threadCount(args, "threads", 0, 0);
+  if (!threads) return 2;
   auto chunk = parseCount("chunk", args.get("chunk", "256"));
   if (!chunk.ok() || *chunk < 1) return args.usageError("--chunk: must be a positive integer");
   auto temperature = parseReal("temperature", args.get("temperature", "0"));
@@ -230,6 +229,28 @@ int verbRun(const std::vector<std::string>& argv) {
   sampling.seed = uint64_t(*seed);
   if (auto st = validateSampling(sampling); !st.ok()) return args.usageError(st.error().message);
   const std::string dumpPath = args.get("dump-logits");
+  if (!dumpPath.empty())
+    if (Status s = cli::checkOutputPath("--dump-logits", dumpPath); !s.ok()) return args.usageError(s.error().message);
+
+  // The request against the model's limits before anything is loaded or generated: positions
+  // the generation feeds (the last token is fed back only when its logits are dumped) and the
+  // size of the dump.
+  auto cfg = loadModelConfig(args.get("model"));
+  if (!cfg.ok()) return fail(fmt::format("cannot load model '{}': {}", args.get("model"), cfg.error().message));
+  const int64_t promptLen = int64_t(ids->size());
+  const int64_t fed = promptLen + std::max<int64_t>(0, *maxNew - 1) + (!dumpPath.empty() && *maxNew > 0 ? 1 : 0);
+  const int64_t maxPositions = cfg->maxPositionEmbeddings > 0 ? cfg->maxPositionEmbeddings : int64_t(INT32_MAX);
+  if (*maxNew > maxPositions || fed > maxPositions)
+    return args.usageError(fmt::format("--max-new-tokens {}: the prompt's {} tokens and {} new tokens need {} positions, "
+                                       "more than the model's {} ({}/config.json max_position_embeddings)",
+                                       *maxNew, promptLen, *maxNew, promptLen + *maxNew, maxPositions,
+                                       args.get("model")));
+  constexpr double kMaxDumpBytes = double(uint64_t(16) << 30);
+  const double dumpBytes = double(promptLen + *maxNew) * double(cfg->vocabSize) * 4;
+  if (!dumpPath.empty() && dumpBytes > kMaxDumpBytes)
+    return args.usageError(fmt::format("--dump-logits: {} rows of {} logits are {:.1f} GB, more than the {:.0f} GB a dump "
+                                       "may hold; ask for fewer tokens",
+                                       promptLen + *maxNew, cfg->vocabSize, dumpBytes / 1e9, kMaxDumpBytes / 1e9));
 
   std::string backendName = args.get("backend");
   std::shared_ptr<Device> dev;
@@ -272,6 +293,10 @@ int verbRun(const std::vector<std::string>& argv) {
     opts.speculative = !args.has("no-speculative");
     auto model = GpuModel::load(args.get("model"), dev, opts);
     if (!model.ok()) return fail(fmt::format("cannot load model '{}': {}", args.get("model"), model.error().message));
+    if (fed > (*model)->capacity().tokens)
+      return fail(fmt::format("the prompt's {} tokens and {} new tokens need {} positions of KV cache; this GPU holds {} "
+                              "(--max-new-tokens)",
+                              promptLen, *maxNew, fed, (*model)->capacity().tokens));
     speculative = (*model)->speculation() || args.has("speculative");
     blockSize = (*model)->draftBlockSize();
     auto req = speculative ? (*model)->newSpeculativeRequest() : (*model)->newRequest();
@@ -293,6 +318,8 @@ int verbRun(const std::vector<std::string>& argv) {
   int64_t decoded = 0, specSteps = 0, specAccepted = 0, specDrafts = 0;
   if (!speculative) {
     for (int64_t step = 0; step < *maxNew; ++step) {
+      if (Status st = checkFiniteLogits(last.data(), V, fmt::format("logits at position {}", n - 1 + step)); !st.ok())
+        return fail(st.error().message);
       const int32_t next = sampleToken(last.data(), V, sampling, uint64_t(step));
       fmt::print("{}\n", next);
       std::fflush(stdout);
@@ -308,6 +335,8 @@ int verbRun(const std::vector<std::string>& argv) {
   } else if (*maxNew > 0) {
     // The first token comes from the prompt's logits; every step then verifies up to B drafts
     // after the newest token, never more than the budget can emit.
+    if (Status st = checkFiniteLogits(last.data(), V, fmt::format("logits at position {}", n - 1)); !st.ok())
+      return fail(st.error().message);
     int32_t next = sampleToken(last.data(), V, sampling, 0);
     fmt::print("{}\n", next);
     std::fflush(stdout);

@@ -25,11 +25,13 @@
 #include "CaseRunner.h"
 #include "Roofline.h"
 #include "Verbs.h"
+#include "deepinfer/InputFiles.h"
 #include "deepinfer/OpRunner.h"
 #include "deepinfer/OpShapes.h"
 #include "deepinfer/ShapeBuckets.h"
 #include "deepinfer/Specialize.h"
 #include "deepinfer/TuningCache.h"
+#include "deepinfer/TuningDims.h"
 #include "model/ModelConfig.h"
 
 using namespace deepinfer;
@@ -53,6 +55,7 @@ struct ModelDims {
   int64_t heads = 64, hidden = 5120, indexTopk = 512, window = 128, indexHeads = 32;
   int64_t headDim = 512, qLoraRank = 1280, oLoraRank = 1024, oGroups = 8, indexHeadDim = 128;
   int64_t experts = 384, expertsPerToken = 6, moeIntermediate = 2304;
+  std::vector<int64_t> ratios = {1, 2};  // compress ratios of the executed layers (combine keys on it)
   std::string source = "V4.1-Flash defaults";
 };
 
@@ -78,10 +81,9 @@ Result<ModelDims> modelDims(const std::string& path) {
   if (path.empty()) return m;
   Result<ModelConfig> cfg = Error{""};
   if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") {
-    std::ifstream f(path);
-    if (!f) return Error{fmt::format("cannot read {}", path)};
-    const std::string text((std::istreambuf_iterator<char>(f)), {});
-    cfg = parseModelConfig(text, path);
+    auto text = readFileBounded(path, kMaxConfigBytes, "model config");
+    if (!text.ok()) return text.error();
+    cfg = parseModelConfig(*text, path);
   } else {
     cfg = loadModelConfig(path);
   }
@@ -99,6 +101,12 @@ Result<ModelDims> modelDims(const std::string& path) {
   m.experts = cfg->nRoutedExperts;
   m.expertsPerToken = cfg->numExpertsPerTok;
   m.moeIntermediate = cfg->moeIntermediateSize;
+  m.ratios.clear();
+  for (int l = 0; l < cfg->numHiddenLayers; ++l)
+    if (const int r = cfg->compressRatios[size_t(l)];
+        r > 0 && std::find(m.ratios.begin(), m.ratios.end(), int64_t(r)) == m.ratios.end())
+      m.ratios.push_back(r);
+  std::sort(m.ratios.begin(), m.ratios.end());
   m.source = path;
   return m;
 }
@@ -132,41 +140,42 @@ std::vector<Item> planItems(const ModelDims& m) {
     }
   }
   for (const char* op : kOps) {
-    for (const ShapeBucket& b : shapeBuckets(op)) {
-      const int64_t v = b.representative;
-      Item it{op, b, {op, fmt::format("{}={}", b.var, v), {}, 0, 0}, {}};
-      const std::string o = op;
-      if (o == "sparse_mla_decode") {
-        it.spec.params = {{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
-        it.shape = {{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
-      } else if (o == "sparse_mla_prefill") {
-        it.spec.params = {{"T", v}, {"H", m.heads}, {"index_topk", m.indexTopk}, {"window", m.window}};
-        it.shape = {{"T", v}, {"H", m.heads}, {"topk", m.indexTopk + m.window}, {"kv_rows", 65536}};
-      } else if (o == "indexer_logits") {
-        it.spec.params = {{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
-        it.shape = {{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
-      } else if (o == "topk") {
-        it.spec.params = {{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
-        it.shape = {{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
-      } else if (o == "combine_topk_swa") {
-        it.spec.params = {{"T", v}, {"topk", m.indexTopk}, {"window", m.window}};
-        it.shape = {{"T", v}, {"topk", m.indexTopk}, {"window", m.window}};
-      } else if (o == "gather_kcache") {
-        it.spec.params = {{"R", 1}, {"context", v}};
-        it.shape = {{"R", 1}, {"context", v}};
-      } else if (o == "kv_quant_insert") {
-        it.spec.params = {{"T", v}};
-        it.shape = {{"T", v}};
-      } else if (o == "moe_experts") {
-        it.spec.params = {{"T", v}, {"k", m.expertsPerToken}, {"E", m.experts}, {"C", m.hidden},
-                          {"I", m.moeIntermediate}};
-        it.shape = it.spec.params;
-      } else {  // mHC
-        it.spec.params = {{"T", v}, {"C", m.hidden}};
-        it.shape = {{"T", v}, {"C", m.hidden}};
+    for (const ShapeBucket& b : shapeBuckets(op))
+      for (int64_t ratio : std::string(op) == "combine_topk_swa" ? m.ratios : std::vector<int64_t>{0}) {
+        const int64_t v = b.representative;
+        Item it{op, b, {op, fmt::format("{}={}", b.var, v), {}, 0, 0}, {}};
+        const std::string o = op;
+        if (o == "sparse_mla_decode") {
+          it.spec.params = {{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
+          it.shape = {{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
+        } else if (o == "sparse_mla_prefill") {
+          it.spec.params = {{"T", v}, {"H", m.heads}, {"index_topk", m.indexTopk}, {"window", m.window}};
+          it.shape = {{"T", v}, {"H", m.heads}, {"topk", m.indexTopk + m.window}, {"kv_rows", 65536}};
+        } else if (o == "indexer_logits") {
+          it.spec.params = {{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
+          it.shape = {{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
+        } else if (o == "topk") {
+          it.spec.params = {{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
+          it.shape = {{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
+        } else if (o == "combine_topk_swa") {
+          it.spec.params = {{"T", v}, {"topk", m.indexTopk}, {"window", m.window}, {"ratio", ratio}};
+          it.shape = {{"T", v}, {"topk", m.indexTopk}, {"window", m.window}, {"ratio", ratio}};
+        } else if (o == "gather_kcache") {
+          it.spec.params = {{"R", 1}, {"context", v}};
+          it.shape = {{"R", 1}, {"context", v}};
+        } else if (o == "kv_quant_insert") {
+          it.spec.params = {{"T", v}};
+          it.shape = {{"T", v}};
+        } else if (o == "moe_experts") {
+          it.spec.params = {{"T", v}, {"k", m.expertsPerToken}, {"E", m.experts}, {"C", m.hidden},
+                            {"I", m.moeIntermediate}};
+          it.shape = it.spec.params;
+        } else {  // mHC
+          it.spec.params = {{"T", v}, {"C", m.hidden}};
+          it.shape = {{"T", v}, {"C", m.hidden}};
+        }
+        items.push_back(std::move(it));
       }
-      items.push_back(std::move(it));
-    }
   }
   return items;
 }
@@ -361,12 +370,14 @@ int planOnly(const cli::Args& args, const ModelDims& dims, const std::set<std::s
       auto b = d.ok() ? bucketFor(*d) : std::nullopt;
       if (!d.ok()) inputs = "  inputs: ERROR " + d.error().message;
       else if (!b || b->label() != it.bucket.label()) inputs = fmt::format("  inputs: WRONG bucket {}", b ? b->label() : "none");
+      else if (tuningDims(*d) != tuningDims(*c.desc))
+        inputs = fmt::format("  inputs: WRONG dims {}", tuningDims(*d).value_or("(none)"));
       else inputs = "  inputs ok";
       if (inputs != "  inputs ok") ++bad;
     }
     total += c.configs.size();
-    fmt::print("{:<19} {:<16} {:<36} {:>10}  {}{}\n", it.op, it.bucket.label(), shape, c.configs.size(),
-               c.defaultConfig.empty() ? "<empty>" : c.defaultConfig, inputs);
+    fmt::print("{:<19} {:<16} {:<36} {:>10}  {}  key dims {}{}\n", it.op, it.bucket.label(), shape, c.configs.size(),
+               c.defaultConfig.empty() ? "<empty>" : c.defaultConfig, tuningDims(*c.desc).value_or("?"), inputs);
   }
   fmt::print("{} op/bucket pairs, {} candidates{}\n", items.size(), total, bad ? fmt::format(", {} with errors", bad) : "");
   return bad ? 1 : 0;
@@ -403,9 +414,11 @@ int verbTune(const std::vector<std::string>& argv) {
     return x;
   };
   auto samples = num("samples", 30, 1), warmup = num("warmup", 3, 0), margin = num("margin", 0.03, 0),
-       jobs = num("jobs", std::max(1u, std::thread::hardware_concurrency()), 1), seed = num("seed", 0x5EED0B1C, 0);
-  if (!samples || !warmup || !margin || !jobs || !seed || *margin >= 1)
-    return args.usageError("--samples/--jobs need a number >= 1, --warmup >= 0, --margin in [0, 1)");
+       seed = num("seed", 0x5EED0B1C, 0);
+  if (!samples || !warmup || !margin || !seed || *margin >= 1 || *samples > 100000 || *warmup > 100000)
+    return args.usageError("--samples needs a number in 1..100000, --warmup 0..100000, --margin in [0, 1)");
+  const auto jobs = cli::threadCount(args, "jobs", int(std::max(1u, std::thread::hardware_concurrency())), 1);
+  if (!jobs) return 2;
   auto dims = modelDims(args.get("config"));
   if (!dims.ok()) return fmt::print(stderr, "deepinfer-jit tune: {}\n", dims.error().message), 1;
   const std::set<std::string> opFilter = [&] {
@@ -468,8 +481,9 @@ int verbTune(const std::vector<std::string>& argv) {
   size_t totalTodo = 0, totalCandidates = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     Work& w = work[i];
-    w.key = TuningKey{target.name, items[i].op, opDtypes(items[i].op), items[i].bucket.label()};
     Candidates c = candidatesFor(items[i], target);
+    w.key = TuningKey{target.name, items[i].op, opDtypes(items[i].op), items[i].bucket.label(),
+                      c.desc ? tuningDims(*c.desc).value_or("") : ""};
     if (!c.error.empty()) {
       w.error = c.error;
       continue;
@@ -556,6 +570,10 @@ int verbTune(const std::vector<std::string>& argv) {
     auto b = bucketFor(*d);
     if (!b || b->label() != it.bucket.label()) {
       fail(fmt::format("built inputs fall in bucket {}, not {}", b ? b->label() : "none", it.bucket.label()));
+      continue;
+    }
+    if (const auto dims = tuningDims(*d); dims.value_or("?") != w.key.dims) {
+      fail(fmt::format("built inputs have dims {}, not {}", dims.value_or("(none)"), w.key.dims));
       continue;
     }
     auto exp = computeExpected(*c);

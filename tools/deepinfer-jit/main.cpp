@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <exception>
 #include <string>
 
 #include "Verbs.h"
@@ -47,8 +48,17 @@ int main(int argc, char** argv) {
     fmt::print("deepinfer-jit {}\n", DI_VERSION_STRING);
     return 0;
   }
-  for (const auto& v : deepinfer::cli::verbs())
-    if (verb == v.name) return v.run(std::vector<std::string>(argv + 2, argv + argc));
+  for (const auto& v : deepinfer::cli::verbs()) {
+    if (verb != v.name) continue;
+    // Errors are values in this code base; an exception reaching here (a thread the system
+    // refused, an allocation that failed) is still reported as an error, never an abort.
+    try {
+      return v.run(std::vector<std::string>(argv + 2, argv + argc));
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "deepinfer-jit {}: internal error: {}\n", verb, e.what());
+      return 1;
+    }
+  }
   if (verb.rfind("-", 0) == 0)
     fmt::print(stderr, "deepinfer-jit: unknown flag '{}' (flags go after a verb; see --help)\n", verb);
   else

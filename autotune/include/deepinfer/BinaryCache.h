@@ -22,8 +22,11 @@ class BinaryCache {
  public:
   // $DEEPINFER_JIT_CACHE_DIR, else $XDG_CACHE_HOME/deepinfer-jit, else ~/.cache/deepinfer-jit.
   static std::string defaultDir();
-  // Opens (creating it 0700) or refuses the directory with a message saying why.
-  static Result<BinaryCache> open(const std::string& dir = defaultDir());
+  // Opens (creating it 0700 with `create`) or refuses the directory with a message saying why. A
+  // directory given as a symlink is resolved once and its target checked (PrivateDir.h); dir()
+  // is the resolved path. Without `create` (read-only uses: list, verify, export) nothing is
+  // created and a missing directory is an error.
+  static Result<BinaryCache> open(const std::string& dir = defaultDir(), bool create = true);
   // $DEEPINFER_JIT_REQUIRE_CACHE_HIT set to anything but "" or "0".
   static bool requireHitFromEnv();
 
@@ -41,13 +44,23 @@ class BinaryCache {
     int64_t mtime = 0;   // seconds since the epoch
   };
   std::vector<EntryInfo> list() const;
-  // Check every entry's header, size and hash; corrupt ones are evicted. Returns the problems.
-  std::vector<std::string> verify() const;
+  // Check every entry's header, size and hash, and with `recompile` that its key is the key of
+  // the source it records and that the source compiles to exactly its PTX and cubin; bad and
+  // planted entries are evicted. Returns the problems.
+  std::vector<std::string> verify(bool recompile = true) const;
+  // A valid entry's unit without loading it for use (no eviction): `cache list` shows its label,
+  // arch and sizes.
+  Result<CompiledUnit> inspect(const std::string& key) const;
   // The file bytes of a valid entry (for `cache export`), or why it is not valid.
   Result<std::string> readEntry(const std::string& key) const;
-  // Installs entry file bytes under `key` (for `cache import`): the key must be 64 hex digits
-  // and the bytes a whole entry (header, size, SHA-256, payload); published atomically.
-  Status importEntry(const std::string& key, const std::string& bytes) const;
+  // Installs entry file bytes under `key` (for `cache import`) only if the key is the key of the
+  // source the entry records (this build's NVRTC and templates) and that source, recompiled here,
+  // gives exactly the entry's PTX and cubin: an archive cannot plant a kernel. What is stored is
+  // this compile. An existing valid entry is kept unless `replace`. Returns whether it wrote.
+  Result<bool> importEntry(const std::string& key, const std::string& bytes, bool replace) const;
+  // `u`'s key and outputs checked against its recorded origin (see importEntry); the recompiled
+  // unit, or what is wrong.
+  static Result<CompiledUnit> recompileAndCompare(const std::string& key, const CompiledUnit& u);
   // Remove every entry (lock files stay: a process may hold one).
   Result<int> clear() const;
 

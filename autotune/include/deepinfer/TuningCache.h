@@ -3,15 +3,16 @@
 //
 // Key (spec/jit-and-cache.md): GPU name, compute capability, SM count, driver version, NVRTC
 // version and kGeneratorVersion form the file's metadata; target name (e.g. "local", "sm_80" for
-// that specialization's PTX run on this GPU), op, dtypes and shape bucket (ShapeBuckets.h) key an
-// entry inside it. Timings are stored per config string, so a new candidate is timed alone and
+// that specialization's PTX run on this GPU), op, dtypes, shape bucket (ShapeBuckets.h) and the
+// op's model dimensions (TuningDims.h: heads, index widths, block sizes, ...) key an entry inside
+// it. Timings are stored per config string, so a new candidate is timed alone and
 // the others keep their timings.
 //
 // Files: <BinaryCache dir>/tuning/<first 16 hex of sha256(metadata)>.json, JSON with a format
 // tag, the metadata, the entries, the measured roofline and a SHA-256 of the content. Written by
 // staging + fsync + atomic rename. Policy on read:
 //   - corrupt (unparsable, bad hash, missing fields): a warning, treated as empty, replaced on save;
-//   - a definite mismatch (another GPU, driver, NVRTC, generator version, or a newer format):
+//   - a definite mismatch (another GPU, driver, NVRTC, generator version, or another format):
 //     ignored with a warning and never overwritten (save refuses);
 //   - unknown fields: ignored, and dropped when the file is next saved.
 //
@@ -32,9 +33,10 @@
 namespace deepinfer {
 
 // Bump whenever generated kernels change speed for the same config string (a template, a
-// family's emission or launch plan, the meaning of a config knob): tuning files written for an
-// older value are then ignored (and left on disk) rather than reused.
-inline constexpr int kGeneratorVersion = 1;
+// family's emission or launch plan, the meaning of a config knob) or the tuning key changes:
+// tuning files written for an older value are then ignored (and left on disk) rather than
+// reused. 2: entries keyed by the op's model dimensions too (TuningDims.h).
+inline constexpr int kGeneratorVersion = 2;
 
 struct TuningMetadata {
   std::string gpuName;
@@ -59,7 +61,8 @@ struct TuningKey {
   std::string op;
   std::string dtypes;  // opDtypes(op)
   std::string bucket;  // ShapeBucket::label()
-  std::string str() const;  // "local|sparse_mla_decode|BF16,...|B=5..8"
+  std::string dims;    // tuningDims(desc), e.g. "H=64,Sq=1,swa_k=128,extra_k=512,swa_bs=64,extra_bs=64"
+  std::string str() const;  // "local|sparse_mla_decode|BF16,...|B=5..8|H=64,..."
   bool operator<(const TuningKey& o) const { return str() < o.str(); }
 };
 

@@ -47,6 +47,7 @@ struct LaunchStep {
 struct CudaUnit {
   std::string source;
   std::vector<std::string> entries;  // extern "C" names defined by the unit
+  std::string label;                 // what it is, for people: "topk {pool_keys=9984,...}" (not keyed)
 };
 
 using OutputSpec = std::map<std::string, std::pair<DType, std::vector<int64_t>>>;
@@ -69,6 +70,12 @@ class KernelFamily {
   // Output tensors (name -> dtype, shape) derived from the inputs and attributes. In/out
   // tensors are listed too.
   virtual OutputSpec outputs(const OpDesc& d) const = 0;
+  // Whether config `c` can instantiate and launch this op (`d` passed validate()): exactly the
+  // family's knobs, each in the range its template supports, said in the family's own terms.
+  // checkConfig (Specialize.h) runs it before estimating resources, emitKernel before emitting
+  // and packParams before every launch: a config that passes here never fails later for its
+  // knobs, and one that fails is never estimated, emitted or reused from the tuning cache.
+  virtual Status checkKnobs(const KernelConfig& c, const OpDesc& d) const = 0;
   // All configs the kernel could run with for this op on this target (before filtering).
   virtual std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const = 0;
   virtual ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const = 0;
@@ -103,6 +110,9 @@ std::vector<const KernelFamily*> allKernelFamilies();
 // Shared validation helpers: messages name the tensor and the expected/actual shape.
 Status expectShape(const OpDesc& d, const std::string& name, const std::vector<int64_t>& shape);
 Status expectRank(const OpDesc& d, const std::string& name, size_t rank);
+// `c` has exactly the knobs `names` (none missing, none unknown), each in 0..2^31-1 so that
+// families may hold them in int; the message lists the op's knobs.
+Status expectKnobs(const std::string& op, const KernelConfig& c, const std::vector<std::string>& names);
 
 // Pack a trivially copyable params struct into bytes.
 template <class P>

@@ -20,12 +20,23 @@ struct ResourceReport {
   int64_t cmemBytes = 0;      // cmem[0]
 };
 
+// Everything a compile started from: a cache entry stores it, so `cache import` and `cache
+// verify` can recompute the entry's key and recompile it to check its PTX and cubin.
+struct UnitOrigin {
+  CudaUnit unit;          // source, entry names, label
+  std::string unitName;   // e.g. "di_topk_07ca17987eea5d16.cu"
+  int arch = 0;
+  bool cubin = false;
+  bool fmad = true;
+};
+
 struct CompiledUnit {
   std::string ptx;
   std::vector<uint8_t> cubin;                   // empty for compute_XX (PTX-only) compiles
   std::map<std::string, ResourceReport> resources;  // by entry name (cubin compiles only)
   std::string log;
   std::vector<std::string> options;             // canonical option list used
+  UnitOrigin origin;                            // what compileUnit was given
 };
 
 // `arch` is e.g. 80; `cubin` selects sm_XX (PTX + cubin + report) over compute_XX (PTX only).
@@ -33,6 +44,13 @@ struct CompiledUnit {
 // round like a CPU reference, e.g. the model kernels of runtime/gpu/ModelKernels.h).
 Result<CompiledUnit> compileUnit(const CudaUnit& unit, const std::string& unitName, int arch, bool cubin,
                                  bool fmad = true);
+
+// The content key of a unit compiled with these settings (the binary cache's key): SHA-256 of
+// the NVRTC version, arch, cubin flag, a digest of every embedded template header, the canonical
+// options and the source. Versions and content only; never paths or timestamps.
+std::string unitContentKey(const CudaUnit& unit, int arch, bool cubin, bool fmad = true);
+// The same for the settings a compile recorded.
+std::string unitContentKey(const UnitOrigin& origin);
 
 // Canonical NVRTC options for an arch (part of every cache key; paths never are).
 std::vector<std::string> nvrtcOptions(int arch, bool cubin, bool fmad = true);

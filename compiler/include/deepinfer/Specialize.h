@@ -23,7 +23,9 @@ struct Specialization {
 
 // CTAs per SM a kernel with this estimate reaches on the target (0 = does not fit at all).
 int occupancy(const ResourceEstimate& e, const TargetProfile& t);
-// Why a config does not fit the target, or its choice record.
+// Why a config does not fit the op or the target, or its choice record: the op description
+// (KernelFamily::validate), the knobs (KernelFamily::checkKnobs, the check every launch runs),
+// then resources against the target's limits.
 Result<ConfigChoice> checkConfig(const OpDesc& d, const TargetProfile& t, const KernelConfig& c);
 Result<Specialization> specialize(const OpDesc& d, const TargetProfile& t);
 
@@ -36,6 +38,7 @@ struct EmittedKernel {
   std::vector<LaunchStep> plan;       // entries already renamed
   int64_t workspaceBytes = 0;
 };
+// Refuses an invalid op description or config (never emits a unit that cannot compile).
 Result<EmittedKernel> emitKernel(const OpDesc& d, const KernelConfig& c);
 
 // Hex SHA-256 of bytes.

@@ -14,6 +14,77 @@ using namespace mlir::di;
 
 #include "di/IR/DiInterfaces.cpp.inc"
 
+LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name, int64_t arch,
+                                 int64_t smCount, int64_t smemCap, int64_t smemPerSm, int64_t regsPerSm,
+                                 int64_t maxWarpsPerSm, int64_t maxCtasPerSm) {
+  auto facts = deepinfer::archFacts(int(arch));
+  if (!facts) return emitError() << "#di.target arch = " << arch << " is not a supported architecture (80, 86, 89, 90)";
+  if (name.empty()) return emitError() << "#di.target needs a name (a preset, sm_XX or local)";
+  if (auto preset = deepinfer::findTarget(name.str()); preset && preset->arch() != arch)
+    return emitError() << "#di.target name \"" << name << "\" is an sm_" << preset->arch() << " target, not sm_" << arch;
+  auto fact = [&](const char* what, int64_t got, int64_t want) -> LogicalResult {
+    if (got == want) return success();
+    return emitError() << "#di.target " << what << " = " << got << " is not sm_" << arch << "'s (" << want << ")";
+  };
+  if (failed(fact("smem_per_sm", smemPerSm, facts->smemPerSm)) || failed(fact("regs_per_sm", regsPerSm, facts->regsPerSm)) ||
+      failed(fact("max_warps_per_sm", maxWarpsPerSm, facts->maxWarpsPerSm)) ||
+      failed(fact("max_ctas_per_sm", maxCtasPerSm, facts->maxCtasPerSm)))
+    return failure();
+  if (smCount < 1 || smCount > 1024) return emitError() << "#di.target sm_count = " << smCount << " must be in 1..1024";
+  if (smemCap < 1 || smemCap > facts->smemPerCtaOptIn)
+    return emitError() << "#di.target smem_cap = " << smemCap << " must be in 1.." << facts->smemPerCtaOptIn
+                       << " (sm_" << arch << "'s per-CTA opt-in maximum)";
+  return success();
+}
+
+LogicalResult ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError, DictionaryAttr knobs, int64_t smem,
+                                 int64_t threads, int64_t ctasPerSm) {
+  for (NamedAttribute na : knobs)
+    if (!llvm::isa<IntegerAttr>(na.getValue()))
+      return emitError() << "#di.config knob '" << na.getName().getValue() << "' must be an integer, got "
+                         << na.getValue();
+  if (smem < 0 || threads < 0 || threads > 1024 || ctasPerSm < 0)
+    return emitError() << "#di.config smem = " << smem << ", threads = " << threads << ", ctas_per_sm = " << ctasPerSm
+                       << ": smem and ctas_per_sm must be >= 0, threads in 0..1024";
+  return success();
+}
+
+// The discardable attributes the passes attach: each name with the kind of value it holds.
+LogicalResult DiDialect::verifyOperationAttribute(Operation* op, NamedAttribute attr) {
+  const StringRef name = attr.getName().getValue();
+  const Attribute v = attr.getValue();
+  static const char* const kKnown = "di.target, di.config, di.candidates, di.dropped_over_cap, di.cuda, di.launch, "
+                                    "di.workspace_bytes";
+  auto expect = [&](bool ok, const char* what) -> LogicalResult {
+    if (ok) return success();
+    return op->emitError() << "attribute '" << name << "' must be " << what << ", got " << v;
+  };
+  auto nonNegativeInt = [&](Attribute a) {
+    auto i = llvm::dyn_cast<IntegerAttr>(a);
+    return i && i.getType().isInteger(64) && i.getInt() >= 0;
+  };
+  if (name == "di.target") return expect(llvm::isa<TargetAttr>(v), "a #di.target");
+  if (name == "di.config") return expect(llvm::isa<ConfigAttr>(v), "a #di.config");
+  if (name == "di.candidates") {
+    auto a = llvm::dyn_cast<ArrayAttr>(v);
+    return expect(a && llvm::all_of(a, [](Attribute e) { return llvm::isa<ConfigAttr>(e); }), "an array of #di.config");
+  }
+  if (name == "di.dropped_over_cap" || name == "di.workspace_bytes") return expect(nonNegativeInt(v), "an i64 >= 0");
+  if (name == "di.cuda") return expect(llvm::isa<StringAttr>(v), "a string (the emitted CUDA unit)");
+  if (name == "di.launch") {
+    auto a = llvm::dyn_cast<ArrayAttr>(v);
+    return expect(a && llvm::all_of(a,
+                                    [](Attribute e) {
+                                      auto d = llvm::dyn_cast<DictionaryAttr>(e);
+                                      return d && llvm::isa_and_nonnull<StringAttr>(d.get("entry")) &&
+                                             llvm::isa_and_nonnull<DenseI64ArrayAttr>(d.get("grid")) &&
+                                             llvm::isa_and_nonnull<DenseI64ArrayAttr>(d.get("block"));
+                                    }),
+                  "an array of launch steps {entry, grid, block, dynamic_smem}");
+  }
+  return op->emitError() << "unknown attribute '" << name << "' (the di dialect defines " << kKnown << ")";
+}
+
 void DiDialect::initialize() {
   addAttributes<
 #define GET_ATTRDEF_LIST

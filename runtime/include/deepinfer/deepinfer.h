@@ -31,6 +31,9 @@ typedef struct di_step_event {
 
 const char* di_last_error(void);
 
+/* 1 when GPU `device` can be used, else 0 with di_last_error() saying why (no driver, no device). */
+int di_device_available(int device);
+
 int di_engine_create(const di_engine_options* opts, di_engine** out);
 void di_engine_destroy(di_engine* e);
 int di_engine_load_model(di_engine* e, const char* model_dir);

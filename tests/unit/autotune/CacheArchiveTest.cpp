@@ -1,5 +1,8 @@
 // `deepinfer-jit cache export FILE` / `cache import FILE`: kernel entries and tuning files travel
 // in one archive; import checks every record and refuses corrupt or foreign ones with a message.
+// A kernel entry lands only if it is stored under its recorded source's key and that source,
+// recompiled, gives exactly its PTX and cubin: an archive (or a file dropped into the cache) with
+// a real key, altered PTX and a recomputed payload hash is refused by import and flagged by verify.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -10,6 +13,7 @@
 #include <fstream>
 
 #include "deepinfer/BinaryCache.h"
+#include "deepinfer/OpShapes.h"
 #include "deepinfer/Specialize.h"
 #include "deepinfer/TuningCache.h"
 
@@ -43,13 +47,40 @@ std::string slurp(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(f)), {});
 }
 
-CompiledUnit unit(int tag) {
-  CompiledUnit u;
-  u.ptx = fmt::format("// ptx {}\n.version 8.0\n", tag);
-  u.cubin = std::vector<uint8_t>(300, uint8_t(tag));
-  u.log = "";
-  u.options = {"--gpu-architecture=sm_80"};
-  return u;
+// A real kernel of `op` (default config, sm_80 PTX), compiled through NVRTC, and its key.
+struct RealKernel {
+  std::string key;
+  CompiledUnit unit;
+};
+RealKernel realKernel(const std::string& op) {
+  auto d = makeOpDesc(op, {}, {});
+  EXPECT_TRUE(d.ok());
+  const TargetProfile t = *findTarget("sm_80");
+  auto k = emitKernel(*d, findKernelFamily(op)->defaultConfig(*d, t));
+  EXPECT_TRUE(k.ok());
+  auto u = compileUnit(k->unit, k->baseName + ".cu", 80, /*cubin=*/false);
+  EXPECT_TRUE(u.ok()) << u.error().message;
+  return {unitContentKey(k->unit, 80, false), *u};
+}
+const RealKernel& kvInsert() {
+  static const RealKernel k = realKernel("kv_quant_insert");
+  return k;
+}
+const RealKernel& combine() {
+  static const RealKernel k = realKernel("combine_topk_swa");
+  return k;
+}
+
+// The entry bytes a cache writes for `u` under `key` (header, size, SHA-256, payload).
+std::string entryBytes(const fs::path& scratchDir, const std::string& key, const CompiledUnit& u) {
+  auto c = BinaryCache::open(scratchDir.string());
+  EXPECT_TRUE(c.ok());
+  EXPECT_TRUE(c->store(key, u).ok());
+  return slurp(c->entryPath(key));
+}
+
+std::string record(const std::string& kind, const std::string& name, const std::string& bytes) {
+  return fmt::format("{} {} {} {}\n{}\n", kind, name, bytes.size(), sha256Hex(bytes), bytes);
 }
 
 TuningMetadata md(const std::string& gpu) {
@@ -67,8 +98,8 @@ fs::path filledCache(const fs::path& root) {
   const fs::path dir = root / "src";
   auto c = BinaryCache::open(dir.string());
   EXPECT_TRUE(c.ok());
-  EXPECT_TRUE(c->store(std::string(64, 'a'), unit(1)).ok());
-  EXPECT_TRUE(c->store(std::string(64, 'b'), unit(2)).ok());
+  EXPECT_TRUE(c->store(kvInsert().key, kvInsert().unit).ok());
+  EXPECT_TRUE(c->store(combine().key, combine().unit).ok());
   for (const char* gpu : {"NVIDIA H200", "NVIDIA A100-SXM4-80GB"}) {
     auto t = TuningCache::open(md(gpu), (dir / "tuning").string());
     EXPECT_TRUE(t.ok());
@@ -94,9 +125,9 @@ TEST(CacheArchive, ExportImportRoundTrips) {
   auto c = BinaryCache::open(dst.string());
   ASSERT_TRUE(c.ok());
   ASSERT_EQ(c->list().size(), 2u);
-  auto u = c->load(std::string(64, 'b'));
+  auto u = c->load(combine().key);
   ASSERT_TRUE(u.has_value());
-  EXPECT_EQ(u->cubin, unit(2).cubin);
+  EXPECT_EQ(u->ptx, combine().unit.ptx);
   for (const char* gpu : {"NVIDIA H200", "NVIDIA A100-SXM4-80GB"}) {
     const std::string name = md(gpu).hash() + ".json";
     EXPECT_EQ(slurp(dst / "tuning" / name), slurp(src / "tuning" / name)) << gpu;
@@ -109,7 +140,8 @@ TEST(CacheArchive, ExportImportRoundTrips) {
   // Importing again changes nothing and says so.
   CliRun again = jit(dst, "cache import " + arc.string(), root / "again.log");
   EXPECT_EQ(again.rc, 0) << again.out;
-  EXPECT_NE(again.out.find("2 tuning files already identical"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("imported 0 kernel entries and 0 tuning files"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("4 already present and identical"), std::string::npos) << again.out;
 }
 
 TEST(CacheArchive, CorruptRecordsAreRefused) {
@@ -148,17 +180,15 @@ TEST(CacheArchive, CorruptRecordsAreRefused) {
 // Records whose archive hash is right but whose contents are not ours: refused by content checks.
 TEST(CacheArchive, ForeignRecordsAreRefused) {
   const fs::path root = scratch("foreign");
-  auto rec = [](const std::string& kind, const std::string& name, const std::string& bytes) {
-    return fmt::format("{} {} {} {}\n{}\n", kind, name, bytes.size(), sha256Hex(bytes), bytes);
-  };
+  auto rec = record;
   const fs::path src = filledCache(root);
   const std::string h200 = md("NVIDIA H200").hash() + ".json";
   const std::string tuningText = slurp(src / "tuning" / h200);
   std::string arc = "DEEPINFER-JIT-CACHE-ARCHIVE-1\n";
   arc += rec("kernel", std::string(64, 'c'), "not a kernel entry");              // no entry header
-  arc += rec("kernel", "../../etc/passwd", slurp(src / "kernels" / (std::string(64, 'a') + ".bin")));  // bad key
+  arc += rec("kernel", "../../etc/passwd", slurp(src / "kernels" / (kvInsert().key + ".bin")));  // bad key
   arc += rec("tuning", "0123456789abcdef.json", tuningText);                     // named for another key
-  arc += rec("tuning", h200, "{\"format\": \"deepinfer-jit-tuning-1\"}");        // no content hash
+  arc += rec("tuning", h200, "{\"format\": \"deepinfer-jit-tuning-2\"}");        // no content hash
   arc += rec("plugin", "x", "y");                                                // unknown kind
   arc += "end 5\n";
   std::ofstream(root / "foreign.dia", std::ios::binary) << arc;
@@ -175,6 +205,131 @@ TEST(CacheArchive, ForeignRecordsAreRefused) {
   EXPECT_TRUE(c->list().empty());
   EXPECT_TRUE(TuningCache::listFiles((root / "dst" / "tuning").string()).empty());
   EXPECT_FALSE(fs::exists("/etc/passwd.bin"));
+}
+
+TEST(CacheArchive, PlantedKernelIsRefusedAndNothingIsOverwritten) {
+  const fs::path root = scratch("planted");
+  // A real key, PTX altered, the entry's payload hash and the archive's hash both recomputed.
+  CompiledUnit planted = kvInsert().unit;
+  planted.ptx += "\n// planted: a different kernel under the same key\n";
+  const std::string bytes = entryBytes(root / "forge", kvInsert().key, planted);
+  std::ofstream(root / "planted.dia", std::ios::binary)
+      << "DEEPINFER-JIT-CACHE-ARCHIVE-1\n" + record("kernel", kvInsert().key, bytes) + "end 1\n";
+  // The victim already holds the good entry.
+  const fs::path dst = root / "dst";
+  {
+    auto c = BinaryCache::open(dst.string());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c->store(kvInsert().key, kvInsert().unit).ok());
+  }
+  const std::string good = slurp(dst / "kernels" / (kvInsert().key + ".bin"));
+  for (const char* flags : {"", " --replace"}) {
+    SCOPED_TRACE(flags);
+    CliRun r = jit(dst, "cache import " + (root / "planted.dia").string() + flags, root / "planted.log");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("holds PTX that is not what its recorded source compiles to (planted or altered)"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("1 refused"), std::string::npos) << r.out;
+    EXPECT_EQ(slurp(dst / "kernels" / (kvInsert().key + ".bin")), good);
+  }
+  // Into an empty cache: nothing lands.
+  CliRun e = jit(root / "empty", "cache import " + (root / "planted.dia").string(), root / "empty.log");
+  EXPECT_EQ(e.rc, 1) << e.out;
+  EXPECT_FALSE(fs::exists(root / "empty" / "kernels" / (kvInsert().key + ".bin")));
+
+  // A real entry under another kernel's key: its key is not its source's.
+  std::ofstream(root / "moved.dia", std::ios::binary)
+      << "DEEPINFER-JIT-CACHE-ARCHIVE-1\n" +
+             record("kernel", combine().key, entryBytes(root / "forge2", combine().key, kvInsert().unit)) + "end 1\n";
+  CliRun m = jit(root / "empty", "cache import " + (root / "moved.dia").string(), root / "moved.log");
+  EXPECT_EQ(m.rc, 1) << m.out;
+  EXPECT_NE(m.out.find("is stored under a key that is not its recorded source's"), std::string::npos) << m.out;
+}
+
+TEST(CacheArchive, VerifyFlagsAnEntryPlantedOnDisk) {
+  const fs::path root = scratch("verify_planted");
+  const fs::path dir = root / "cache";
+  CompiledUnit planted = combine().unit;
+  planted.ptx += "\n// planted\n";
+  {
+    auto c = BinaryCache::open(dir.string());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c->store(kvInsert().key, kvInsert().unit).ok());
+    ASSERT_TRUE(c->store(combine().key, planted).ok());  // payload hash recomputed: header checks pass
+  }
+  CliRun quick = jit(dir, "cache verify --quick", root / "quick.log");
+  EXPECT_EQ(quick.rc, 0) << quick.out;  // headers and hashes alone cannot see it
+  CliRun v = jit(dir, "cache verify", root / "verify.log");
+  EXPECT_EQ(v.rc, 1) << v.out;
+  EXPECT_NE(v.out.find(combine().key), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("planted or altered"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("2 entries checked (each recompiled from its recorded source), 1 bad"), std::string::npos)
+      << v.out;
+  EXPECT_FALSE(fs::exists(dir / "kernels" / (combine().key + ".bin")));  // evicted
+  EXPECT_TRUE(fs::exists(dir / "kernels" / (kvInsert().key + ".bin")));
+}
+
+TEST(CacheArchive, HostileSizesAndEndlessInputsAreMessages) {
+  const fs::path root = scratch("hostile");
+  // A record size of 2^64-1 must not wrap a bounds check; a size just over the limit is refused
+  // before anything is read.
+  for (const char* size : {"18446744073709551615", "999999999999", "-5", "12abc"}) {
+    SCOPED_TRACE(size);
+    std::ofstream(root / "big.dia", std::ios::binary)
+        << fmt::format("DEEPINFER-JIT-CACHE-ARCHIVE-1\nkernel {} {} {}\nxx\nend 1\n", kvInsert().key, size,
+                       std::string(64, '0'));
+    CliRun r = jit(root / "dst", "cache import " + (root / "big.dia").string(), root / "big.log");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_TRUE(r.out.find("over the") != std::string::npos || r.out.find("malformed record header") != std::string::npos)
+        << r.out;
+  }
+  CliRun z = jit(root / "dst", "cache import /dev/zero", root / "zero.log");
+  EXPECT_EQ(z.rc, 1) << z.out;
+  EXPECT_NE(z.out.find("not a deepinfer-jit cache archive"), std::string::npos) << z.out;
+  // A header line that never ends.
+  std::ofstream(root / "long.dia", std::ios::binary)
+      << "DEEPINFER-JIT-CACHE-ARCHIVE-1\n" + std::string(100000, 'k');
+  CliRun l = jit(root / "dst", "cache import " + (root / "long.dia").string(), root / "long.log");
+  EXPECT_EQ(l.rc, 1) << l.out;
+  EXPECT_NE(l.out.find("over-long record header"), std::string::npos) << l.out;
+}
+
+TEST(CacheVerbs, ReadOnlyVerbsCreateNothing) {
+  const fs::path root = scratch("readonly");
+  for (const char* verb : {"list", "verify", "clear", "export " }) {
+    SCOPED_TRACE(verb);
+    const std::string args = std::string("cache ") + verb + (std::string(verb) == "export " ? (root / "x.dia").string() : "") +
+                             " --dir " + (root / "typo").string();
+    CliRun r = jit(root / "env-cache", args, root / "ro.log");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("does not exist"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(root / "typo"));
+    EXPECT_FALSE(fs::exists(root / "env-cache"));
+  }
+}
+
+TEST(CacheVerbs, SymlinkedCacheDirIsResolvedAndChecked) {
+  const fs::path root = scratch("symlink");
+  fs::create_directories(root / "real");
+  fs::permissions(root / "real", fs::perms::owner_all, fs::perm_options::replace);
+  fs::create_directory_symlink(root / "real", root / "link");
+  auto c = BinaryCache::open((root / "link").string());
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->dir(), fs::canonical(root / "real").string());
+  ASSERT_TRUE(c->store(kvInsert().key, kvInsert().unit).ok());
+  EXPECT_TRUE(fs::exists(root / "real" / "kernels" / (kvInsert().key + ".bin")));
+  CliRun r = jit(root / "link", "cache list", root / "list.log");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("kv_quant_insert {warps="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("compute_80 PTX"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(fs::canonical(root / "real").string()), std::string::npos) << r.out;
+  // A target others may write is refused as a plain directory would be.
+  fs::permissions(root / "real", fs::perms::group_write, fs::perm_options::add);
+  auto bad = BinaryCache::open((root / "link").string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("the target of symlink"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("writable by group or others"), std::string::npos) << bad.error().message;
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ TuningMetadata h200() {
   return m;
 }
 
-const TuningKey kKey{"local", "sparse_mla_decode", "BF16,U8,I32", "B=5..8"};
+const TuningKey kKey{"local", "sparse_mla_decode", "BF16,U8,I32", "B=5..8", "H=64,Sq=1,swa_k=128,extra_k=512,swa_bs=64,extra_bs=64"};
 
 CandidateTiming timed(double us) {
   CandidateTiming t;
@@ -53,7 +53,7 @@ void writeFile(const std::string& p, const std::string& s) {
 }
 
 // A file whose content JSON is given verbatim, sealed with the right hash.
-std::string sealed(const std::string& content, const std::string& format = "deepinfer-jit-tuning-1") {
+std::string sealed(const std::string& content, const std::string& format = "deepinfer-jit-tuning-2") {
   auto h = TuningCache::contentHash(content);
   EXPECT_TRUE(h.ok());
   return "{\"format\": \"" + format + "\", \"content_sha256\": \"" + *h + "\", \"content\": " + content + "}";
@@ -121,7 +121,7 @@ TEST(TuningCache, MismatchedFileIsIgnoredAndNeverOverwritten) {
   a100.computeCapability = 80;
   const std::string foreign = sealed("{\"metadata\": " + metadataJson(a100) +
                                      ", \"entries\": [{\"target\": \"local\", \"op\": \"topk\", \"dtypes\": \"F32,I32\", "
-                                     "\"bucket\": \"N=2049..8192\", \"default\": \"\", \"winner\": \"\", \"timings\": {}}]}");
+                                     "\"bucket\": \"N=2049..8192\", \"dims\": \"k=512\", \"default\": \"\", \"winner\": \"\", \"timings\": {}}]}");
   // Planted under this GPU's file name (a copied cache, a stale generator): a definite mismatch.
   const std::string ours = (dir / (h200().hash() + ".json")).string();
   writeFile(ours, foreign);
@@ -137,7 +137,18 @@ TEST(TuningCache, MismatchedFileIsIgnoredAndNeverOverwritten) {
   EXPECT_FALSE(c->save().ok());
   EXPECT_EQ(readFile(ours), foreign);
 
-  // A newer format is a definite mismatch too.
+  // Another format (newer, or the older one without the model dims in the key) is a definite
+  // mismatch too.
+  for (const char* other : {"deepinfer-jit-tuning-1", "deepinfer-jit-tuning-3"}) {
+    SCOPED_TRACE(other);
+    const std::string text = sealed("{\"metadata\": " + metadataJson(h200()) + ", \"entries\": []}", other);
+    writeFile(ours, text);
+    auto o = TuningCache::open(h200(), dir.string());
+    ASSERT_TRUE(o.ok());
+    EXPECT_TRUE(o->foreignFile());
+    EXPECT_FALSE(o->save().ok());
+    EXPECT_EQ(readFile(ours), text);
+  }
   const std::string newer = sealed("{\"metadata\": " + metadataJson(h200()) + ", \"entries\": []}",
                                    "deepinfer-jit-tuning-7");
   writeFile(ours, newer);
@@ -166,7 +177,7 @@ TEST(TuningCache, UnknownFieldsAreIgnoredAndDroppedOnSave) {
   const std::string content =
       "{\"metadata\": " + metadataJson(h200(), ", \"future_field\": 5") +
       ", \"from_the_future\": [1, 2], \"entries\": [{\"target\": \"local\", \"op\": \"sparse_mla_decode\", "
-      "\"dtypes\": \"BF16,U8,I32\", \"bucket\": \"B=5..8\", \"default\": \"heads_per_cta=16\", \"winner\": "
+      "\"dtypes\": \"BF16,U8,I32\", \"bucket\": \"B=5..8\", \"dims\": \"H=64,Sq=1,swa_k=128,extra_k=512,swa_bs=64,extra_bs=64\", \"default\": \"heads_per_cta=16\", \"winner\": "
       "\"heads_per_cta=16\", \"note\": \"x\", \"timings\": {\"heads_per_cta=16\": {\"median_us\": 10, \"min_us\": 9, "
       "\"p90_us\": 11, \"samples\": 30, \"checked\": true, \"check_ok\": true, \"power_w\": 400}}}]}";
   const std::string path = (dir / (h200().hash() + ".json")).string();

@@ -85,6 +85,29 @@ INSTANTIATE_TEST_SUITE_P(AllOps, RunOpCli,
                                            "weight_gemm", "moe_experts"),
                          [](const auto& info) { return info.param; });
 
+TEST(RunOpCli, VerifierRunsBeforeEitherBackend) {
+  // mhc_collapse with C = 100 (not a multiple of 32): the dialect and the kernels reject it, so
+  // the reference must not answer it either.
+  const fs::path dir = fs::path(::testing::TempDir()) / "run_op_verifier";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  TensorMap in;
+  in.emplace("x", HostTensor(DType::BF16, {3, 4, 100}));
+  in.emplace("pre", HostTensor(DType::F32, {3, 4}));
+  ASSERT_TRUE(writeSafetensors((dir / "in.safetensors").string(), in).ok());
+  for (const char* backend : {"reference", "cuda"}) {
+    SCOPED_TRACE(backend);
+    const int rc = runJit(fmt::format("run-op --op mhc_collapse --backend {} --in {} --out {}", backend,
+                                      (dir / "in.safetensors").string(), (dir / "out.safetensors").string()),
+                          dir / "log");
+    EXPECT_EQ(rc, 1) << slurp(dir / "log");
+    EXPECT_NE(slurp(dir / "log").find("mhc_collapse: x"), std::string::npos) << slurp(dir / "log");
+    EXPECT_NE(slurp(dir / "log").find("100"), std::string::npos) << slurp(dir / "log");
+    EXPECT_FALSE(fs::exists(dir / "out.safetensors"));
+  }
+  fs::remove_all(dir);
+}
+
 TEST(RunOpCli, UsageErrors) {
   const fs::path dir = fs::path(::testing::TempDir());
   EXPECT_EQ(runJit("run-op --op topk", dir / "u1"), 2);

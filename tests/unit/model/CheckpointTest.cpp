@@ -68,8 +68,8 @@ TEST(CheckpointDequant, Fp8BlockEveryCodeAndScale) {
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->format, WeightFormat::Fp8Block);
   EXPECT_EQ(info->scaleName, "m.scale");
-  auto f = ck->loadF32("m.weight", {64, 64});
-  auto b = ck->loadBf16("m.weight", {64, 64});
+  auto f = ck->loadF32("m.weight", {64, 64}, NonFinite::Keep);
+  auto b = ck->loadBf16("m.weight", {64, 64}, NonFinite::Keep);
   ASSERT_TRUE(f.ok() && b.ok());
   std::set<int> seenCodes;
   for (int r = 0; r < 64; ++r)
@@ -96,8 +96,8 @@ TEST(CheckpointDequant, Fp8PartialBlocksAndSpecialScales) {
   const std::vector<uint8_t> scales = {127, 0, 255, 130};
   auto ck = openWith(dir, {{"w.weight", raw("F8_E4M3", {40, 50}, codes)}, {"w.scale", raw("F8_E8M0", {2, 2}, scales)}});
   ASSERT_TRUE(ck.ok()) << ck.error().message;
-  auto f = ck->loadF32("w.weight", {40, 50});
-  auto b = ck->loadBf16("w.weight", {40, 50});
+  auto f = ck->loadF32("w.weight", {40, 50}, NonFinite::Keep);
+  auto b = ck->loadBf16("w.weight", {40, 50}, NonFinite::Keep);
   ASSERT_TRUE(f.ok() && b.ok());
   for (int r = 0; r < 40; ++r)
     for (int c = 0; c < 50; ++c) {
@@ -132,8 +132,8 @@ TEST(CheckpointDequant, Fp4EveryCodeLowNibbleIsEvenColumn) {
   EXPECT_EQ(info->format, WeightFormat::Fp4);
   EXPECT_EQ(info->logicalShape, (std::vector<int64_t>{4, 128}));
   EXPECT_EQ(info->storedShape, (std::vector<int64_t>{4, 64}));
-  auto f = ck->loadF32("layers.0.ffn.experts.3.w1.weight", {4, 128});
-  auto b = ck->loadBf16("layers.0.ffn.experts.3.w1.weight", {4, 128});
+  auto f = ck->loadF32("layers.0.ffn.experts.3.w1.weight", {4, 128}, NonFinite::Keep);
+  auto b = ck->loadBf16("layers.0.ffn.experts.3.w1.weight", {4, 128}, NonFinite::Keep);
   ASSERT_TRUE(f.ok() && b.ok()) << (f.ok() ? b.error().message : f.error().message);
   for (int r = 0; r < 4; ++r)
     for (int c = 0; c < 128; ++c) {
@@ -171,11 +171,59 @@ TEST(CheckpointDequant, PlainDtypes) {
   auto b = ck->loadF32("b", {6});
   ASSERT_TRUE(b.ok());
   for (size_t i = 0; i < vals.size(); ++i) EXPECT_EQ(b->ptr<float>()[i], bf16ToFloat(floatToBf16(vals[i])));
-  auto h = ck->loadF32("h", {6});
+  auto h = ck->loadF32("h", {6}, NonFinite::Keep);
   ASSERT_TRUE(h.ok());
   const float wantH[6] = {1.f, -2.f, std::ldexp(1.f, -24), 65504.f, INFINITY, 0.333251953125f};
   for (int i = 0; i < 6; ++i) EXPECT_EQ(h->ptr<float>()[i], wantH[i]) << i;
   EXPECT_TRUE(failsWith(ck->loadF32("i", {6}), {"'i'", "I32", "not a floating-point"}));
+}
+
+TEST(CheckpointNonFinite, RejectedNamingTheTensorAndElement) {
+  ScratchDir dir("ck_nonfinite");
+  std::vector<float> vals = {1, 2, 3, 4, 5, 6};
+  std::vector<float> withNan = vals, withInf = vals;
+  withNan[4] = std::nanf("");
+  withInf[1] = -INFINITY;
+  auto f32Bytes = [](const std::vector<float>& v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  std::vector<uint8_t> codes(32 * 32, 0x38);  // 1.0
+  std::vector<uint8_t> nanCodes = codes;
+  nanCodes[33] = 0x7F;  // e4m3 NaN at [1, 1]
+  auto ck = openWith(dir, {{"ok", raw("F32", {2, 3}, f32Bytes(vals))},
+                           {"nan", raw("F32", {2, 3}, f32Bytes(withNan))},
+                           {"inf", raw("BF16", {6}, bf16Bytes(withInf))},
+                           {"q.weight", raw("F8_E4M3", {32, 32}, nanCodes)},
+                           {"q.scale", raw("F8_E8M0", {1, 1}, {127})},
+                           {"s.weight", raw("F8_E4M3", {32, 32}, codes)},
+                           {"s.scale", raw("F8_E8M0", {1, 1}, {255})}});
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  EXPECT_TRUE(ck->loadF32("ok", {2, 3}).ok());
+  EXPECT_TRUE(failsWith(ck->loadF32("nan", {2, 3}), {"model.safetensors", "'nan'", "NaN", "[1, 1]", "finite"}));
+  EXPECT_TRUE(failsWith(ck->loadBf16("nan", {2, 3}), {"'nan'", "NaN", "[1, 1]"}));
+  EXPECT_TRUE(failsWith(ck->loadF32("inf", {6}), {"'inf'", "infinity", "[0, 1]"}));
+  EXPECT_TRUE(failsWith(ck->loadBf16("q.weight", {32, 32}), {"'q.weight'", "NaN", "[1, 1]", "F8_E4M3"}));
+  EXPECT_TRUE(failsWith(ck->loadF32("s.weight", {32, 32}), {"'s.weight'", "NaN", "[0, 0]", "'s.scale'"}));
+  // Format tests may keep them.
+  auto kept = ck->loadF32("nan", {2, 3}, NonFinite::Keep);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_TRUE(std::isnan(kept->ptr<float>()[4]));
+}
+
+TEST(CheckpointNonFinite, EngramRowGathersRejectNaNRows) {
+  ScratchDir dir("ck_engram_nan");
+  std::vector<uint8_t> codes(4 * 32, 0x38), scales(4, 127);
+  codes[2 * 32 + 5] = 0xFF;  // NaN in row 2, column 5
+  const std::string name = "layers.1.engram.embed.weight";
+  auto ck = openWith(dir, {{name, raw("F8_E4M3", {4, 32}, codes)},
+                           {"layers.1.engram.embed.scale", raw("F8_E8M0", {4, 1}, scales)}});
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  std::vector<float> out(32);
+  const int64_t good = 1, bad = 2;
+  EXPECT_TRUE(ck->readEngramRows(name, &good, 1, out.data()).ok());
+  EXPECT_TRUE(failsWith(ck->readEngramRows(name, &bad, 1, out.data()), {name.c_str(), "row 2", "NaN", "column 5"}));
 }
 
 TEST(CheckpointEngram, RowGathersMatchFullLoad) {

@@ -85,12 +85,15 @@ const std::vector<RoleRow> kV41Roles = {
     /*39*/ {1, false, false, 20, 36, -1, false, false, false},
 };
 
-// The real config.json's layout (fields nested under text_config).
+// The release config.json's layout: model_type, architectures and quantization_config at the
+// top, the text model's fields under text_config with its own model_type.
 const char* kRealConfigJson = R"({
   "architectures": ["DeepseekV41ForCausalLM"],
   "model_type": "deepseek_v41",
+  "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [32, 32],
+                          "scale_fmt": "ue8m0", "expert_dtype": "fp4"},
   "text_config": {
-    "model_type": "deepseek_v41",
+    "model_type": "deepseek_v41_text",
     "vocab_size": 129280, "hidden_size": 5120, "num_hidden_layers": 40, "num_nextn_predict_layers": 3,
     "num_attention_heads": 64, "num_key_value_heads": 1, "head_dim": 512, "qk_rope_head_dim": 64,
     "q_lora_rank": 1280, "o_lora_rank": 1024, "o_groups": 8, "sliding_window": 128,
@@ -109,8 +112,7 @@ const char* kRealConfigJson = R"({
     "engram_layer_ids": [1, 14], "engram_num_embeddings": [384006168, 384016682], "engram_max_ngram_size": 4,
     "engram_n_heads": 8, "engram_head_dim": 256, "engram_pad_token_id": 2, "engram_compressed_vocab_size": 99092,
     "dspark_block_size": 5, "dspark_target_layer_ids": [37, 38, 39], "dspark_noise_token_id": 128799,
-    "dspark_markov_rank": 256, "dspark_n_routed_experts": 128, "dspark_num_experts_per_tok": 3,
-    "quantization_config": {"quant_method": "fp8", "weight_block_size": [32, 32]}
+    "dspark_markov_rank": 256, "dspark_n_routed_experts": 128, "dspark_num_experts_per_tok": 3
   }
 })";
 
@@ -157,6 +159,9 @@ TEST(ModelConfig, RealV41FlashRolesAllLayers) {
   EXPECT_EQ(cfg->nopeDim(), 448);
   EXPECT_EQ(cfg->quantMethod, "fp8");
   EXPECT_EQ(cfg->weightBlockSize, (std::vector<int>{32, 32}));
+  EXPECT_EQ(cfg->activationScheme, "dynamic");
+  EXPECT_EQ(cfg->scaleFmt, "ue8m0");
+  EXPECT_EQ(cfg->expertQuantFormat, "fp4");
   EXPECT_TRUE(cfg->engramVocabSize.empty());  // not in the real file
 }
 
@@ -194,6 +199,101 @@ TEST(ModelConfig, RealV41FlashDspark) {
   EXPECT_FALSE(noBlock->dsparkConfigured());
 }
 
+TEST(ModelConfig, WriterUsesTheReleaseLayout) {
+  // Members print in sorted order, two-space indented: the top level precedes text_config.
+  const std::string text = modelConfigToJson(v41FlashDefaults());
+  const size_t textConfig = text.find("\n  \"text_config\": {");
+  ASSERT_NE(textConfig, std::string::npos) << text;
+  const std::string top = text.substr(0, textConfig), inner = text.substr(textConfig);
+  for (const char* want : {"\n  \"model_type\": \"deepseek_v41\",", "\n  \"architectures\": [\n    \"DeepseekV41ForCausalLM\"",
+                           "\n  \"quantization_config\": {", "\"quant_method\": \"fp8\"",
+                           "\"activation_scheme\": \"dynamic\"", "\"scale_fmt\": \"ue8m0\"", "\"expert_dtype\": \"fp4\"",
+                           "\"weight_block_size\": [\n      32,\n      32\n    ]"})
+    EXPECT_NE(top.find(want), std::string::npos) << want << "\n" << top;
+  EXPECT_NE(inner.find("\n    \"model_type\": \"deepseek_v41_text\","), std::string::npos);
+  EXPECT_EQ(inner.find("quantization_config"), std::string::npos);
+  auto back = parseModelConfig(text, "written");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->scaleFmt, "ue8m0");
+  EXPECT_EQ(back->activationScheme, "dynamic");
+  EXPECT_EQ(back->expertQuantFormat, "fp4");
+}
+
+TEST(ModelConfig, EarlierLayoutStillReads) {
+  // What make-model wrote before the release layout: text_config.model_type "deepseek_v41" and
+  // quantization_config inside text_config.
+  std::string old = kRealConfigJson;
+  old = replaceOnce(old, "\"model_type\": \"deepseek_v41_text\",",
+                    "\"model_type\": \"deepseek_v41\", \"quantization_config\": {\"quant_method\": \"fp8\", "
+                    "\"weight_block_size\": [32, 32]},");
+  const size_t q0 = old.find("  \"quantization_config\": {\"quant_method\": \"fp8\", \"activation");
+  ASSERT_NE(q0, std::string::npos);
+  old.erase(q0, old.find("\"text_config\"") - q0);
+  auto cfg = parseModelConfig(old, "old.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->quantMethod, "fp8");
+  EXPECT_EQ(cfg->weightBlockSize, (std::vector<int>{32, 32}));
+  EXPECT_TRUE(cfg->expertQuantFormat.empty());
+}
+
+TEST(ModelConfigErrors, AnotherModelIsRefusedByName) {
+  const std::string real = kRealConfigJson;
+  EXPECT_TRUE(failsWith(parseModelConfig(replaceOnce(real, "\"model_type\": \"deepseek_v41\",",
+                                                     "\"model_type\": \"llama\","),
+                                         "c.json"),
+                        {"c.json", "model_type 'llama'", "deepseek_v41"}));
+  EXPECT_TRUE(failsWith(parseModelConfig(replaceOnce(real, "\"deepseek_v41_text\"", "\"qwen2\""), "c.json"),
+                        {"c.json", "text_config.model_type 'qwen2'", "deepseek_v41_text"}));
+  EXPECT_TRUE(failsWith(parseModelConfig(replaceOnce(real, "[\"DeepseekV41ForCausalLM\"]",
+                                                     "[\"LlamaForCausalLM\"]"),
+                                         "c.json"),
+                        {"c.json", "architectures [LlamaForCausalLM]", "DeepseekV41ForCausalLM"}));
+  EXPECT_TRUE(failsWith(parseModelConfig(replaceOnce(real, "[\"DeepseekV41ForCausalLM\"]", "7"), "c.json"),
+                        {"c.json", "architectures", "list of strings"}));
+}
+
+TEST(ModelConfigErrors, QuantizationValuesTheLoaderCannotRead) {
+  const std::string real = kRealConfigJson;
+  struct Case {
+    const char* from;
+    const char* to;
+    std::vector<const char*> mention;
+  };
+  const std::vector<Case> cases = {
+      {"\"quant_method\": \"fp8\"", "\"quant_method\": \"int4\"", {"quant_method 'int4'", "fp8"}},
+      {"\"activation_scheme\": \"dynamic\"", "\"activation_scheme\": \"static\"", {"activation_scheme 'static'"}},
+      {"\"scale_fmt\": \"ue8m0\"", "\"scale_fmt\": \"fp32\"", {"scale_fmt 'fp32'", "ue8m0"}},
+      {"\"expert_dtype\": \"fp4\"", "\"expert_dtype\": \"int8\"", {"expert_dtype 'int8'"}},
+      {"\"weight_block_size\": [32, 32]", "\"weight_block_size\": [32]", {"weight_block_size", "two positive"}},
+      {"\"weight_block_size\": [32, 32]", "\"weight_block_size\": [0, 32]", {"weight_block_size", "two positive"}},
+      {"\"weight_block_size\": [32, 32]", "\"weight_block_size\": \"32x32\"", {"weight_block_size", "list"}},
+      {"\"quant_method\": \"fp8\"", "\"quant_method\": 8", {"quant_method", "string"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.to);
+    auto r = parseModelConfig(replaceOnce(real, c.from, c.to), "rel.json");
+    ASSERT_FALSE(r.ok()) << "accepted";
+    EXPECT_NE(r.error().message.find("rel.json: quantization_config"), std::string::npos) << r.error().message;
+    for (const char* m : c.mention) EXPECT_NE(r.error().message.find(m), std::string::npos) << r.error().message;
+  }
+  // A quantization_config that is not an object.
+  const size_t at = real.find("{\"quant_method\"");
+  std::string notObject = real;
+  notObject.replace(at, real.find('}', at) + 1 - at, "3");
+  EXPECT_TRUE(failsWith(parseModelConfig(notObject, "rel.json"), {"quantization_config", "object"}));
+}
+
+TEST(ModelConfigErrors, HostileJsonIsAnErrorNotACrash) {
+  // 100k nested lists (LLVM's parser would recurse once per level) and a duplicated field.
+  const std::string deep = "{\"text_config\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  EXPECT_TRUE(failsWith(parseModelConfig(deep, "deep.json"), {"deep.json", "nested deeper than 64"}));
+  const std::string real = kRealConfigJson;
+  EXPECT_TRUE(failsWith(parseModelConfig(replaceOnce(real, "\"hidden_size\": 5120,",
+                                                     "\"hidden_size\": 5120, \"hidden_size\": 64,"),
+                                         "dup.json"),
+                        {"dup.json", "duplicate key \"hidden_size\""}));
+}
+
 TEST(ModelConfig, DefaultsMatchTheRealConfigAndRoundTrip) {
   ModelConfig d = v41FlashDefaults();
   expectRoles(d, kV41Roles);
@@ -215,10 +315,11 @@ TEST(ModelConfig, DefaultsMatchTheRealConfigAndRoundTrip) {
 
 TEST(ModelConfig, FlatLayoutIsAccepted) {
   // Fields at the top level (no text_config) parse the same.
-  std::string flat = tinyJson();
-  flat = replaceOnce(flat, "\"model_type\": \"deepseek_v41\",\n  \"text_config\": {", "\"ignored\": 0,");
-  const size_t last = flat.rfind('}');
-  flat.erase(last, 1);  // drop the closing brace of the removed text_config object
+  // text_config is the last member of the release file: its object runs to the second-to-last brace.
+  const std::string release = tinyJson();
+  const std::string open = "\"text_config\": ";
+  const size_t begin = release.find(open) + open.size(), end = release.rfind('}', release.rfind('}') - 1);
+  std::string flat = replaceOnce(release.substr(begin, end + 1 - begin), "\"deepseek_v41_text\"", "\"deepseek_v41\"");
   auto cfg = parseModelConfig(flat, "flat");
   ASSERT_TRUE(cfg.ok()) << cfg.error().message;
   EXPECT_EQ(cfg->hiddenSize, 256);

@@ -47,6 +47,11 @@ inline void writeText(const std::string& path, const std::string& text) {
   f << text;
 }
 
+inline std::string readText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
 inline std::vector<uint8_t> readBytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -175,6 +175,14 @@ TEST(SafetensorsErrors, HeaderContents) {
        12, {"'a'", "'b'", "overlap"}},
       {"\"just a string\"", 0, {"not a JSON object"}},
       {R"({"x":5})", 0, {"'x'", "not an object"}},
+      // Two tensors of one name: the file is ambiguous (a JSON reader would keep the last).
+      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       8, {"duplicate key \"w\""}},
+      // The same name spelled with an escape.
+      {R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"\u0077":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       8, {"duplicate key \"w\""}},
+      // Nesting that would overflow a recursive parser's stack.
+      {"{\"x\":" + std::string(200000, '[') + std::string(200000, ']') + "}", 0, {"nested deeper than 64"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.header);

@@ -26,6 +26,9 @@ def Di_TargetAttr : Di_Attr<"Target", "target"> {
     "int64_t":$max_ctas_per_sm
   );
   let assemblyFormat = "`<` struct(params) `>`";
+  // The architecture facts must be the architecture's (ArchFacts of spec/targets.md), the cap
+  // within them, the SM count positive: a hand-edited target cannot promise what no GPU has.
+  let genVerifyDecl = 1;
 }
 
 def Di_ConfigAttr : Di_Attr<"Config", "config"> {
@@ -42,6 +45,8 @@ def Di_ConfigAttr : Di_Attr<"Config", "config"> {
     "int64_t":$ctas_per_sm
   );
   let assemblyFormat = "`<` struct(params) `>`";
+  // Knobs are integers; the estimate's figures are in range.
+  let genVerifyDecl = 1;
 }
 
 #endif // DI_ATTRS

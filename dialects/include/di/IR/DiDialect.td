@@ -13,6 +13,8 @@ def Di_Dialect : Dialect {
   }];
   let cppNamespace = "::mlir::di";
   let useDefaultAttributePrinterParser = 1;
+  // Discardable `di.*` attributes on any op are checked by name and value.
+  let hasOperationAttrVerify = 1;
 }
 
 class Di_Op<string mnemonic, list<Trait> traits = []> : Op<Di_Dialect, mnemonic, traits>;
