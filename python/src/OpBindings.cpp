@@ -97,21 +97,40 @@ nb::dict runOp(const std::string& op, const nb::dict& tensors, const nb::dict& a
   requireOp(op);
   const OpSignature* sig = findOpSignature(op);
   std::map<std::string, ImportedTensor> imported;
+  // Output-only tensors the caller passed: their dtype may depend on attributes (an epilogue's
+  // bf16 output), so they are imported once the description is known.
+  std::vector<std::pair<std::string, nb::handle>> givenOutputs;
+  auto isInput = [&](const std::string& n) {
+    for (const TensorSig& t : sig->inputs)
+      if (t.name == n) return true;
+    return false;
+  };
   for (auto [key, value] : tensors) {
     const std::string name = nb::cast<std::string>(key);
     const TensorSig* ts = findTensorSig(*sig, name);
     if (!ts) throw DiError(fmt::format("{}: the op has no tensor '{}' (tensors: {})", op, name, tensorNames(*sig)));
+    if (!isInput(name)) {
+      givenOutputs.emplace_back(name, value);
+      continue;
+    }
     imported.emplace(name, importTensor(op, name, value, ts->dtype, isWritten(*sig, name)));
   }
-  checkOneDevice(op, imported);
   const OpAttrs a = attrsFromDict(op, attrs);
   TensorViewMap views;
   for (const auto& [name, t] : imported) views[name] = t.view;
   const OpDesc d = take(describeOp(op, a, views));
+  const OutputSpec outSpecs = findKernelFamily(op)->outputs(d);
+  for (const auto& [name, value] : givenOutputs) {
+    const DType want = outSpecs.count(name) ? outSpecs.at(name).first : findTensorSig(*sig, name)->dtype;
+    ImportedTensor t = importTensor(op, name, value, want, true);
+    views[name] = t.view;
+    imported.emplace(name, std::move(t));
+  }
+  checkOneDevice(op, imported);
 
   // Outputs the caller did not pass: allocated by the caller's framework (the `alloc` callback).
   nb::list allocated;
-  for (const auto& [name, spec] : findKernelFamily(op)->outputs(d)) {
+  for (const auto& [name, spec] : outSpecs) {
     if (imported.count(name)) continue;
     nb::object cap = alloc(name, std::string(dtypeName(spec.first)), nb::cast(spec.second));
     ImportedTensor t = importTensor(op, name, cap, spec.first, true);

@@ -29,7 +29,11 @@ Result<ViewBindings> bindViews(const OpDesc& desc, const TensorViewMap& views, i
   // Every tensor the kernel touches: the inputs of its description and the outputs the family
   // derives from them (in/out tensors are in both, with one shape).
   std::map<std::string, std::vector<int64_t>> expected = desc.shapes;
-  for (const auto& [name, o] : fam->outputs(desc)) expected[name] = o.second;
+  std::map<std::string, DType> outputDtype;  // an output's dtype may depend on attributes (epilogues)
+  for (const auto& [name, o] : fam->outputs(desc)) {
+    expected[name] = o.second;
+    outputDtype[name] = o.first;
+  }
   ViewBindings b;
   for (const auto& [name, v] : views) {
     if (v.shape.size() != v.strides.size())
@@ -50,8 +54,9 @@ Result<ViewBindings> bindViews(const OpDesc& desc, const TensorViewMap& views, i
     if (shape == expected.end())
       return Error{fmt::format("{}: tensor '{}' is not part of the kernel's description (an optional tensor the "
                                "kernel was built without)", op, name)};
-    if (v.dtype != ts->dtype)
-      return Error{fmt::format("{}: tensor '{}' is {}, expected {}", op, name, dtypeName(v.dtype), dtypeName(ts->dtype))};
+    const DType want = outputDtype.count(name) ? outputDtype.at(name) : ts->dtype;
+    if (v.dtype != want)
+      return Error{fmt::format("{}: tensor '{}' is {}, expected {}", op, name, dtypeName(v.dtype), dtypeName(want))};
     if (v.shape != shape->second)
       return Error{fmt::format("{}: tensor '{}' has shape {}, the kernel was built for {}", op, name,
                                dimsString(v.shape), dimsString(shape->second))};
