@@ -26,8 +26,13 @@ def poisoned(dtype, shape):
     return torch.full((n,), 0x7F, dtype=torch.uint8, device=DEV).view(_TORCH[dtype]).view(*shape)
 
 
-def output_dtypes(op):
-    return dict(ops._SPECS[op].outputs)
+_DTYPE_OF = {np.float32: "F32", np.uint16: "BF16", np.int32: "I32", np.int64: "I64", np.uint8: "U8"}
+
+
+def output_dtypes(op, want):
+    """The dtype of each output as the reference produced it (an op's epilogue may pick bf16 where
+    the signature lists f32, e.g. weight_gemm)."""
+    return {n: _DTYPE_OF[a.dtype.type] for n, a in want.items()}
 
 
 def pure_outputs(op):
@@ -39,7 +44,8 @@ def run_case_on_gpu(op, case, target=None):
     {output: numpy array} and the launch info, after checking every output is the caller's tensor."""
     want = testing.reference(op, case.attrs, case.inputs)
     tin = {n: testing.to_torch(a, case.dtypes[n], DEV) for n, a in case.inputs.items()}
-    touts = {n: poisoned(output_dtypes(op)[n], want[n].shape) for n in pure_outputs(op)}
+    dtypes = output_dtypes(op, want)
+    touts = {n: poisoned(dtypes[n], want[n].shape) for n in pure_outputs(op)}
     ptrs = {n: t.data_ptr() for n, t in {**tin, **touts}.items()}
     got = getattr(ops, op)(**tin, **touts, **case.attrs, target=target)
     info = ops.last_launch()
@@ -49,7 +55,7 @@ def run_case_on_gpu(op, case, target=None):
         given = touts.get(n, tin.get(n))
         assert t is given and t.data_ptr() == ptrs[n], f"{op} [{case.name}] output {n} is not the caller's tensor"
     torch.cuda.synchronize()
-    return {n: testing.to_numpy(t, output_dtypes(op)[n]) for n, t in got.items()}, want, info
+    return {n: testing.to_numpy(t, dtypes[n]) for n, t in got.items()}, want, info
 
 
 def check_outputs(op, case, got, want, where):

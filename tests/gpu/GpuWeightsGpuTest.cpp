@@ -105,9 +105,7 @@ std::vector<Entry> entries(const ModelConfig& cfg, const GpuWeights& w) {
   mat("embed.weight", w.embed);
   mat("head.weight", w.head);
   b16("norm.weight", w.norm);
-  for (int L = 0; L < int(w.layers.size()); ++L) {
-    const GpuLayerWeights& l = w.layers[size_t(L)];
-    const std::string p = fmt::format("layers.{}.", L);
+  auto block = [&](const std::string& p, const GpuLayerWeights& l) {
     b16(p + "attn_norm.weight", l.attnNorm);
     b16(p + "ffn_norm.weight", l.ffnNorm);
     for (auto [which, hc] : {std::pair{"attn", &l.hcAttn}, std::pair{"ffn", &l.hcFfn}}) {
@@ -151,6 +149,18 @@ std::vector<Entry> entries(const ModelConfig& cfg, const GpuWeights& w) {
       b16(p + "engram.q_weight", l.engram.qWeight);
       b16(p + "engram.k_weight", l.engram.kWeight);
     }
+  };
+  for (int L = 0; L < int(w.layers.size()); ++L) block(fmt::format("layers.{}.", L), w.layers[size_t(L)]);
+  if (w.hasDraft) {  // the DSpark stages (blocks of their own) and heads
+    const GpuDsparkWeights& d = w.draft;
+    for (int s = 0; s < int(d.stages.size()); ++s) block(fmt::format("mtp.{}.", s), d.stages[size_t(s)]);
+    mat("mtp.0.main_proj.weight", d.mainProj);
+    b16("mtp.0.main_norm.weight", d.mainNorm);
+    const std::string last = fmt::format("mtp.{}.", d.stages.size() - 1);
+    b16(last + "norm.weight", d.norm);
+    mat(last + "markov_head.embed.weight", d.markovEmbed);
+    mat(last + "markov_head.head.weight", d.markovHead);
+    b16(last + "confidence_head.proj.weight", d.confidence);
   }
   return out;
 }

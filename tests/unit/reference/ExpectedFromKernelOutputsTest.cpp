@@ -1,5 +1,7 @@
 // expectedFromKernelOutputs (cases/OpCases.h): mhc_fused_post_pre's next-sublayer outputs are
 // expected from the kernel's own residual `x` (spec/ops.md §8), not from the reference's.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "RefTestUtil.h"
@@ -40,11 +42,37 @@ TEST(ExpectedFromKernelOutputs, FusedNextSublayerOutputsFollowTheKernelResidual)
 }
 
 TEST(ExpectedFromKernelOutputs, OtherOpsKeepTheirReference) {
-  for (const char* op : {"mhc_pre", "mhc_post", "mhc_collapse", "topk"}) {
+  for (const char* op : {"mhc_pre", "mhc_collapse", "topk"}) {
     auto got = expectedFromKernelOutputs(op, OpAttrs{}, TensorMap{}, TensorMap{});
     ASSERT_TRUE(got.ok()) << op << ": " << got.error().message;
     EXPECT_TRUE(got->empty()) << op;
   }
+}
+
+TEST(ExpectedFromKernelOutputs, MhcPostSqrsumIsTheSumOfSquaresOfTheKernelsResidual) {
+  // A residual one bf16 step away from the reference's in one element: the expected sqrsum follows
+  // the kernel's residual exactly, not the reference's.
+  for (const auto& c : casesFor("mhc_post", 5, false)) {
+    TensorMap ref = c.inputs;
+    ASSERT_TRUE(runReference("mhc_post", c.attrs, ref).ok()) << c.name;
+    TensorMap kernel;
+    kernel["x"] = ref.at("x");
+    uint16_t* x = kernel["x"].ptr<uint16_t>();
+    const HostTensor& r = kernel["x"];
+    const int64_t n = r.shape[1] * r.shape[2];
+    int64_t big = 0;  // the largest element of token 0: its step moves the sum in fp32
+    for (int64_t i = 1; i < n; ++i)
+      if (std::fabs(bf16ToFloat(x[i])) > std::fabs(bf16ToFloat(x[big]))) big = i;
+    x[big] = uint16_t(x[big] + 1);  // the next bf16 away from zero
+    auto got = expectedFromKernelOutputs("mhc_post", c.attrs, c.inputs, kernel);
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    double want = 0;
+    for (int64_t i = 0; i < n; ++i) want += double(bf16ToFloat(x[i])) * bf16ToFloat(x[i]);
+    EXPECT_EQ(got->at("sqrsum").ptr<float>()[0], float(want)) << c.name;
+    EXPECT_NE(got->at("sqrsum").ptr<float>()[0], ref.at("sqrsum").ptr<float>()[0]) << c.name;
+  }
+  auto noX = expectedFromKernelOutputs("mhc_post", OpAttrs{}, TensorMap{}, TensorMap{});
+  EXPECT_FALSE(noX.ok());
 }
 
 TEST(ExpectedFromKernelOutputs, MissingTensorsAreNamed) {
