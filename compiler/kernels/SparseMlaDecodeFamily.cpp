@@ -156,6 +156,7 @@ class SparseMlaDecodeFamily final : public KernelFamily {
   }
 
   Status validate(const OpDesc& d) const override {
+    DI_TRY(kvcache::expectMlaDims(d));
     for (const char* n : {"q", "swa_cache", "swa_indices", "swa_lens", "attn_sink"})
       if (!d.hasTensor(n)) return Error{fmt::format("{}: missing input tensor '{}'", kOp, n)};
     const auto& q = d.shapes.at("q");

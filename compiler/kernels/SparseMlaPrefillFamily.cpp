@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "Families.h"
+#include "KvCacheLayout.h"
 #include "params/SparseMlaPrefillParams.h"
 
 namespace deepinfer {
@@ -127,6 +128,7 @@ class SparseMlaPrefillFamily final : public KernelFamily {
 
   Status validate(const OpDesc& d) const override {
     if (d.op != kOp) return Error{fmt::format("{}: op description is for '{}'", kOp, d.op)};
+    DI_TRY(kvcache::expectMlaDims(d));
     DI_TRY(requireTensor(d, "q", 3, "[T, H, 512] BF16"));
     DI_TRY(requireTensor(d, "kv", 2, "[S, 512] BF16"));
     DI_TRY(requireTensor(d, "indices", 2, "[T, Kmax] I32"));

@@ -40,7 +40,7 @@ struct FuseMhc : impl::DiFuseMhcBase<FuseMhc> {
           pre.getHcEpsAttr(), pre.getSinkhornItersAttr(), pre.getNormEpsAttr());
       post.getX().replaceAllUsesWith(fused.getX());
       pre.getLayerInput().replaceAllUsesWith(fused.getLayerInput());
-      pre.getPre().replaceAllUsesWith(fused.getNextPre());
+      pre.getPre().replaceAllUsesWith(fused.getPre());
       pre.getPost().replaceAllUsesWith(fused.getNextPost());
       pre.getComb().replaceAllUsesWith(fused.getNextComb());
       pre.erase();

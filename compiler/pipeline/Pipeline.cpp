@@ -55,7 +55,8 @@ std::string opToMlir(const OpDesc& d) {
   for (const auto& as : sig->attrs) {
     if (!d.attrs.has(as.name)) continue;
     attrs += attrs.empty() ? "" : ", ";
-    if (as.isInt) attrs += fmt::format("{} = {} : i64", as.name, d.attrs.getInt(as.name, 0));
+    if (!as.isNumber()) continue;
+    if (as.kind == AttrKind::Int) attrs += fmt::format("{} = {} : i64", as.name, d.attrs.getInt(as.name, 0));
     else attrs += fmt::format("{} = {:e} : f32", as.name, d.attrs.getFloat(as.name, 0));
   }
   for (size_t i = 0; i < sig->outputs.size(); ++i) {

@@ -6,7 +6,7 @@
 // CHECK-NOT: di.mhc_post
 // CHECK-NOT: di.mhc_pre
 // CHECK: %[[X:[^,]+]], %[[LI:[^,]+]], %[[PRE:[^,]+]], %{{[^,]+}}, %{{[^ ]+}} = di.mhc_fused_post_pre f_out(%arg0 : tensor<3x256xbf16>) residual(%arg1 : tensor<3x4x256xbf16>)
-// CHECK-SAME: sinkhorn_iters = 20
+// CHECK-SAME: norm_weight(%arg8 : tensor<256xbf16>) -> tensor<3x4x256xbf16>
 // CHECK: return %[[X]], %[[LI]], %[[PRE]]
 func.func @fuse(%f: tensor<3x256xbf16>, %res: tensor<3x4x256xbf16>, %post: tensor<3x4xf32>, %comb: tensor<3x4x4xf32>,
                 %fn: tensor<24x1024xf32>, %scale: tensor<3xf32>, %base: tensor<24xf32>, %pre_in: tensor<3x4xf32>,
