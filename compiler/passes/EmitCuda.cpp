@@ -1,4 +1,5 @@
 #include "deepinfer/Specialize.h"
+#include "ir/DiBridge.h"
 #include "passes/Passes.h"
 
 namespace mlir::di {
@@ -17,9 +18,9 @@ struct EmitCuda : impl::DiEmitCudaBase<EmitCuda> {
       if (!config || !o->getAttr("di.target"))
         return o->emitOpError("has no di.config/di.target; run di-specialize-target first"),
                WalkResult::interrupt();
-      auto desc = buildOpDesc(op, /*requireStatic=*/true);
+      auto desc = deepinfer::opDescFromIR(op, /*requireStatic=*/true);
       if (failed(desc)) return WalkResult::interrupt();
-      auto k = deepinfer::emitKernel(*desc, configFromAttr(config));
+      auto k = deepinfer::emitKernel(*desc, deepinfer::configFromAttr(config));
       if (!k.ok()) return o->emitOpError() << k.error().message, WalkResult::interrupt();
       o->setAttr("di.cuda", b.getStringAttr(k->unit.source));
       SmallVector<Attribute> steps;

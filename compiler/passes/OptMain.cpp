@@ -6,6 +6,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "ir/DiBridge.h"
 #include "passes/Passes.h"
 #include "deepinfer/OptMain.h"
 
@@ -13,6 +14,7 @@ int deepinfer::runOptMain(int argc, char** argv) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::di::DiDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::tensor::TensorDialect>();
+  deepinfer::registerKernelRules(registry);
   mlir::di::registerDiPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

@@ -1,4 +1,5 @@
 #include "deepinfer/Pipeline.h"
+#include "deepinfer/OpSignature.h"
 
 #include <fmt/format.h>
 
@@ -9,6 +10,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/LLVM.h"
+#include "ir/DiBridge.h"
 #include "passes/Passes.h"
 
 namespace deepinfer {
@@ -78,9 +80,11 @@ Result<PipelineResult> runKernelPipeline(const OpDesc& d, const TargetProfile& t
   if (!findKernelFamily(d.op)) return Error{fmt::format("no kernel family for op '{}'", d.op)};
   PipelineResult r;
   registerTarget(t);  // the pass looks the target up by name (presets, "local")
-  mlir::MLIRContext ctx;
-  ctx.getOrLoadDialect<mlir::di::DiDialect>();
-  ctx.getOrLoadDialect<mlir::func::FuncDialect>();
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::di::DiDialect, mlir::func::FuncDialect>();
+  registerKernelRules(registry);
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
   std::string diag;
   mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic& dg) {
     diag += (diag.empty() ? "" : "\n") + dg.str();
@@ -115,7 +119,7 @@ Result<PipelineResult> runKernelPipeline(const OpDesc& d, const TargetProfile& t
   r.spec = std::move(spec.value());
   KernelConfig cfg = r.spec.chosen.config;
   module->walk([&](mlir::di::KernelOpInterface op) {
-    if (auto c = op->getAttrOfType<mlir::di::ConfigAttr>("di.config")) cfg = mlir::di::configFromAttr(c);
+    if (auto c = op->getAttrOfType<mlir::di::ConfigAttr>("di.config")) cfg = configFromAttr(c);
   });
   auto choice = checkConfig(d, t, cfg);
   if (!choice.ok()) return choice.error();

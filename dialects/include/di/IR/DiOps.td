@@ -31,7 +31,6 @@ class Di_UpdatesInPlace<string resultName, string operandName> {
 class Di_KernelOp<string mnemonic, list<Trait> traits = [], list<Di_UpdatesInPlace> inPlace = []>
     : Di_Op<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<Di_KernelOpInterface>])> {
   list<Di_UpdatesInPlace> updatesInPlace = inPlace;
-  let hasVerifier = 1;
 }
 
 def Di_KvQuantInsertOp : Di_KernelOp<"kv_quant_insert", [],
