@@ -8,21 +8,27 @@ namespace mlir::di {
 
 namespace {
 
+namespace attr = deepinfer::attr;
+
 struct EmitCuda : impl::DiEmitCudaBase<EmitCuda> {
   void runOnOperation() override {
     MLIRContext* ctx = &getContext();
     Builder b(ctx);
+    if (failed(deepinfer::moduleTarget(getOperation()))) return signalPassFailure();
     WalkResult r = getOperation()->walk([&](KernelOpInterface op) -> WalkResult {
       Operation* o = op.getOperation();
-      auto config = o->getAttrOfType<ConfigAttr>("di.config");
-      if (!config || !o->getAttr("di.target"))
-        return o->emitOpError("has no di.config/di.target; run di-specialize-target first"),
-               WalkResult::interrupt();
+      auto config = o->getAttrOfType<ConfigAttr>(attr::kConfig);
+      if (!config)
+        return o->emitOpError("has no di.config; run di-specialize-target first"), WalkResult::interrupt();
       auto desc = deepinfer::opDescFromIR(op, /*requireStatic=*/true);
       if (failed(desc)) return WalkResult::interrupt();
       auto k = deepinfer::emitKernel(*desc, deepinfer::configFromAttr(config));
       if (!k.ok()) return o->emitOpError() << k.error().message, WalkResult::interrupt();
-      o->setAttr("di.cuda", b.getStringAttr(k->unit.source));
+      o->setAttr(attr::kKernel, b.getStringAttr(k->baseName));
+      o->setAttr(attr::kCuda, b.getStringAttr(k->unit.source));
+      SmallVector<Attribute> entries;
+      for (const auto& e : k->unit.entries) entries.push_back(b.getStringAttr(e));
+      o->setAttr(attr::kEntries, b.getArrayAttr(entries));
       SmallVector<Attribute> steps;
       for (const auto& s : k->plan) {
         steps.push_back(b.getDictionaryAttr({
@@ -32,8 +38,8 @@ struct EmitCuda : impl::DiEmitCudaBase<EmitCuda> {
             b.getNamedAttr("dynamic_smem", b.getI64IntegerAttr(s.dynamicSmem)),
         }));
       }
-      o->setAttr("di.launch", b.getArrayAttr(steps));
-      if (k->workspaceBytes > 0) o->setAttr("di.workspace_bytes", b.getI64IntegerAttr(k->workspaceBytes));
+      o->setAttr(attr::kLaunch, b.getArrayAttr(steps));
+      if (k->workspaceBytes > 0) o->setAttr(attr::kWorkspaceBytes, b.getI64IntegerAttr(k->workspaceBytes));
       return WalkResult::advance();
     });
     if (r.wasInterrupted()) signalPassFailure();
