@@ -29,7 +29,9 @@ int occupancy(const ResourceEstimate& e, const TargetProfile& t) {
 Result<ConfigChoice> checkConfig(const OpDesc& d, const TargetProfile& t, const KernelConfig& c) {
   const KernelFamily* f = findKernelFamily(d.op);
   if (!f) return Error{fmt::format("no kernel family for op '{}'", d.op)};
-  ConfigChoice ch{c, f->estimate(c, d), 0};
+  auto estimate = f->estimate(c, d);  // canImplement first: the family's message names the knob
+  if (!estimate.ok()) return estimate.error();
+  ConfigChoice ch{c, *estimate, 0};
   if (ch.estimate.smemBytes > t.smemPerCtaCap)
     return Error{fmt::format(
         "config {{{}}} needs {} bytes of shared memory per CTA, over the {} cap of {} bytes ({})",
@@ -77,7 +79,9 @@ Result<EmittedKernel> emitKernel(const OpDesc& d, const KernelConfig& c) {
   if (!f) return Error{fmt::format("no kernel family for op '{}'", d.op)};
   static const std::string kPlaceholder = "__DI_ENTRY_NAME__";
   EmittedKernel k;
-  k.unit = f->emit(c, d, kPlaceholder);
+  auto unit = f->emit(c, d, kPlaceholder);
+  if (!unit.ok()) return unit.error();
+  k.unit = std::move(unit.value());
   const std::string hash = sha256Hex(fmt::format("gen={}\n{}", DI_GENERATOR_VERSION, k.unit.source));
   k.baseName = fmt::format("di_{}_{}", d.op, hash.substr(0, 16));
   auto rename = [&](std::string s) {
@@ -87,8 +91,12 @@ Result<EmittedKernel> emitKernel(const OpDesc& d, const KernelConfig& c) {
   };
   k.unit.source = rename(k.unit.source);
   for (auto& e : k.unit.entries) e = rename(e);
-  k.plan = f->launchPlan(c, d, k.baseName);
-  k.workspaceBytes = f->workspaceBytes(c, d);
+  auto plan = f->launchPlan(c, d, k.baseName);
+  if (!plan.ok()) return plan.error();
+  k.plan = std::move(plan.value());
+  auto workspace = f->workspaceBytes(c, d);
+  if (!workspace.ok()) return workspace.error();
+  k.workspaceBytes = *workspace;
   return k;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "Families.h"
+#include "deepinfer/TypedKernelFamily.h"
 #include "KvCacheLayout.h"
 #include "params/CombineTopkSwaParams.h"
 
@@ -28,7 +29,14 @@ int registersFor(int64_t threads, int64_t rowWidth) {
   return tail ? 40 : 36;
 }
 
-class CombineTopkSwaFamily final : public KernelFamily {
+struct CombineTopkSwaConfig {
+  int64_t threads = 0;  // per CTA (one CTA per token)
+  static constexpr auto fields() {
+    return std::array{ConfigField<CombineTopkSwaConfig>{"threads", &CombineTopkSwaConfig::threads}};
+  }
+};
+
+class CombineTopkSwaFamily final : public TypedKernelFamily<CombineTopkSwaConfig> {
  public:
   std::string opName() const override { return "combine_topk_swa"; }
 
@@ -86,17 +94,23 @@ class CombineTopkSwaFamily final : public KernelFamily {
     return {{"rows", {DType::I32, {T, W}}}, {"lens", {DType::I32, {T}}}};
   }
 
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile&) const override {
-    std::vector<KernelConfig> c;
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile&) const override {
+    std::vector<Config> c;
     const int64_t exact = (rowWidth(d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0)) / 4 + 31) / 32 * 32;
     for (int64_t th : {int64_t(64), int64_t(128), int64_t(256), std::min<int64_t>(exact, 1024)})
-      if (std::find(c.begin(), c.end(), KernelConfig{{"threads", th}}) == c.end())
-        c.push_back({{"threads", th}});
+      if (std::none_of(c.begin(), c.end(), [&](const Config& o) { return o.threads == th; })) c.push_back({th});
     return c;
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
-    const int64_t th = c.at("threads");
+  Status canImplement(const Config& c, const OpDesc&) const override {
+    if (c.threads < 32 || c.threads > 1024 || c.threads % 32 != 0)
+      return Error{fmt::format("combine_topk_swa: config threads = {}; it must be a multiple of 32 in 32..1024",
+                               c.threads)};
+    return {};
+  }
+
+  ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
+    const int64_t th = c.threads;
     const int64_t W = rowWidth(d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0));
     return {4 * (1 + 4) /* s_req, s_info[4] */, int(th), registersFor(th, W)};
   }
@@ -105,15 +119,15 @@ class CombineTopkSwaFamily final : public KernelFamily {
   // V4.1's W = 640) so each thread stores once. At least enough warps that the CTAs-per-SM limit
   // cannot cap occupancy: 2 warps on sm_80/sm_90 (32 CTAs x 2 = 64), 3 on sm_86 (16 x 3 = 48),
   // 2 on sm_89 (24 x 2 = 48).
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const int64_t W = rowWidth(d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0));
     const int64_t minWarps = (t.facts.maxWarpsPerSm + t.facts.maxCtasPerSm - 1) / t.facts.maxCtasPerSm;
     const int64_t warps = std::clamp<int64_t>((W / 4 + 31) / 32, minWarps, 8);
-    return {{"threads", 32 * warps}};
+    return {32 * warps};
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
-    const int64_t th = c.at("threads");
+  CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
+    const int64_t th = c.threads;
     CudaUnit u;
     u.source = fmt::format(
         "#include \"CombineTopkSwa.cuh\"\n"
@@ -125,17 +139,15 @@ class CombineTopkSwaFamily final : public KernelFamily {
     return u;
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     LaunchStep s;
     s.entry = baseName;
     s.grid = {uint32_t(std::max<int64_t>(1, d.dim("topk_indices", 0))), 1, 1};  // one CTA per token
-    s.block = {uint32_t(c.at("threads")), 1, 1};
+    s.block = {uint32_t(c.threads), 1, 1};
     return {s};
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig&, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
+  Result<std::vector<uint8_t>> params(const Config&, const OpDesc& d, const DeviceAddrMap& addrs) const override {
     di::CombineTopkSwaParams p{};
     auto tk = addrOf(d, addrs, "topk_indices", d.attrs.getInt("topk", 0) % 4 == 0 ? 16 : 4);
     auto qsl = addrOf(d, addrs, "query_start_loc", 4);

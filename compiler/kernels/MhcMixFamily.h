@@ -3,26 +3,25 @@
 // Both run the stream pass (MhcStream.cuh) and the finalize pass (MhcFinalize.cuh); they differ
 // only in the post step and in tensor names, so one class implements both.
 #pragma once
-#include "deepinfer/KernelFamily.h"
+#include "MhcCommon.h"
 
 namespace deepinfer {
 
-class MhcMixFamily : public KernelFamily {
+class MhcMixFamily : public TypedKernelFamily<mhc::MixConfig> {
  public:
   explicit MhcMixFamily(bool fused) : fused_(fused) {}
   std::string opName() const override;
   std::vector<std::string> templateHeaders() const override;
   Status validate(const OpDesc& d) const override;
   OutputSpec outputs(const OpDesc& d) const override;
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override;
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override;
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override;
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override;
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override;
-  int64_t workspaceBytes(const KernelConfig& c, const OpDesc& d) const override;
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override;
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override;
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override;
+  Status canImplement(const Config& c, const OpDesc& d) const override;
+  ResourceEstimate resources(const Config& c, const OpDesc& d) const override;
+  CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override;
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override;
+  int64_t workspace(const Config& c, const OpDesc& d) const override;
+  Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override;
 
  private:
   // The tensor holding the residual streams the op reads: `x` (pre) or `residual` (fused).

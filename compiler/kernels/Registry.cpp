@@ -57,12 +57,4 @@ Status KernelFamily::checkStrides(const OpDesc& d, const std::string& name,
                            "contiguous copy first",
                            d.op, name, shapeStr(strides))};
 }
-
-Result<std::vector<uint8_t>> KernelFamily::packStridedParams(const KernelConfig& c, const OpDesc& d,
-                                                             const DeviceAddrMap& addrs,
-                                                             const TensorStrides& strides) const {
-  for (const auto& [name, st] : strides) DI_TRY(checkStrides(d, name, st));
-  return packParams(c, d, addrs);
-}
-
 }  // namespace deepinfer

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "Families.h"
+#include "deepinfer/TypedKernelFamily.h"
 #include "KvCacheLayout.h"
 #include "deepinfer/KernelFamily.h"
 #include "params/SparseMlaDecodeParams.h"
@@ -35,10 +36,17 @@ std::string shapeStr(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-int64_t knob(const KernelConfig& c, const char* name) {
-  auto it = c.find(name);
-  return it == c.end() ? 0 : it->second;
-}
+struct SparseMlaDecodeConfig {
+  int64_t headsPerCta = 0, threads = 0, keysPerTile = 0, stages = 0, kvSplits = 0;
+  static constexpr auto fields() {
+    using F = ConfigField<SparseMlaDecodeConfig>;
+    return std::array{F{"heads_per_cta", &SparseMlaDecodeConfig::headsPerCta},
+                      F{"threads", &SparseMlaDecodeConfig::threads},
+                      F{"keys_per_tile", &SparseMlaDecodeConfig::keysPerTile},
+                      F{"stages", &SparseMlaDecodeConfig::stages},
+                      F{"kv_splits", &SparseMlaDecodeConfig::kvSplits}};
+  }
+};
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -76,15 +84,16 @@ struct Geometry {
   bool dynamicSmem = false;
 };
 
-Geometry geometryOf(const KernelConfig& c) {
+// Only for configs checkConfig accepts (every knob then fits an int).
+Geometry geometryOf(const SparseMlaDecodeConfig& c) {
   Geometry g;
-  g.heads = int(knob(c, "heads_per_cta"));
+  g.heads = int(c.headsPerCta);
   g.mTiles = (g.heads + 15) / 16;
-  g.threads = int(knob(c, "threads"));
+  g.threads = int(c.threads);
   g.dimSlices = g.mTiles > 0 ? g.threads / (32 * g.mTiles) : 0;
-  g.keys = int(knob(c, "keys_per_tile"));
-  g.stages = int(knob(c, "stages"));
-  g.splits = int(knob(c, "kv_splits"));
+  g.keys = int(c.keysPerTile);
+  g.stages = int(c.stages);
+  g.splits = int(c.kvSplits);
   g.smem = di::sparseMlaDecodeSmem(g.heads, g.dimSlices, g.keys, g.stages);
   g.dynamicSmem = g.smem.total > kStaticSmemCap;
   return g;
@@ -106,24 +115,24 @@ int minBlocksPerSm(const Geometry& g) {
   return g.threads <= 128 ? 2 : 1;
 }
 
-Status checkConfig(const KernelConfig& c, const OpDesc& d) {
+Status checkConfig(const SparseMlaDecodeConfig& c, const OpDesc& d) {
   const Dims dm = dimsOf(d);
-  const Geometry g = geometryOf(c);
-  if (g.heads < 8 || g.heads > 64 || g.heads % 8 != 0 || dm.H % g.heads != 0)
+  if (c.headsPerCta < 8 || c.headsPerCta > 64 || c.headsPerCta % 8 != 0 || dm.H % c.headsPerCta != 0)
     return Error{fmt::format("{}: config heads_per_cta={} must be a multiple of 8 in 8..64 dividing "
                              "the {} heads",
-                             kOp, g.heads, dm.H)};
-  if (g.threads != 128 * g.mTiles && g.threads != 256 * g.mTiles)
+                             kOp, c.headsPerCta, dm.H)};
+  const int64_t mTiles = (c.headsPerCta + 15) / 16;
+  if (c.threads != 128 * mTiles && c.threads != 256 * mTiles)
     return Error{fmt::format("{}: config threads={} must be {} or {} for heads_per_cta={}", kOp,
-                             g.threads, 128 * g.mTiles, 256 * g.mTiles, g.heads)};
-  if (g.threads > 1024)
-    return Error{fmt::format("{}: config threads={} exceeds 1024", kOp, g.threads)};
-  if (g.keys != 16 && g.keys != 32)
-    return Error{fmt::format("{}: config keys_per_tile={} must be 16 or 32", kOp, g.keys)};
-  if (g.stages < 1 || g.stages > 4)
-    return Error{fmt::format("{}: config stages={} must be in 1..4", kOp, g.stages)};
-  if (g.splits < 1 || g.splits > 1024)
-    return Error{fmt::format("{}: config kv_splits={} must be in 1..1024", kOp, g.splits)};
+                             c.threads, 128 * mTiles, 256 * mTiles, c.headsPerCta)};
+  if (c.threads > 1024)
+    return Error{fmt::format("{}: config threads={} exceeds 1024", kOp, c.threads)};
+  if (c.keysPerTile != 16 && c.keysPerTile != 32)
+    return Error{fmt::format("{}: config keys_per_tile={} must be 16 or 32", kOp, c.keysPerTile)};
+  if (c.stages < 1 || c.stages > 4)
+    return Error{fmt::format("{}: config stages={} must be in 1..4", kOp, c.stages)};
+  if (c.kvSplits < 1 || c.kvSplits > 1024)
+    return Error{fmt::format("{}: config kv_splits={} must be in 1..1024", kOp, c.kvSplits)};
   return {};
 }
 
@@ -146,7 +155,7 @@ int ctasPerSm(const Geometry& g, const TargetProfile& t) {
   return std::max(1, n);
 }
 
-class SparseMlaDecodeFamily final : public KernelFamily {
+class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConfig> {
  public:
   std::string opName() const override { return kOp; }
 
@@ -210,7 +219,7 @@ class SparseMlaDecodeFamily final : public KernelFamily {
     return o;
   }
 
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override {
     const Dims dm = dimsOf(d);
     std::vector<int> headOptions;
     for (int h : {16, 32})
@@ -220,7 +229,7 @@ class SparseMlaDecodeFamily final : public KernelFamily {
       for (int h : {8, 24})
         if (dm.H % h == 0) headOptions.push_back(h);
 
-    std::vector<KernelConfig> out;
+    std::vector<Config> out;
     for (int heads : headOptions) {
       const int mTiles = (heads + 15) / 16;
       for (int slices : {4, 8}) {
@@ -229,11 +238,10 @@ class SparseMlaDecodeFamily final : public KernelFamily {
         for (int keys : {16, 32}) {
           if (slices == 8 && keys == 32) continue;  // > 128 registers: spills under the bound
           for (int stages : {1, 2, 3}) {
-            KernelConfig c{{"heads_per_cta", heads}, {"threads", threads}, {"keys_per_tile", keys},
-                           {"stages", stages}, {"kv_splits", 1}};
-            if (estimate(c, d).smemBytes > t.smemPerCtaCap) continue;
+            Config c{heads, threads, keys, stages, 1};
+            if (resources(c, d).smemBytes > t.smemPerCtaCap) continue;
             for (int splits : splitOptions(dm, keys)) {
-              c["kv_splits"] = splits;
+              c.kvSplits = splits;
               out.push_back(c);
             }
           }
@@ -243,7 +251,9 @@ class SparseMlaDecodeFamily final : public KernelFamily {
     return out;
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc&) const override {
+  Status canImplement(const Config& c, const OpDesc& d) const override { return checkConfig(c, d); }
+
+  ResourceEstimate resources(const Config& c, const OpDesc&) const override {
     const Geometry g = geometryOf(c);
     ResourceEstimate r;
     r.smemBytes = g.smem.total;
@@ -259,27 +269,26 @@ class SparseMlaDecodeFamily final : public KernelFamily {
   //  * heads_per_cta and kv_splits together minimize a modeled time (modelTimeUs): 32 or 16
   //    heads when they divide H (a bigger group dequantizes each key once for more heads but
   //    runs one 512-thread CTA per SM), else 24 or 8 (padded m-tiles).
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Dims dm = dimsOf(d);
     std::vector<int> headOptions;
     for (int h : {32, 16})
       if (dm.H % h == 0) headOptions.push_back(h);
     if (headOptions.empty()) headOptions.push_back(dm.H % 24 == 0 ? 24 : 8);
     const int64_t cap = std::min(t.smemPerCtaCap, kStaticSmemCap);
-    KernelConfig best;
+    Config best;
     double bestUs = 0;
     for (int heads : headOptions) {
       const int mTiles = (heads + 15) / 16;
-      KernelConfig c{{"heads_per_cta", heads}, {"threads", 256 * mTiles}, {"keys_per_tile", 16},
-                     {"stages", 1}, {"kv_splits", 1}};
+      Config c{heads, 256 * mTiles, 16, 1, 1};
       for (int stages : {3, 2, 1}) {
-        c["stages"] = stages;
-        if (estimate(c, d).smemBytes <= cap) break;
+        c.stages = stages;
+        if (resources(c, d).smemBytes <= cap) break;
       }
       for (int splits : splitOptions(dm, 16)) {
-        c["kv_splits"] = splits;
+        c.kvSplits = splits;
         const double us = modelTimeUs(dm, geometryOf(c), t);
-        if (best.empty() || us < bestUs) {
+        if (best.headsPerCta == 0 || us < bestUs) {
           best = c;
           bestUs = us;
         }
@@ -288,7 +297,7 @@ class SparseMlaDecodeFamily final : public KernelFamily {
     return best;
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc&, const std::string& baseName) const override {
+  CudaUnit unit(const Config& c, const OpDesc&, const std::string& baseName) const override {
     const Geometry g = geometryOf(c);
     const bool split = g.splits > 1;
     CudaUnit u;
@@ -309,8 +318,7 @@ class SparseMlaDecodeFamily final : public KernelFamily {
     return u;
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     const Dims dm = dimsOf(d);
     const Geometry g = geometryOf(c);
     std::vector<LaunchStep> steps;
@@ -330,17 +338,15 @@ class SparseMlaDecodeFamily final : public KernelFamily {
     return steps;
   }
 
-  int64_t workspaceBytes(const KernelConfig& c, const OpDesc& d) const override {
+  int64_t workspace(const Config& c, const OpDesc& d) const override {
     const Geometry g = geometryOf(c);
     if (g.splits <= 1) return 0;
     const Dims dm = dimsOf(d);
     return partialLseOffset(dm, g.splits) + dm.B * dm.Sq * dm.H * g.splits * 4;
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
+  Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
     DI_TRY(validate(d));
-    DI_TRY(checkConfig(c, d));
     const Dims dm = dimsOf(d);
     const Geometry g = geometryOf(c);
     auto need = [&](const char* name) -> Result<uint64_t> {

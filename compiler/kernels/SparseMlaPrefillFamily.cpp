@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "Families.h"
+#include "deepinfer/TypedKernelFamily.h"
 #include "KvCacheLayout.h"
 #include "params/SparseMlaPrefillParams.h"
 
@@ -21,10 +22,15 @@ constexpr double kDefaultSmScale = 0.04419417382415922;  // 512^-0.5, as in OpSi
 constexpr const char* kOp = "sparse_mla_prefill";
 
 // Config knobs, in the order the template takes them.
-constexpr const char* kHeadsPerCta = "heads_per_cta";
-constexpr const char* kWarps = "warps";
-constexpr const char* kBlockN = "block_n";
-constexpr const char* kStages = "stages";
+struct SparseMlaPrefillConfig {
+  int64_t headsPerCta = 0, warps = 0, blockN = 0, stages = 0;
+  static constexpr auto fields() {
+    using F = ConfigField<SparseMlaPrefillConfig>;
+    return std::array{F{"heads_per_cta", &SparseMlaPrefillConfig::headsPerCta},
+                      F{"warps", &SparseMlaPrefillConfig::warps}, F{"block_n", &SparseMlaPrefillConfig::blockN},
+                      F{"stages", &SparseMlaPrefillConfig::stages}};
+  }
+};
 
 struct Shapes {
   int64_t T = 0, H = 0, S = 0, kmax = 0;
@@ -54,25 +60,19 @@ Status requireTensor(const OpDesc& d, const std::string& name, size_t rank, cons
 }
 
 // The geometry of a config, or why the config is not one the template supports.
-Result<di::SparseMlaPrefillGeometry> geometryOf(const KernelConfig& c) {
-  int v[4];
-  const char* keys[4] = {kHeadsPerCta, kWarps, kBlockN, kStages};
-  for (int i = 0; i < 4; ++i) {
-    auto it = c.find(keys[i]);
-    if (it == c.end())
-      return Error{fmt::format("{}: config {{{}}} lacks '{}'", kOp, configToString(c), keys[i])};
-    if (it->second < 0 || it->second > 4096)
-      return Error{fmt::format("{}: config {{{}}}: '{}' = {} is out of range", kOp,
-                               configToString(c), keys[i], it->second)};
-    v[i] = int(it->second);
-  }
-  const auto g = di::sparseMlaPrefillGeometry(v[0], v[1], v[2], v[3]);
+Result<di::SparseMlaPrefillGeometry> geometryOf(const SparseMlaPrefillConfig& c) {
+  const KernelConfig knobs = toKnobs(c);
+  for (const auto& f : SparseMlaPrefillConfig::fields())
+    if (c.*(f.member) < 0 || c.*(f.member) > 4096)
+      return Error{fmt::format("{}: config {{{}}}: '{}' = {} is out of range", kOp, configToString(knobs), f.name,
+                               c.*(f.member))};
+  const auto g = di::sparseMlaPrefillGeometry(int(c.headsPerCta), int(c.warps), int(c.blockN), int(c.stages));
   if (!g.valid)
     return Error{fmt::format(
         "{}: config {{{}}} is not a supported CTA shape (heads_per_cta 16/32/64; warps = head "
         "groups x 2/4/8 dim splits with at most 256 dims x 16-row tiles per warp; "
         "block_n 16/32/64; stages 2..8)",
-        kOp, configToString(c))};
+        kOp, configToString(knobs))};
   return g;
 }
 
@@ -97,8 +97,8 @@ bool worthCompiling(const di::SparseMlaPrefillGeometry& g) {
   return g.valid && fitsRegisterFile(g) && !(g.blockN > 16 && g.mTiles * g.dimsPerWarp >= 256);
 }
 
-KernelConfig makeConfig(int heads, int warps, int blockN, int stages) {
-  return {{kHeadsPerCta, heads}, {kWarps, warps}, {kBlockN, blockN}, {kStages, stages}};
+SparseMlaPrefillConfig makeConfig(int heads, int warps, int blockN, int stages) {
+  return {heads, warps, blockN, stages};
 }
 
 // Largest heads_per_cta worth using for H heads: all of a token's heads in as few CTAs as possible.
@@ -117,7 +117,7 @@ int residentCtas(const di::SparseMlaPrefillGeometry& g, const TargetProfile& t) 
   return std::max(ctas, 0);
 }
 
-class SparseMlaPrefillFamily final : public KernelFamily {
+class SparseMlaPrefillFamily final : public TypedKernelFamily<SparseMlaPrefillConfig> {
  public:
   std::string opName() const override { return kOp; }
 
@@ -182,8 +182,8 @@ class SparseMlaPrefillFamily final : public KernelFamily {
 
   // Every CTA shape of the template worth compiling (see worthCompiling) within the architecture's
   // opt-in shared memory; the pass drops those over the target's (possibly lower) per-CTA cap.
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
-    std::vector<KernelConfig> out;
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override {
+    std::vector<Config> out;
     const int maxHeads = maxHeadsPerCta(d.dim("q", 1));
     for (int heads : {16, 32, 64}) {
       if (heads > maxHeads) continue;
@@ -198,9 +198,14 @@ class SparseMlaPrefillFamily final : public KernelFamily {
     return out;
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc&) const override {
+  Status canImplement(const Config& c, const OpDesc&) const override {
     auto g = geometryOf(c);
-    if (!g.ok()) return {};  // 0 threads: no occupancy, so the pass drops it
+    if (!g.ok()) return g.error();
+    return {};
+  }
+
+  ResourceEstimate resources(const Config& c, const OpDesc&) const override {
+    auto g = geometryOf(c);
     return {g->smemBytes, 32 * g->warps, estimateRegisters(*g)};
   }
 
@@ -217,7 +222,7 @@ class SparseMlaPrefillFamily final : public KernelFamily {
   //     CTAs; (16,2) fits 48 KB in every shape. Larger tiles amortise the exchange barriers; >= 3
   //     stages with two head groups switch on the ping-pong schedule, which hides the softmax
   //     (keys in flight: (stages-2) x block_n; otherwise (stages-1) x block_n).
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Shapes s = shapesOf(d);
     int heads = maxHeadsPerCta(s.H);
     while (heads > 16 && s.T * ((s.H + heads - 1) / heads) < t.smCount) heads /= 2;
@@ -245,10 +250,8 @@ class SparseMlaPrefillFamily final : public KernelFamily {
     return makeConfig(heads, bestWarps, 16, 2);
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc&, const std::string& baseName) const override {
+  CudaUnit unit(const Config& c, const OpDesc&, const std::string& baseName) const override {
     auto g = geometryOf(c);
-    if (!g.ok())  // candidates never produce this; make a hand-written bad config fail loudly
-      return {fmt::format("#error \"{}\"\n", g.error().message), {baseName}};
     return {fmt::format("#include \"SparseMlaPrefill.cuh\"\n"
                         "extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const "
                         "di::SparseMlaPrefillParams p) {{\n"
@@ -258,11 +261,10 @@ class SparseMlaPrefillFamily final : public KernelFamily {
             {baseName}};
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     auto g = geometryOf(c);
     const Shapes s = shapesOf(d);
-    if (!g.ok() || s.T == 0) return {};  // nothing to launch for an empty batch
+    if (s.T == 0) return {};  // nothing to launch for an empty batch
     LaunchStep step;
     step.entry = baseName;
     const int64_t headBlocks = (s.H + g->heads - 1) / g->heads;
@@ -273,10 +275,8 @@ class SparseMlaPrefillFamily final : public KernelFamily {
     return {step};
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
+  Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
     auto g = geometryOf(c);
-    if (!g.ok()) return g.error();
     // kv rows are gathered and out rows stored with 16-byte vector accesses; q is read as bf16
     // pairs; the int32 / fp32 tensors element-wise.
     const std::pair<const char*, uint64_t> bindings[] = {

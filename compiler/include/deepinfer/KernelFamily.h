@@ -57,6 +57,11 @@ using DeviceAddrMap = std::map<std::string, uint64_t>;
 // a tensor that is not listed is dense row-major.
 using TensorStrides = std::map<std::string, std::vector<int64_t>>;
 
+// The type-erased interface the passes, the JIT and the tools use. A config travels as its knob
+// map (what #di.config and the tuning cache hold); every call that takes one first checks that
+// the family can implement it for this op (canImplement), so a bad config is an error naming
+// the knob, never a unit that fails to compile or a made-up estimate. Families implement it
+// through TypedKernelFamily<Config> (TypedKernelFamily.h), with a struct of named knobs.
 class KernelFamily {
  public:
   virtual ~KernelFamily() = default;
@@ -66,22 +71,27 @@ class KernelFamily {
   // Check an op description against every rule of spec/ops.md this kernel relies on; the
   // message names the bad value and the tensor or attribute it belongs to.
   virtual Status validate(const OpDesc& d) const = 0;
-  // Output tensors (name -> dtype, shape) derived from the inputs and attributes. In/out
-  // tensors are listed too.
+  // Output tensors (name -> dtype, shape) derived from the inputs and attributes of a valid
+  // description. In/out tensors are listed too.
   virtual OutputSpec outputs(const OpDesc& d) const = 0;
-  // All configs the kernel could run with for this op on this target (before filtering).
+  // The configs worth trying for this op on this target, each one canImplement accepts (the
+  // pass then drops those over the target's limits).
   virtual std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const = 0;
-  virtual ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const = 0;
   // The default config by the family's documented heuristic; must fit the target's cap.
   virtual KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const = 0;
+  // Whether this config can serve this op: its knobs are the family's and their values ones the
+  // template supports for these shapes. Asked before anything below, before a launch and before
+  // a tuned winner is reused; the message names the knob and what it must be.
+  virtual Status canImplement(const KernelConfig& c, const OpDesc& d) const = 0;
+  virtual Result<ResourceEstimate> estimate(const KernelConfig& c, const OpDesc& d) const = 0;
   // The CUDA unit: includes the template header and instantiates it; entry names derive from
   // `baseName` (which the caller derives from the content key).
-  virtual CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const = 0;
+  virtual Result<CudaUnit> emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const = 0;
   // Kernel launches in order (e.g. split-KV partials, then the merge only when needed).
-  virtual std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                             const std::string& baseName) const = 0;
+  virtual Result<std::vector<LaunchStep>> launchPlan(const KernelConfig& c, const OpDesc& d,
+                                                     const std::string& baseName) const = 0;
   // Device workspace bytes the plan needs (0 if none); bound as "__workspace".
-  virtual int64_t workspaceBytes(const KernelConfig&, const OpDesc&) const { return 0; }
+  virtual Result<int64_t> workspaceBytes(const KernelConfig& c, const OpDesc& d) const = 0;
   // The kernel parameter struct's bytes (one by-value argument shared by every step).
   virtual Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
                                                   const DeviceAddrMap& addrs) const = 0;
@@ -89,11 +99,10 @@ class KernelFamily {
   // writes `out` with the caller's strides, spec/ops.md §3). The message says what the kernel
   // needs. Default: no tensor may be strided.
   virtual Status checkStrides(const OpDesc& d, const std::string& name, const std::vector<int64_t>& strides) const;
-  // packParams for tensors bound with strides (each accepted by checkStrides). Default: only
-  // an empty `strides` is accepted, and it packs as packParams does.
+  // packParams for tensors bound with strides (each accepted by checkStrides).
   virtual Result<std::vector<uint8_t>> packStridedParams(const KernelConfig& c, const OpDesc& d,
                                                          const DeviceAddrMap& addrs,
-                                                         const TensorStrides& strides) const;
+                                                         const TensorStrides& strides) const = 0;
 };
 
 // Registry of all families by op name.
