@@ -15,15 +15,8 @@ std::string ShapeBucket::label() const {
 }
 
 std::optional<BucketAxis> bucketAxis(const std::string& op) {
-  if (op == "sparse_mla_decode") return BucketAxis{"B", {1, 2, 4, 8, 16, 32, 64}};
-  if (op == "sparse_mla_prefill" || op == "combine_topk_swa" || op == "kv_quant_insert")
-    return BucketAxis{"T", {16, 64, 256, 1024, 4096}};
-  if (op == "mhc_pre" || op == "mhc_post" || op == "mhc_collapse" || op == "mhc_fused_post_pre")
-    return BucketAxis{"T", {1, 2, 4, 8, 15, 64, 256, 1024, 4096}};
-  if (op == "gather_kcache") return BucketAxis{"context", {2048, 8192, 32768, 131072}};
-  if (op == "indexer_logits") return BucketAxis{"context", {2048, 8192, 32768}};
-  if (op == "topk") return BucketAxis{"N", {2048, 8192, 32768}};
-  return std::nullopt;
+  const KernelFamily* fam = findKernelFamily(op);
+  return fam ? fam->bucketAxis() : std::nullopt;
 }
 
 std::vector<ShapeBucket> shapeBuckets(const std::string& op) {
@@ -49,25 +42,8 @@ std::optional<ShapeBucket> bucketOf(const std::string& op, int64_t value) {
 }
 
 std::optional<int64_t> bucketValue(const OpDesc& d) {
-  auto dim = [&](const char* t, size_t i) -> std::optional<int64_t> {
-    auto it = d.shapes.find(t);
-    if (it == d.shapes.end() || it->second.size() <= i) return std::nullopt;
-    return it->second[i];
-  };
-  const std::string& op = d.op;
-  if (op == "sparse_mla_decode" || op == "sparse_mla_prefill") return dim("q", 0);
-  if (op == "combine_topk_swa") return dim("topk_indices", 0);
-  if (op == "kv_quant_insert") return dim("k", 0);
-  if (op == "mhc_pre" || op == "mhc_collapse") return dim("x", 0);
-  if (op == "mhc_post" || op == "mhc_fused_post_pre") return dim("f_out", 0);
-  if (op == "gather_kcache") return dim("out", 1);
-  if (op == "topk") return dim("scores", 1);
-  if (op == "indexer_logits") {
-    auto pages = dim("block_table", 1), row = dim("k_cache", 1);
-    if (!pages || !row) return std::nullopt;
-    return *pages * (*row / 132);  // 132 bytes per token: 128 fp8 + one fp32 scale
-  }
-  return std::nullopt;
+  const KernelFamily* fam = findKernelFamily(d.op);
+  return fam ? fam->bucketValue(d) : std::nullopt;
 }
 
 std::optional<ShapeBucket> bucketFor(const OpDesc& d) {

@@ -170,6 +170,34 @@ class CombineTopkSwaFamily final : public TypedKernelFamily<CombineTopkSwaConfig
     p.swa_row0 = int32_t(d.attrs.getInt("N", 0));
     return paramBytes(p);
   }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"T", 1536, "query tokens"}, {"R", 1, "requests"}, {"topk", 512, "K"}, {"window", 128, "sliding window"},
+            {"ratio", 2, "compression ratio"}, {"max_model_len", 65536, "for N = ceil(max_model_len / ratio)"}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    const int64_t ratio = p.at("ratio"), n = ratio > 0 ? (p.at("max_model_len") + ratio - 1) / ratio : 0;
+    OpDesc d;
+    d.op = opName();
+    d.shapes["topk_indices"] = {p.at("T"), p.at("topk")};
+    d.shapes["query_start_loc"] = {p.at("R") + 1};
+    d.shapes["seq_lens"] = {p.at("R")};
+    d.shapes["gather_lens"] = {p.at("R")};
+    d.attrs.setInt("window", p.at("window"));
+    d.attrs.setInt("ratio", ratio);
+    d.attrs.setInt("topk", p.at("topk"));
+    d.attrs.setInt("N", n);
+    d.attrs.setInt("M", n + p.at("window") + p.at("T"));
+    return d;
+  }
+
+  // Tuned along the query tokens.
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"T", {16, 64, 256, 1024, 4096}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "topk_indices", 0); }
+  TuneShape tuneShape(const ModelDims& m, int64_t v) const override {
+    const ShapeParams p{{"T", v}, {"topk", m.indexTopk}, {"window", m.window}};
+    return {p, p};
+  }
 };
 
 }  // namespace

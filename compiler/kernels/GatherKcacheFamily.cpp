@@ -276,6 +276,35 @@ class GatherKcacheFamily final : public TypedKernelFamily<GatherKcacheConfig> {
     const int64_t grid = std::min<int64_t>(int64_t(t.smCount) * ctasPerSm, maxUseful);
     return {warps, tpw, ctasPerSm, std::max<int64_t>(1, grid)};
   }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"R", 1, "requests"}, {"context", 16384, "tokens gathered per request"},
+            {"block_size", 64, "tokens per page"}, {"offset", 0, "first output row"}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    const int64_t R = p.at("R"), bs = std::max<int64_t>(p.at("block_size"), 1);
+    const int64_t maxPages = (p.at("context") + bs - 1) / bs;
+    OpDesc d;
+    d.op = opName();
+    d.shapes["k_cache"] = {R * maxPages, pageBytes(bs)};
+    d.shapes["seq_lens"] = {R};
+    d.shapes["gather_lens"] = {R};
+    d.shapes["block_table"] = {R, maxPages};
+    d.shapes["out"] = {R, p.at("offset") + p.at("context"), kHeadDim};
+    d.attrs.setInt("block_size", bs);
+    d.attrs.setInt("offset", p.at("offset"));
+    return d;
+  }
+
+  // Dequantize and copy: no transcendental belongs in its PTX.
+  PtxChecks ptxChecks(const OpDesc&) const override { return {.noTranscendentals = true}; }
+
+  // Tuned along the rows gathered per request (out's rows).
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"context", {2048, 8192, 32768, 131072}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "out", 1); }
+  TuneShape tuneShape(const ModelDims&, int64_t v) const override {
+    return {{{"R", 1}, {"context", v}}, {{"R", 1}, {"context", v}}};
+  }
 };
 
 }  // namespace

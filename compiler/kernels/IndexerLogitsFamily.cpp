@@ -331,6 +331,39 @@ class IndexerLogitsFamily final : public TypedKernelFamily<IndexerLogitsConfig> 
     p.positions_per_cta = int32_t(g->positionsPerCta);
     return paramBytes(p);
   }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"T", 1536, "query tokens"}, {"Hi", 32, "indexer heads"}, {"R", 1, "requests"},
+            {"context", 8192, "compressed positions per request"}, {"block_size", 64, ""}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    const int64_t bs = std::max<int64_t>(p.at("block_size"), 1), maxPages = ceilDiv(p.at("context"), bs);
+    const int64_t T = p.at("T"), hi = p.at("Hi");
+    OpDesc d;
+    d.op = opName();
+    d.shapes["q"] = {T, hi, kIndexDim};
+    d.shapes["weights"] = {T, hi};
+    d.shapes["k_cache"] = {p.at("R") * maxPages, bs * kKeyBytes};
+    d.shapes["block_table"] = {p.at("R"), maxPages};
+    d.shapes["token_to_req"] = {T};
+    d.shapes["visible"] = {T};
+    d.attrs.setInt("block_size", bs);
+    return d;
+  }
+
+  PtxChecks ptxChecks(const OpDesc&) const override { return {.tensorCores = true}; }
+
+  // Tuned along the compressed positions (pages x block size), at a prefill chunk's 1536 tokens.
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"context", {2048, 8192, 32768}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override {
+    auto pages = dimOf(d, "block_table", 1), row = dimOf(d, "k_cache", 1);
+    if (!pages || !row) return std::nullopt;
+    return *pages * (*row / kKeyBytes);
+  }
+  TuneShape tuneShape(const ModelDims& m, int64_t v) const override {
+    const ShapeParams p{{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
+    return {p, p};
+  }
 };
 
 }  // namespace

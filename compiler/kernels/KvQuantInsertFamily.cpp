@@ -117,6 +117,24 @@ class KvQuantInsertFamily final : public TypedKernelFamily<KvQuantInsertConfig> 
     p.num_tokens = int32_t(d.dim("k", 0));
     return paramBytes(p);
   }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"T", 1536, "tokens written"}, {"block_size", 64, "tokens per page"}, {"pages", 64, "pages in the cache"}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    OpDesc d;
+    d.op = opName();
+    d.shapes["k"] = {p.at("T"), kHeadDim};
+    d.shapes["slot_mapping"] = {p.at("T")};
+    d.shapes["k_cache"] = {p.at("pages"), pageBytes(p.at("block_size"))};
+    d.attrs.setInt("block_size", p.at("block_size"));
+    return d;
+  }
+
+  // Tuned along the tokens written (a decode step's few to a prefill chunk's thousands).
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"T", {16, 64, 256, 1024, 4096}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "k", 0); }
+  TuneShape tuneShape(const ModelDims&, int64_t v) const override { return {{{"T", v}}, {{"T", v}}}; }
 };
 
 }  // namespace

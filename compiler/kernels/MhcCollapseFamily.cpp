@@ -108,6 +108,12 @@ class MhcCollapseFamily : public TypedKernelFamily<StreamConfig> {
     return paramBytes(p);
   }
 
+  std::vector<ShapeParam> shapeParams() const override { return mhc::shapeParams(); }
+  OpDesc describe(const ShapeParams& p) const override { return mhc::describe(opName(), p); }
+  std::vector<std::pair<std::string, ShapeParams>> compileShapes() const override { return mhc::compileShapes(); }
+  std::optional<BucketAxis> bucketAxis() const override { return mhc::bucketAxis(); }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "x", 0); }
+  TuneShape tuneShape(const ModelDims& m, int64_t v) const override { return mhc::tuneShape(m, v); }
  private:
   Result<StreamGeometry> geometry(const Config& c, const OpDesc& d) const {
     return streamGeometryOf(Mode::Collapse, c, d, "x", opName());

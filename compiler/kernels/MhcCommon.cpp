@@ -224,6 +224,45 @@ Result<uint64_t> requireAddr(const DeviceAddrMap& a, const std::string& name, co
   return it->second;
 }
 
+std::vector<ShapeParam> shapeParams() { return {{"T", 6, "tokens"}, {"C", 5120, "hidden size"}}; }
+
+OpDesc describe(const std::string& op, const ShapeParams& p) {
+  const int64_t T = p.at("T"), C = p.at("C");
+  OpDesc d;
+  d.op = op;
+  auto& s = d.shapes;
+  auto mixesIn = [&] {
+    s["fn"] = {kMix, kStreams * C};
+    s["scale"] = {3};
+    s["base"] = {kMix};
+    s["pre_in"] = {T, kStreams};
+    s["norm_weight"] = {C};
+  };
+  if (op == "mhc_pre") {
+    s["x"] = {T, kStreams, C};
+    mixesIn();
+  } else if (op == "mhc_post" || op == "mhc_fused_post_pre") {
+    s["f_out"] = {T, C};
+    s["residual"] = {T, kStreams, C};
+    s["post"] = {T, kStreams};
+    s["comb"] = {T, kStreams, kStreams};
+    if (op == "mhc_fused_post_pre") mixesIn();
+  } else {
+    s["x"] = {T, kStreams, C};
+    s["pre"] = {T, kStreams};
+  }
+  return d;
+}
+
+std::vector<std::pair<std::string, ShapeParams>> compileShapes() { return {{"default", {}}, {"T=64", {{"T", 64}}}}; }
+
+BucketAxis bucketAxis() { return {"T", {1, 2, 4, 8, 15, 64, 256, 1024, 4096}}; }
+
+TuneShape tuneShape(const ModelDims& m, int64_t v) {
+  const ShapeParams p{{"T", v}, {"C", m.hidden}};
+  return {p, p};
+}
+
 void setShapes(di::MhcParams& p, const Dims& dims, const StreamGeometry& g) {
   p.T = dims.T;
   p.C = int32_t(dims.C);

@@ -130,6 +130,15 @@ Status bindAddr(Ptr& field, const DeviceAddrMap& a, const std::string& name, con
   return {};
 }
 
+// The facts every mHC op shares: shapes from T (tokens) and C (hidden size), the compile shapes
+// (T = 64 is the tensor-core path), the tuning buckets along T (edges at 15 and 64, so the CUDA-
+// core path below T = 16 and the tensor-core path never share a bucket) and the tune shape.
+std::vector<ShapeParam> shapeParams();
+OpDesc describe(const std::string& op, const ShapeParams& p);
+std::vector<std::pair<std::string, ShapeParams>> compileShapes();
+BucketAxis bucketAxis();
+TuneShape tuneShape(const ModelDims& m, int64_t v);
+
 // Fills the shape fields of the params from the geometry.
 void setShapes(di::MhcParams& p, const Dims& dims, const StreamGeometry& g);
 

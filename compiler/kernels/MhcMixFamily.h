@@ -22,6 +22,14 @@ class MhcMixFamily : public TypedKernelFamily<mhc::MixConfig> {
   std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override;
   int64_t workspace(const Config& c, const OpDesc& d) const override;
   Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override;
+  std::vector<ShapeParam> shapeParams() const override { return mhc::shapeParams(); }
+  OpDesc describe(const ShapeParams& p) const override { return mhc::describe(opName(), p); }
+  std::vector<std::pair<std::string, ShapeParams>> compileShapes() const override { return mhc::compileShapes(); }
+  // Tensor cores from T = 16 on (spec §8).
+  PtxChecks ptxChecks(const OpDesc& d) const override { return {.tensorCores = dimOf(d, residualName(), 0) >= 16}; }
+  std::optional<BucketAxis> bucketAxis() const override { return mhc::bucketAxis(); }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, fused_ ? "f_out" : "x", 0); }
+  TuneShape tuneShape(const ModelDims& m, int64_t v) const override { return mhc::tuneShape(m, v); }
 
  private:
   // The tensor holding the residual streams the op reads: `x` (pre) or `residual` (fused).

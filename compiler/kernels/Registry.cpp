@@ -41,6 +41,12 @@ Status expectRank(const OpDesc& d, const std::string& name, size_t rank) {
   return {};
 }
 
+std::optional<int64_t> dimOf(const OpDesc& d, const std::string& name, size_t i) {
+  auto it = d.shapes.find(name);
+  if (it == d.shapes.end() || it->second.size() <= i) return std::nullopt;
+  return it->second[i];
+}
+
 Status expectShape(const OpDesc& d, const std::string& name, const std::vector<int64_t>& shape) {
   DI_TRY(expectRank(d, name, shape.size()));
   const auto& got = d.shapes.at(name);

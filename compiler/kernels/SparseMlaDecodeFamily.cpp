@@ -503,6 +503,45 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     }
     return us;
   }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"B", 6, "batch"}, {"Sq", 1, "queries per request"}, {"H", 64, "heads"}, {"swa_k", 128, "window keys"},
+            {"extra_k", 512, "compressed keys (0 = none)"}, {"swa_block_size", 64, ""}, {"extra_block_size", 64, ""},
+            {"pages", 1024, "pages per cache"}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    const int64_t B = p.at("B"), Sq = p.at("Sq"), H = p.at("H");
+    OpDesc d;
+    d.op = kOp;
+    d.shapes["q"] = {B, Sq, H, kHeadDim};
+    d.shapes["swa_cache"] = {p.at("pages"), kvcache::pageBytes(p.at("swa_block_size"))};
+    d.shapes["swa_indices"] = {B, Sq, p.at("swa_k")};
+    d.shapes["swa_lens"] = {B};
+    if (p.at("extra_k") > 0) {
+      d.shapes["extra_cache"] = {p.at("pages"), kvcache::pageBytes(p.at("extra_block_size"))};
+      d.shapes["extra_indices"] = {B, Sq, p.at("extra_k")};
+      d.shapes["extra_lens"] = {B};
+      d.attrs.setInt("extra_block_size", p.at("extra_block_size"));
+    }
+    d.shapes["attn_sink"] = {H};
+    d.attrs.setFloat("sm_scale", 0.04419417382415922);
+    d.attrs.setInt("swa_block_size", p.at("swa_block_size"));
+    return d;
+  }
+
+  // The head-count extremes besides the model's 64.
+  std::vector<std::pair<std::string, ShapeParams>> compileShapes() const override {
+    return {{"default", {}}, {"H=8", {{"H", 8}}}, {"H=128", {{"H", 128}}}};
+  }
+  PtxChecks ptxChecks(const OpDesc&) const override { return {.tensorCores = true}; }
+
+  // Tuned along the batch of a decode step; keys: the window plus the index top-k.
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"B", {1, 2, 4, 8, 16, 32, 64}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "q", 0); }
+  TuneShape tuneShape(const ModelDims& m, int64_t v) const override {
+    const ShapeParams p{{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
+    return {p, p};
+  }
 };
 
 }  // namespace

@@ -307,6 +307,36 @@ class SparseMlaPrefillFamily final : public TypedKernelFamily<SparseMlaPrefillCo
     p.scale_log2 = float(d.attrs.getFloat("sm_scale", kDefaultSmScale) * 1.4426950408889634);
     return paramBytes(p);
   }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"T", 1536, "query tokens"}, {"H", 64, "query heads"}, {"kv_rows", 32768, "rows of the gathered workspace"},
+            {"topk", 2048, "index entries per token (Kmax)"}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    OpDesc d;
+    d.op = kOp;
+    d.shapes["q"] = {p.at("T"), p.at("H"), kHeadDim};
+    d.shapes["kv"] = {p.at("kv_rows"), kHeadDim};
+    d.shapes["indices"] = {p.at("T"), p.at("topk")};
+    d.shapes["lens"] = {p.at("T")};
+    d.shapes["attn_sink"] = {p.at("H")};
+    d.attrs.setFloat("sm_scale", kDefaultSmScale);
+    return d;
+  }
+
+  // The head-count extremes besides the model's 64.
+  std::vector<std::pair<std::string, ShapeParams>> compileShapes() const override {
+    return {{"default", {}}, {"H=8", {{"H", 8}}}, {"H=128", {{"H", 128}}}};
+  }
+  PtxChecks ptxChecks(const OpDesc&) const override { return {.tensorCores = true}; }
+
+  // Tuned along the query tokens; each token's row holds the index top-k plus the window.
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"T", {16, 64, 256, 1024, 4096}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "q", 0); }
+  TuneShape tuneShape(const ModelDims& m, int64_t v) const override {
+    return {{{"T", v}, {"H", m.heads}, {"topk", m.indexTopk + m.window}, {"kv_rows", 65536}},
+            {{"T", v}, {"H", m.heads}, {"index_topk", m.indexTopk}, {"window", m.window}}};
+  }
 };
 
 }  // namespace

@@ -250,6 +250,26 @@ class TopkFamily final : public TypedKernelFamily<TopkConfig> {
     p.chunk_len = int32_t(g->chunkLen);
     return paramBytes(p);
   }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"T", 1536, "rows"}, {"N", 8192, "candidates per row"}, {"k", 512, ""}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    OpDesc d;
+    d.op = opName();
+    d.shapes["scores"] = {p.at("T"), p.at("N")};
+    d.shapes["lens"] = {p.at("T")};
+    d.attrs.setInt("k", p.at("k"));
+    return d;
+  }
+
+  // Tuned along the candidates per row, at a prefill chunk's 1536 rows.
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"N", {2048, 8192, 32768}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "scores", 1); }
+  TuneShape tuneShape(const ModelDims& m, int64_t v) const override {
+    const ShapeParams p{{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
+    return {p, p};
+  }
 };
 
 }  // namespace

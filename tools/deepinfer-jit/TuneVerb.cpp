@@ -49,13 +49,13 @@ std::string utcNow() {
 }
 
 // The model dimensions that fix the non-bucketed sizes (V4.1-Flash unless --config).
-struct ModelDims {
-  int64_t heads = 64, hidden = 5120, indexTopk = 512, window = 128, indexHeads = 32;
+struct ModelSource {
+  ModelDims dims;
   std::string source = "V4.1-Flash defaults";
 };
 
-Result<ModelDims> modelDims(const std::string& path) {
-  ModelDims m;
+Result<ModelSource> modelDims(const std::string& path) {
+  ModelSource m;
   if (path.empty()) return m;
   Result<ModelConfig> cfg = Error{""};
   if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") {
@@ -67,17 +67,17 @@ Result<ModelDims> modelDims(const std::string& path) {
     cfg = loadModelConfig(path);
   }
   if (!cfg.ok()) return cfg.error();
-  m.heads = cfg->numAttentionHeads;
-  m.hidden = cfg->hiddenSize;
-  m.indexTopk = cfg->indexTopk;
-  m.window = cfg->slidingWindow;
-  m.indexHeads = cfg->indexNHeads;
+  m.dims.heads = cfg->numAttentionHeads;
+  m.dims.hidden = cfg->hiddenSize;
+  m.dims.indexTopk = cfg->indexTopk;
+  m.dims.window = cfg->slidingWindow;
+  m.dims.indexHeads = cfg->indexNHeads;
   m.source = path;
   return m;
 }
 
-// One (op, bucket) to tune: the benchmark builder's parameters (BenchInputs.cpp) and the same
-// shape as makeOpDesc parameters (to list candidates without building inputs).
+// One (op, bucket) to tune: the op's description parameters at the bucket's representative
+// and its benchmark inputs' parameters, both from the op's family (KernelFamily::tuneShape).
 struct Item {
   std::string op;
   ShapeBucket bucket;
@@ -86,41 +86,12 @@ struct Item {
 };
 
 std::vector<Item> planItems(const ModelDims& m) {
-  static const char* kOps[] = {"sparse_mla_decode", "sparse_mla_prefill", "indexer_logits", "topk",
-                               "combine_topk_swa",  "gather_kcache",      "kv_quant_insert", "mhc_pre",
-                               "mhc_post",          "mhc_fused_post_pre", "mhc_collapse"};
   std::vector<Item> items;
-  for (const char* op : kOps) {
-    for (const ShapeBucket& b : shapeBuckets(op)) {
+  for (const KernelFamily* fam : allKernelFamilies()) {
+    for (const ShapeBucket& b : shapeBuckets(fam->opName())) {
       const int64_t v = b.representative;
-      Item it{op, b, {op, fmt::format("{}={}", b.var, v), {}, 0, 0}, {}};
-      const std::string o = op;
-      if (o == "sparse_mla_decode") {
-        it.spec.params = {{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
-        it.shape = {{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
-      } else if (o == "sparse_mla_prefill") {
-        it.spec.params = {{"T", v}, {"H", m.heads}, {"index_topk", m.indexTopk}, {"window", m.window}};
-        it.shape = {{"T", v}, {"H", m.heads}, {"topk", m.indexTopk + m.window}, {"kv_rows", 65536}};
-      } else if (o == "indexer_logits") {
-        it.spec.params = {{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
-        it.shape = {{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
-      } else if (o == "topk") {
-        it.spec.params = {{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
-        it.shape = {{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
-      } else if (o == "combine_topk_swa") {
-        it.spec.params = {{"T", v}, {"topk", m.indexTopk}, {"window", m.window}};
-        it.shape = {{"T", v}, {"topk", m.indexTopk}, {"window", m.window}};
-      } else if (o == "gather_kcache") {
-        it.spec.params = {{"R", 1}, {"context", v}};
-        it.shape = {{"R", 1}, {"context", v}};
-      } else if (o == "kv_quant_insert") {
-        it.spec.params = {{"T", v}};
-        it.shape = {{"T", v}};
-      } else {  // mHC
-        it.spec.params = {{"T", v}, {"C", m.hidden}};
-        it.shape = {{"T", v}, {"C", m.hidden}};
-      }
-      items.push_back(std::move(it));
+      const TuneShape ts = fam->tuneShape(m, v);
+      items.push_back({fam->opName(), b, {fam->opName(), fmt::format("{}={}", b.var, v), ts.inputs, 0, 0}, ts.shape});
     }
   }
   return items;
@@ -275,16 +246,16 @@ Candidates candidatesFor(const Item& it, const TargetProfile& target) {
   return c;
 }
 
-std::vector<Item> selectItems(const ModelDims& dims, const std::set<std::string>& ops,
+std::vector<Item> selectItems(const ModelSource& dims, const std::set<std::string>& ops,
                               const std::set<std::string>& buckets) {
   std::vector<Item> items;
-  for (Item& it : planItems(dims))
+  for (Item& it : planItems(dims.dims))
     if ((ops.empty() || ops.count(it.op)) && (buckets.empty() || buckets.count(it.bucket.label())))
       items.push_back(std::move(it));
   return items;
 }
 
-int planOnly(const cli::Args& args, const ModelDims& dims, const std::set<std::string>& ops,
+int planOnly(const cli::Args& args, const ModelSource& dims, const std::set<std::string>& ops,
              const std::set<std::string>& buckets) {
   std::optional<TargetProfile> target;
   if (args.has("target")) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,7 +24,7 @@ std::string configToString(const KernelConfig& c);  // "heads_per_cta=16,splits=
 // The static description of an op instance: its attributes plus the shapes of its tensors.
 // Optional tensors that are absent are missing from `shapes`.
 struct OpDesc {
-  std::string op;                                      // e.g. "sparse_mla_decode"
+  std::string op;                                      // canonical op name (spec/ops.md §11)
   OpAttrs attrs;
   std::map<std::string, std::vector<int64_t>> shapes;  // canonical tensor name -> shape
   bool hasTensor(const std::string& n) const { return shapes.count(n) != 0; }
@@ -56,6 +57,42 @@ using DeviceAddrMap = std::map<std::string, uint64_t>;
 // Element strides of the tensors bound through a non-contiguous view, by canonical name;
 // a tensor that is not listed is dense row-major.
 using TensorStrides = std::map<std::string, std::vector<int64_t>>;
+
+// ---- Facts about an op that the tools and the tuner read from its family ----
+
+// A size an op description is built from (T, H, B, context, ...), with its V4.1-Flash default.
+struct ShapeParam {
+  std::string name;
+  int64_t dflt;
+  std::string help;
+};
+using ShapeParams = std::map<std::string, int64_t>;
+
+// The model dimensions that fix an op's sizes other than its tuning variable (V4.1-Flash by
+// default; `tune --config` reads them from a model's config.json).
+struct ModelDims {
+  int64_t heads = 64, hidden = 5120, indexTopk = 512, window = 128, indexHeads = 32;
+};
+
+// The one variable of an op that moves its best config, and the edges of its tuning buckets
+// (autotune/ShapeBuckets.h: bucket i is (edge[i-1], edge[i]], tuned at edge[i]).
+struct BucketAxis {
+  std::string var;             // "B", "T", "context", "N"
+  std::vector<int64_t> edges;  // strictly increasing, > 0
+};
+
+// An op at one tuning point: the shape parameters of its description, and the parameters of its
+// benchmark inputs (the measurement core's input builder, autotune/BenchInputs.cpp).
+struct TuneShape {
+  ShapeParams shape;
+  ShapeParams inputs;
+};
+
+// What the op's compiled PTX must show (`deepinfer-jit compile` checks every candidate).
+struct PtxChecks {
+  bool tensorCores = false;        // mma.sync.m16n8k16 present
+  bool noTranscendentals = false;  // no ex2/lg2 (a pure data-movement kernel)
+};
 
 // The type-erased interface the passes, the JIT and the tools use. A config travels as its knob
 // map (what #di.config and the tuning cache hold); every call that takes one first checks that
@@ -103,6 +140,21 @@ class KernelFamily {
   virtual Result<std::vector<uint8_t>> packStridedParams(const KernelConfig& c, const OpDesc& d,
                                                          const DeviceAddrMap& addrs,
                                                          const TensorStrides& strides) const = 0;
+
+  // ---- facts for the tools and the tuner ----
+  // The shape parameters the op's description is built from, with defaults.
+  virtual std::vector<ShapeParam> shapeParams() const = 0;
+  // The description at these parameters (every one of shapeParams() present, >= 0); attributes
+  // the family sets are its defaults for those shapes.
+  virtual OpDesc describe(const ShapeParams& p) const = 0;
+  // The shapes `compile` builds every candidate at: the defaults, plus the edges of the op.
+  virtual std::vector<std::pair<std::string, ShapeParams>> compileShapes() const { return {{"default", {}}}; }
+  virtual PtxChecks ptxChecks(const OpDesc&) const { return {}; }
+  // The tuning variable (nullopt: the op is not tuned), its value in a description, and the op
+  // at the value `v` for a model.
+  virtual std::optional<BucketAxis> bucketAxis() const { return std::nullopt; }
+  virtual std::optional<int64_t> bucketValue(const OpDesc&) const { return std::nullopt; }
+  virtual TuneShape tuneShape(const ModelDims&, int64_t v) const { return {}; }
 };
 
 // Registry of all families by op name.
@@ -112,6 +164,8 @@ std::vector<const KernelFamily*> allKernelFamilies();
 // Shared validation helpers: messages name the tensor and the expected/actual shape.
 Status expectShape(const OpDesc& d, const std::string& name, const std::vector<int64_t>& shape);
 Status expectRank(const OpDesc& d, const std::string& name, size_t rank);
+// Dim i of tensor `name`, nullopt when the tensor or the dim is absent.
+std::optional<int64_t> dimOf(const OpDesc& d, const std::string& name, size_t i);
 
 // Pack a trivially copyable params struct into bytes.
 template <class P>
