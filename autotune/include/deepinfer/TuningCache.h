@@ -59,7 +59,7 @@ struct TuningKey {
   std::string op;
   std::string dtypes;  // opDtypes(op)
   std::string bucket;  // ShapeBucket::label()
-  std::string str() const;  // "local|sparse_mla_decode|BF16,...|B=5..8"
+  std::string str() const;  // "<target>|<op>|<input dtypes>|<bucket label>", e.g. "local|topk|F32,I32|N=2049..8192"
   bool operator<(const TuningKey& o) const { return str() < o.str(); }
 };
 
