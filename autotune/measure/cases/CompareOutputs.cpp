@@ -14,8 +14,11 @@
 #include <cstring>
 #include <limits>
 
+#include <stdexcept>
+
 #include "cases/OpCases.h"
 #include "deepinfer/Formats.h"
+#include "deepinfer/OpSignature.h"
 
 namespace deepinfer::testing {
 namespace {
@@ -187,6 +190,14 @@ CompareReport compareOutputs(const std::string& op, const std::string& outputNam
                              spec.metric, worst, spec.tol, indexString(expected.shape, worstAt),
                              valueString(expected, worstAt), valueString(actual, worstAt));
   return rep;
+}
+
+std::vector<std::string> outputNames(const std::string& op) {
+  const OpSignature* sig = findOpSignature(op);
+  if (!sig) throw std::invalid_argument("outputNames: unknown op '" + op + "'");
+  std::vector<std::string> names;
+  for (const TensorSig& t : sig->outputs) names.push_back(t.name);
+  return names;
 }
 
 }  // namespace deepinfer::testing
