@@ -4,7 +4,7 @@
 // 512, block size 64, C = 5120, compression ratio 2).
 #include <set>
 
-#include "BenchCase.h"
+#include "BenchSpecs.h"
 
 namespace deepinfer::bench {
 

@@ -16,7 +16,7 @@
 
 #include <stdexcept>
 
-#include "cases/OpCases.h"
+#include "cases/CompareOutputs.h"
 #include "deepinfer/Formats.h"
 #include "deepinfer/OpSignature.h"
 
