@@ -18,7 +18,7 @@
 #include "ModelBenchReport.h"
 #include "ModelRoofline.h"
 #include "Roofline.h"
-#include "gpu/GpuModel.h"
+#include "model/gpu/GpuModel.h"
 #include "model/Sampling.h"
 
 using namespace deepinfer;

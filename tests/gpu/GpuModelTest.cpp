@@ -15,7 +15,7 @@
 #include <random>
 
 #include "GpuTestDevice.h"
-#include "gpu/GpuModel.h"
+#include "model/gpu/GpuModel.h"
 #include "model/CpuForward.h"
 #include "model/MakeModel.h"
 

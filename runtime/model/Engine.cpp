@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "DiOps.h"
-#include "GpuModel.h"
+#include "lib/DiOps.h"
+#include "model/gpu/GpuModel.h"
 #include "deepinfer/Device.h"
 #include "deepinfer/Jit.h"
 #include "model/Sampling.h"
