@@ -364,6 +364,10 @@ class IndexerLogitsFamily final : public TypedKernelFamily<IndexerLogitsConfig> 
     const ShapeParams p{{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
     return {p, p};
   }
+  // -inf exactly where expected; else within 1e-4 of the row's largest |score|.
+  AccuracyRule accuracy(const std::string&) const override {
+    return {AccuracyRule::Kind::RowRelative, 1e-4, "error relative to the row's largest |score|"};
+  }
 };
 
 }  // namespace

@@ -263,6 +263,13 @@ TuneShape tuneShape(const ModelDims& m, int64_t v) {
   return {p, p};
 }
 
+AccuracyRule accuracy(const std::string& out) {
+  using K = AccuracyRule::Kind;
+  if (out == "pre" || out == "post" || out == "comb") return {K::Abs, 2e-3, "max abs error"};
+  if (out == "sqrsum") return {K::Relative, 2e-5, "max relative error"};
+  return {K::Bf16Ulps, 2, "bf16 ulps (beyond 2^-14 of the row's max)"};
+}
+
 void setShapes(di::MhcParams& p, const Dims& dims, const StreamGeometry& g) {
   p.T = dims.T;
   p.C = int32_t(dims.C);

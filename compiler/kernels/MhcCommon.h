@@ -138,6 +138,9 @@ OpDesc describe(const std::string& op, const ShapeParams& p);
 std::vector<std::pair<std::string, ShapeParams>> compileShapes();
 BucketAxis bucketAxis();
 TuneShape tuneShape(const ModelDims& m, int64_t v);
+// pre/post/comb within 2e-3 abs; bf16 outputs within 2 bf16 ulps of the correctly rounded
+// reference (or 2^-14 of the row's largest magnitude); sqrsum within 2e-5 relative.
+AccuracyRule accuracy(const std::string& output);
 
 // Fills the shape fields of the params from the geometry.
 void setShapes(di::MhcParams& p, const Dims& dims, const StreamGeometry& g);

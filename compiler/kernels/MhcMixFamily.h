@@ -30,6 +30,7 @@ class MhcMixFamily : public TypedKernelFamily<mhc::MixConfig> {
   std::optional<BucketAxis> bucketAxis() const override { return mhc::bucketAxis(); }
   std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, fused_ ? "f_out" : "x", 0); }
   TuneShape tuneShape(const ModelDims& m, int64_t v) const override { return mhc::tuneShape(m, v); }
+  AccuracyRule accuracy(const std::string& output) const override { return mhc::accuracy(output); }
 
  private:
   // The tensor holding the residual streams the op reads: `x` (pre) or `residual` (fused).

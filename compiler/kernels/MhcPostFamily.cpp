@@ -157,6 +157,7 @@ class MhcPostFamily : public TypedKernelFamily<StreamConfig> {
   std::optional<BucketAxis> bucketAxis() const override { return mhc::bucketAxis(); }
   std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "f_out", 0); }
   TuneShape tuneShape(const ModelDims& m, int64_t v) const override { return mhc::tuneShape(m, v); }
+  AccuracyRule accuracy(const std::string& output) const override { return mhc::accuracy(output); }
  private:
   Result<StreamGeometry> geometry(const Config& c, const OpDesc& d) const {
     return streamGeometryOf(Mode::Post, c, d, "residual", opName());

@@ -1,12 +1,5 @@
-// compareOutputs: the accuracy contract of spec/ops.md per op output.
-//   bit-exact:  kv_quant_insert k_cache, gather_kcache out, combine_topk_swa rows/lens, topk
-//   attention:  out max abs error <= 5e-3 on unit-scale outputs: kernel and reference each round
-//               to bf16 once, so the error is measured beyond one bf16 step of the reference value
-//               (at |out| >= 2 one step alone is 0.0156); lse within 1e-3 abs, +inf exactly
-//   indexer:    -inf exactly where expected; else error <= 1e-4 of the row's largest |score|
-//   mHC:        pre/post/comb within 2e-3 abs; bf16 outputs within 2 bf16 ulps of the
-//               correctly rounded reference, or 2^-14 of the row's largest magnitude;
-//               sqrsum within 2e-5 relative
+// compareOutputs: the accuracy contract of spec/ops.md per op output, as each op's kernel family
+// states it (KernelFamily::accuracy): bit-exact, or an error measure within a tolerance.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,12 +11,13 @@
 
 #include "cases/CompareOutputs.h"
 #include "deepinfer/Formats.h"
+#include "deepinfer/KernelFamily.h"
 #include "deepinfer/OpSignature.h"
 
 namespace deepinfer::testing {
 namespace {
 
-enum class Rule { Exact, Abs, AttnOut, Lse, RowRelative, Bf16Ulps, Relative };
+using Rule = AccuracyRule::Kind;
 
 struct RuleSpec {
   Rule rule;
@@ -32,17 +26,9 @@ struct RuleSpec {
 };
 
 RuleSpec ruleFor(const std::string& op, const std::string& out) {
-  if (op == "sparse_mla_prefill" || op == "sparse_mla_decode") {
-    if (out == "lse") return {Rule::Lse, 1e-3, "max abs error (+inf exact)"};
-    return {Rule::AttnOut, 5e-3, "max abs error beyond one bf16 step"};
-  }
-  if (op == "indexer_logits") return {Rule::RowRelative, 1e-4, "error relative to the row's largest |score|"};
-  if (op.rfind("mhc_", 0) == 0) {
-    if (out == "pre" || out == "post" || out == "comb") return {Rule::Abs, 2e-3, "max abs error"};
-    if (out == "sqrsum") return {Rule::Relative, 2e-5, "max relative error"};
-    return {Rule::Bf16Ulps, 2, "bf16 ulps (beyond 2^-14 of the row's max)"};
-  }
-  return {Rule::Exact, 0, "mismatched elements"};
+  const KernelFamily* fam = findKernelFamily(op);
+  const AccuracyRule r = fam ? fam->accuracy(out) : AccuracyRule{};
+  return {r.kind, r.tol, r.metric};
 }
 
 double valueAt(const HostTensor& t, int64_t i) {

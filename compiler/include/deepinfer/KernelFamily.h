@@ -94,6 +94,24 @@ struct PtxChecks {
   bool noTranscendentals = false;  // no ex2/lg2 (a pure data-movement kernel)
 };
 
+// How an output of the op is compared with the C++ reference (spec/ops.md's accuracy contract;
+// autotune/measure/cases/CompareOutputs.cpp applies it): bit-exact, or an error measure within
+// `tol`.
+struct AccuracyRule {
+  enum class Kind {
+    Exact,        // every byte equal
+    Abs,          // |actual - expected|
+    AttnOut,      // |actual - expected| beyond one bf16 step of the expected value
+    Lse,          // |actual - expected|, +inf exactly
+    RowRelative,  // |actual - expected| / the row's largest |expected|
+    Bf16Ulps,     // bf16 ulps, where the error exceeds 2^-14 of the row's largest |expected|
+    Relative,     // |actual - expected| / |expected|
+  };
+  Kind kind = Kind::Exact;
+  double tol = 0;
+  const char* metric = "mismatched elements";
+};
+
 // The type-erased interface the passes, the JIT and the tools use. A config travels as its knob
 // map (what #di.config and the tuning cache hold); every call that takes one first checks that
 // the family can implement it for this op (canImplement), so a bad config is an error naming
@@ -155,6 +173,8 @@ class KernelFamily {
   virtual std::optional<BucketAxis> bucketAxis() const { return std::nullopt; }
   virtual std::optional<int64_t> bucketValue(const OpDesc&) const { return std::nullopt; }
   virtual TuneShape tuneShape(const ModelDims&, int64_t v) const { return {}; }
+  // How output `name` is compared with the reference (default: bit-exact).
+  virtual AccuracyRule accuracy(const std::string& output) const { return {}; }
 };
 
 // Registry of all families by op name.
