@@ -1,7 +1,9 @@
 // What the compiler knows about one kernel op, independent of MLIR: its candidate configs on a
-// target, resource estimates, the CUDA unit that instantiates its template, its launch plan
-// and how device tensors bind to the kernel's parameter struct. The MLIR op interface and the
-// runtime both go through this, so adding an op touches one place.
+// target, resource estimates, the CUDA unit that instantiates its template, its launch plan,
+// how device tensors bind to the kernel's parameter struct, and the facts the tools and the
+// tuner need (shape parameters, tuning buckets, PTX checks, accuracy rules). The compiler's
+// passes look families up by op name (the dialect knows nothing of them), and the runtime and
+// the tools ask them directly, so no per-op code lives anywhere else.
 #pragma once
 #include <array>
 #include <cstdint>
