@@ -3,7 +3,7 @@
 // how device tensors bind to the kernel's parameter struct, and the facts the tools and the
 // tuner need (shape parameters, tuning buckets, PTX checks, accuracy rules). The compiler's
 // passes look families up by op name (the dialect knows nothing of them), and the runtime and
-// the tools ask them directly, so no per-op code lives anywhere else.
+// the tools ask them directly: the passes, the JIT and the tools hold no per-op code.
 #pragma once
 #include <array>
 #include <cstdint>
