@@ -1,3 +1,4 @@
+#include "BenchSpecs.h"
 #include "BenchOptions.h"
 
 #include <fmt/format.h>

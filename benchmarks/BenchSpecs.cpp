@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include "BenchCase.h"
+#include "BenchSpecs.h"
 
 namespace deepinfer::bench {
 namespace {

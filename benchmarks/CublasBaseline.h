@@ -6,7 +6,7 @@
 #include "BenchCase.h"
 #include "BenchTiming.h"
 #include "CaseRunner.h"
-#include "gpu/Cublas.h"
+#include "lib/Cublas.h"
 
 namespace deepinfer::bench {
 

@@ -19,7 +19,7 @@
 #include "ModelBenchSpec.h"
 #include "ModelRoofline.h"
 #include "Roofline.h"
-#include "gpu/GpuModel.h"
+#include "model/gpu/GpuModel.h"
 #include "model/Sampling.h"
 
 using namespace deepinfer;

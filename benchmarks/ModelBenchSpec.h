@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ModelBenchOptions.h"
-#include "gpu/GpuModel.h"
+#include "model/gpu/GpuModel.h"
 
 namespace deepinfer::bench {
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "BenchSpecs.h"
 #include "ReportText.h"
 #include "BenchCheck.h"
 #include "BenchKernels.h"

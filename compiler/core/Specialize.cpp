@@ -29,11 +29,12 @@ int occupancy(const ResourceEstimate& e, const TargetProfile& t) {
 Result<ConfigChoice> checkConfig(const OpDesc& d, const TargetProfile& t, const KernelConfig& c) {
   const KernelFamily* f = findKernelFamily(d.op);
   if (!f) return Error{fmt::format("no kernel family for op '{}'", d.op)};
-  // The op and the knobs first, with the checks every launch runs (packParams), so estimates
-  // only ever see configs the template can instantiate for this op.
+  // The op first, then the config through the family (canImplement: the knobs, with the check
+  // every launch runs), so estimates only ever see configs the template can instantiate.
   DI_TRY(f->validate(d));
-  DI_TRY(f->checkKnobs(c, d));
-  ConfigChoice ch{c, f->estimate(c, d), 0};
+  auto estimate = f->estimate(c, d);
+  if (!estimate.ok()) return estimate.error();
+  ConfigChoice ch{c, *estimate, 0};
   if (ch.estimate.smemBytes > t.smemPerCtaCap)
     return Error{fmt::format(
         "{}: config {{{}}} needs {} bytes of shared memory per CTA, over the {} cap of {} bytes ({})", d.op,
@@ -79,11 +80,12 @@ std::string sha256Hex(std::string_view bytes) {
 Result<EmittedKernel> emitKernel(const OpDesc& d, const KernelConfig& c) {
   const KernelFamily* f = findKernelFamily(d.op);
   if (!f) return Error{fmt::format("no kernel family for op '{}'", d.op)};
-  DI_TRY(f->validate(d));
-  DI_TRY(f->checkKnobs(c, d));
+  DI_TRY(f->validate(d));  // the family's hooks check the config themselves (canImplement)
   static const std::string kPlaceholder = "__DI_ENTRY_NAME__";
   EmittedKernel k;
-  k.unit = f->emit(c, d, kPlaceholder);
+  auto unit = f->emit(c, d, kPlaceholder);
+  if (!unit.ok()) return unit.error();
+  k.unit = std::move(unit.value());
   const std::string hash = sha256Hex(fmt::format("gen={}\n{}", DI_GENERATOR_VERSION, k.unit.source));
   k.baseName = fmt::format("di_{}_{}", d.op, hash.substr(0, 16));
   auto rename = [&](std::string s) {
@@ -94,8 +96,12 @@ Result<EmittedKernel> emitKernel(const OpDesc& d, const KernelConfig& c) {
   k.unit.source = rename(k.unit.source);
   k.unit.label = fmt::format("{} {{{}}}", d.op, configToString(c));
   for (auto& e : k.unit.entries) e = rename(e);
-  k.plan = f->launchPlan(c, d, k.baseName);
-  k.workspaceBytes = f->workspaceBytes(c, d);
+  auto plan = f->launchPlan(c, d, k.baseName);
+  if (!plan.ok()) return plan.error();
+  k.plan = std::move(plan.value());
+  auto workspace = f->workspaceBytes(c, d);
+  if (!workspace.ok()) return workspace.error();
+  k.workspaceBytes = *workspace;
   return k;
 }
 

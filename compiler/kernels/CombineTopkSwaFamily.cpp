@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "Families.h"
+#include "deepinfer/TypedKernelFamily.h"
 #include "KvCacheLayout.h"
 #include "params/CombineTopkSwaParams.h"
 
@@ -28,21 +29,19 @@ int registersFor(int64_t threads, int64_t rowWidth) {
   return tail ? 40 : 36;
 }
 
-class CombineTopkSwaFamily final : public KernelFamily {
+struct CombineTopkSwaConfig {
+  int64_t threads = 0;  // per CTA (one CTA per token)
+  static constexpr auto fields() {
+    return std::array{ConfigField<CombineTopkSwaConfig>{"threads", &CombineTopkSwaConfig::threads}};
+  }
+};
+
+class CombineTopkSwaFamily final : public TypedKernelFamily<CombineTopkSwaConfig> {
  public:
   std::string opName() const override { return "combine_topk_swa"; }
 
   std::vector<std::string> templateHeaders() const override {
     return {"CombineTopkSwa.cuh", "params/CombineTopkSwaParams.h", "common/Types.h", "common/Mma.cuh"};
-  }
-
-  // threads per CTA: whole warps, 32..1024 (CombineTopkSwa.cuh).
-  Status checkKnobs(const KernelConfig& c, const OpDesc&) const override {
-    DI_TRY(expectKnobs(opName(), c, {"threads"}));
-    const int64_t th = c.at("threads");
-    if (th < 32 || th > 1024 || th % 32 != 0)
-      return Error{fmt::format("combine_topk_swa: threads = {} must be a multiple of 32 in 32..1024", th)};
-    return {};
   }
 
   Status validate(const OpDesc& d) const override {
@@ -95,17 +94,23 @@ class CombineTopkSwaFamily final : public KernelFamily {
     return {{"rows", {DType::I32, {T, W}}}, {"lens", {DType::I32, {T}}}};
   }
 
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile&) const override {
-    std::vector<KernelConfig> c;
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile&) const override {
+    std::vector<Config> c;
     const int64_t exact = (rowWidth(d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0)) / 4 + 31) / 32 * 32;
     for (int64_t th : {int64_t(64), int64_t(128), int64_t(256), std::min<int64_t>(exact, 1024)})
-      if (std::find(c.begin(), c.end(), KernelConfig{{"threads", th}}) == c.end())
-        c.push_back({{"threads", th}});
+      if (std::none_of(c.begin(), c.end(), [&](const Config& o) { return o.threads == th; })) c.push_back({th});
     return c;
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
-    const int64_t th = c.at("threads");
+  // threads per CTA: whole warps, 32..1024 (CombineTopkSwa.cuh).
+  Status canImplement(const Config& c, const OpDesc&) const override {
+    if (c.threads < 32 || c.threads > 1024 || c.threads % 32 != 0)
+      return Error{fmt::format("combine_topk_swa: threads = {} must be a multiple of 32 in 32..1024", c.threads)};
+    return {};
+  }
+
+  ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
+    const int64_t th = c.threads;
     const int64_t W = rowWidth(d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0));
     return {4 * (1 + 4) /* s_req, s_info[4] */, int(th), registersFor(th, W)};
   }
@@ -114,15 +119,15 @@ class CombineTopkSwaFamily final : public KernelFamily {
   // V4.1's W = 640) so each thread stores once. At least enough warps that the CTAs-per-SM limit
   // cannot cap occupancy: 2 warps on sm_80/sm_90 (32 CTAs x 2 = 64), 3 on sm_86 (16 x 3 = 48),
   // 2 on sm_89 (24 x 2 = 48).
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const int64_t W = rowWidth(d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0));
     const int64_t minWarps = (t.facts.maxWarpsPerSm + t.facts.maxCtasPerSm - 1) / t.facts.maxCtasPerSm;
     const int64_t warps = std::clamp<int64_t>((W / 4 + 31) / 32, minWarps, 8);
-    return {{"threads", 32 * warps}};
+    return {32 * warps};
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
-    const int64_t th = c.at("threads");
+  CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
+    const int64_t th = c.threads;
     CudaUnit u;
     u.source = fmt::format(
         "#include \"CombineTopkSwa.cuh\"\n"
@@ -134,18 +139,15 @@ class CombineTopkSwaFamily final : public KernelFamily {
     return u;
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     LaunchStep s;
     s.entry = baseName;
     s.grid = {uint32_t(std::max<int64_t>(1, d.dim("topk_indices", 0))), 1, 1};  // one CTA per token
-    s.block = {uint32_t(c.at("threads")), 1, 1};
+    s.block = {uint32_t(c.threads), 1, 1};
     return {s};
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
-    DI_TRY(checkKnobs(c, d));
+  Result<std::vector<uint8_t>> params(const Config&, const OpDesc& d, const DeviceAddrMap& addrs) const override {
     di::CombineTopkSwaParams p{};
     auto tk = addrOf(d, addrs, "topk_indices", d.attrs.getInt("topk", 0) % 4 == 0 ? 16 : 4);
     auto qsl = addrOf(d, addrs, "query_start_loc", 4);
@@ -167,6 +169,42 @@ class CombineTopkSwaFamily final : public KernelFamily {
     p.rows_per_req = int32_t(d.attrs.getInt("M", 0));
     p.swa_row0 = int32_t(d.attrs.getInt("N", 0));
     return paramBytes(p);
+  }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"T", 1536, "query tokens"}, {"R", 1, "requests"}, {"topk", 512, "K"}, {"window", 128, "sliding window"},
+            {"ratio", 2, "compression ratio"}, {"max_model_len", 65536, "for N = ceil(max_model_len / ratio)"}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    const int64_t ratio = p.at("ratio"), n = ratio > 0 ? (p.at("max_model_len") + ratio - 1) / ratio : 0;
+    OpDesc d;
+    d.op = opName();
+    d.shapes["topk_indices"] = {p.at("T"), p.at("topk")};
+    d.shapes["query_start_loc"] = {p.at("R") + 1};
+    d.shapes["seq_lens"] = {p.at("R")};
+    d.shapes["gather_lens"] = {p.at("R")};
+    d.attrs.setInt("window", p.at("window"));
+    d.attrs.setInt("ratio", ratio);
+    d.attrs.setInt("topk", p.at("topk"));
+    d.attrs.setInt("N", n);
+    d.attrs.setInt("M", n + p.at("window") + p.at("T"));
+    return d;
+  }
+
+  // Tuned along the query tokens.
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"T", {16, 64, 256, 1024, 4096}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "topk_indices", 0); }
+  // One shape per compress ratio the model's layers use (the ratio keys the tuned config).
+  std::vector<TuneShape> tuneShapes(const ModelDims& m, int64_t v) const override {
+    std::vector<TuneShape> out;
+    for (int64_t ratio : m.ratios) {
+      const ShapeParams p{{"T", v}, {"topk", m.indexTopk}, {"window", m.window}, {"ratio", ratio}};
+      out.push_back({p, p});
+    }
+    return out;
+  }
+  std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
+    return {{"topk", intAttrOf(d, "topk")}, {"window", intAttrOf(d, "window")}, {"ratio", intAttrOf(d, "ratio")}};
   }
 };
 

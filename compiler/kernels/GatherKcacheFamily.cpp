@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "Families.h"
+#include "deepinfer/TypedKernelFamily.h"
 #include "KvCacheLayout.h"
 #include "params/GatherKcacheParams.h"
 
@@ -40,29 +41,24 @@ int residentCtas(const TargetProfile& t, int64_t warps, int64_t tokensPerWarp) {
                                ctasByRegisters(t, threads, registersFor(tokensPerWarp))}));
 }
 
-class GatherKcacheFamily final : public KernelFamily {
+struct GatherKcacheConfig {
+  int64_t warps = 0, tokensPerWarp = 0, ctasPerSm = 0, gridCtas = 0;
+  static constexpr auto fields() {
+    using F = ConfigField<GatherKcacheConfig>;
+    return std::array{F{"warps", &GatherKcacheConfig::warps},
+                      F{"tokens_per_warp", &GatherKcacheConfig::tokensPerWarp},
+                      F{"ctas_per_sm", &GatherKcacheConfig::ctasPerSm},
+                      F{"grid_ctas", &GatherKcacheConfig::gridCtas}};
+  }
+};
+
+class GatherKcacheFamily final : public TypedKernelFamily<GatherKcacheConfig> {
  public:
   std::string opName() const override { return "gather_kcache"; }
 
   std::vector<std::string> templateHeaders() const override {
     return {"KvCache.cuh", "params/GatherKcacheParams.h", "params/KvQuantInsertParams.h",
             "common/Types.h", "common/Numerics.cuh", "common/Mma.cuh"};
-  }
-
-  // warps per CTA 1..32 (1024 threads), tokens_per_warp 1..32 (KvCache.cuh), ctas_per_sm the
-  // __launch_bounds__ minimum 1..32, grid_ctas 1..2^31-1 (the grid's x limit).
-  Status checkKnobs(const KernelConfig& c, const OpDesc&) const override {
-    DI_TRY(expectKnobs(opName(), c, {"warps", "tokens_per_warp", "ctas_per_sm", "grid_ctas"}));
-    const std::string cfg = configToString(c);
-    if (c.at("warps") < 1 || c.at("warps") > 32)
-      return Error{fmt::format("gather_kcache: warps = {} must be in 1..32 ({})", c.at("warps"), cfg)};
-    if (c.at("tokens_per_warp") < 1 || c.at("tokens_per_warp") > 32)
-      return Error{fmt::format("gather_kcache: tokens_per_warp = {} must be in 1..32 ({})", c.at("tokens_per_warp"), cfg)};
-    if (c.at("ctas_per_sm") < 1 || c.at("ctas_per_sm") > 32)
-      return Error{fmt::format("gather_kcache: ctas_per_sm = {} must be in 1..32 ({})", c.at("ctas_per_sm"), cfg)};
-    if (c.at("grid_ctas") < 1)
-      return Error{fmt::format("gather_kcache: grid_ctas = {} must be at least 1 ({})", c.at("grid_ctas"), cfg)};
-    return {};
   }
 
   Status validate(const OpDesc& d) const override {
@@ -106,30 +102,46 @@ class GatherKcacheFamily final : public KernelFamily {
 
   // Every (warps, tokens_per_warp) whose registers allow it, at full and at half residency; the
   // grid is one resident wave (never more CTAs than rows to fill them).
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
-    std::vector<KernelConfig> out;
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override {
+    std::vector<Config> out;
     for (int64_t warps : {4, 8})
       for (int64_t tpw : {1, 2, 4}) {
         const int full = residentCtas(t, warps, tpw);
         for (int ctas : {full, full / 2}) {
           if (ctas < 1) continue;
-          KernelConfig c = makeConfig(d, t, warps, tpw, ctas);
-          if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(std::move(c));
+          Config c = makeConfig(d, t, warps, tpw, ctas);
+          if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return toKnobs(o) == toKnobs(c); }))
+            out.push_back(c);
         }
       }
     return out;
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc&) const override {
-    const int64_t warps = c.at("warps");
+  // warps per CTA 1..32 (1024 threads), tokens_per_warp 1, 2 or 4 (KvCache.cuh), ctas_per_sm the
+  // __launch_bounds__ minimum 1..32, grid_ctas at least 1 (the grid's x limit is the knob range).
+  Status canImplement(const Config& c, const OpDesc&) const override {
+    const std::string cfg = configToString(toKnobs(c));
+    if (c.warps < 1 || c.warps > 32)
+      return Error{fmt::format("gather_kcache: warps = {} must be in 1..32 ({})", c.warps, cfg)};
+    if (c.tokensPerWarp != 1 && c.tokensPerWarp != 2 && c.tokensPerWarp != 4)
+      return Error{fmt::format("gather_kcache: tokens_per_warp = {} must be 1, 2 or 4 ({})", c.tokensPerWarp, cfg)};
+    if (c.ctasPerSm < 1 || c.ctasPerSm > 32)
+      return Error{fmt::format("gather_kcache: ctas_per_sm = {} must be in 1..32 ({})", c.ctasPerSm, cfg)};
+    if (c.gridCtas < 1)
+      return Error{fmt::format("gather_kcache: grid_ctas = {} must be at least 1 ({})", c.gridCtas, cfg)};
+    return {};
+  }
+
+  ResourceEstimate resources(const Config& c, const OpDesc&) const override {
+    const int64_t warps = c.warps;
     const int threads = int(32 * warps);
     // s_start[threads + 1], s_pos0[threads], then s_warp_sum on its own 16-byte vectors
     // (aligned, warps rounded up to 4): int32 each.
     const int64_t smem = (4 * (2 * threads + 1) + 15) / 16 * 16 + 4 * ((warps + 3) / 4 * 4);
     // __launch_bounds__(threads, ctas_per_sm) caps the registers at 64K / (threads * ctas), in
     // the allocation unit of 8 per thread; below the cap ptxas takes what it likes.
-    const int cap = int(65536 / (threads * std::max<int64_t>(1, c.at("ctas_per_sm")))) / 8 * 8;
-    const int64_t tpw = c.at("tokens_per_warp");
+    const int cap = int(65536 / (threads * c.ctasPerSm)) / 8 * 8;
+    const int64_t tpw = c.tokensPerWarp;
     return {smem, threads, std::max(registersFor(tpw), std::min(registersUnbounded(tpw), cap))};
   }
 
@@ -139,7 +151,7 @@ class GatherKcacheFamily final : public KernelFamily {
   //   sm_80 / sm_90 (64 warps/SM): tpw 1 -> 64 rows, tpw 2 -> 6 CTAs x 8 x 2 = 96 rows,
   //   tpw 4 -> 32 warps (< 48): tokens_per_warp 2, 6 CTAs per SM.
   //   sm_86 / sm_89 (48 warps/SM): tpw 1 -> 48 rows, tpw 2 -> 96, tpw 4 -> 32 warps (< 36): 2, 6.
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const int64_t warps = 8;
     int64_t bestTpw = 1, bestRows = -1;
     int bestCtas = 1;
@@ -156,32 +168,29 @@ class GatherKcacheFamily final : public KernelFamily {
     return makeConfig(d, t, warps, bestTpw, std::max(1, bestCtas));
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
-    const int64_t warps = c.at("warps");
+  CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
+    const int64_t warps = c.warps;
     CudaUnit u;
     u.source = fmt::format(
         "#include \"KvCache.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::GatherKcacheParams p) {{\n"
         "  di::gather_kcache_kernel<{}, {}, {}>(p);\n"
         "}}\n",
-        32 * warps, c.at("ctas_per_sm"), baseName, d.attrs.getInt("block_size", 0), warps,
-        c.at("tokens_per_warp"));
+        32 * warps, c.ctasPerSm, baseName, d.attrs.getInt("block_size", 0), warps, c.tokensPerWarp);
     u.entries = {baseName};
     return u;
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc&,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc&, const std::string& baseName) const override {
     LaunchStep s;
     s.entry = baseName;
-    s.grid = {uint32_t(std::max<int64_t>(1, c.at("grid_ctas"))), 1, 1};
-    s.block = {uint32_t(32 * c.at("warps")), 1, 1};
+    s.grid = {uint32_t(c.gridCtas), 1, 1};
+    s.block = {uint32_t(32 * c.warps), 1, 1};
     return {s};
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
-    return packStridedParams(c, d, addrs, {});
+  Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
+    return stridedParams(c, d, addrs, {});
   }
 
   // `out` may be any view whose rows are whole and 16-byte aligned: dim 2 contiguous, row and
@@ -222,9 +231,8 @@ class GatherKcacheFamily final : public KernelFamily {
     return {};
   }
 
-  Result<std::vector<uint8_t>> packStridedParams(const KernelConfig& c, const OpDesc& d, const DeviceAddrMap& addrs,
-                                                 const TensorStrides& strides) const override {
-    DI_TRY(checkKnobs(c, d));
+  Result<std::vector<uint8_t>> stridedParams(const Config&, const OpDesc& d, const DeviceAddrMap& addrs,
+                                             const TensorStrides& strides) const override {
     std::vector<int64_t> outStrides = {d.dim("out", 1) * kHeadDim, kHeadDim, 1};  // dense
     for (const auto& [name, st] : strides) {
       DI_TRY(checkStrides(d, name, st));
@@ -260,15 +268,45 @@ class GatherKcacheFamily final : public KernelFamily {
  private:
   // grid_ctas: one resident wave on the target, but never more CTAs than the rows that could be
   // written (R * (M - offset)) can keep busy.
-  static KernelConfig makeConfig(const OpDesc& d, const TargetProfile& t, int64_t warps, int64_t tpw,
-                                 int ctasPerSm) {
+  static Config makeConfig(const OpDesc& d, const TargetProfile& t, int64_t warps, int64_t tpw, int ctasPerSm) {
     const int64_t R = d.dim("seq_lens", 0);
     const int64_t room = d.dim("out", 1) - d.attrs.getInt("offset", 0);
     const int64_t rowsPerCta = warps * tpw;
     const int64_t maxUseful = std::max<int64_t>(1, (R * std::max<int64_t>(room, 0) + rowsPerCta - 1) / rowsPerCta);
     const int64_t grid = std::min<int64_t>(int64_t(t.smCount) * ctasPerSm, maxUseful);
-    return {{"warps", warps}, {"tokens_per_warp", tpw}, {"ctas_per_sm", ctasPerSm},
-            {"grid_ctas", std::max<int64_t>(1, grid)}};
+    return {warps, tpw, ctasPerSm, std::max<int64_t>(1, grid)};
+  }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"R", 1, "requests"}, {"context", 16384, "tokens gathered per request"},
+            {"block_size", 64, "tokens per page"}, {"offset", 0, "first output row"}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    const int64_t R = p.at("R"), bs = std::max<int64_t>(p.at("block_size"), 1);
+    const int64_t maxPages = (p.at("context") + bs - 1) / bs;
+    OpDesc d;
+    d.op = opName();
+    d.shapes["k_cache"] = {R * maxPages, pageBytes(bs)};
+    d.shapes["seq_lens"] = {R};
+    d.shapes["gather_lens"] = {R};
+    d.shapes["block_table"] = {R, maxPages};
+    d.shapes["out"] = {R, p.at("offset") + p.at("context"), kHeadDim};
+    d.attrs.setInt("block_size", bs);
+    d.attrs.setInt("offset", p.at("offset"));
+    return d;
+  }
+
+  // Dequantize and copy: no transcendental belongs in its PTX.
+  PtxChecks ptxChecks(const OpDesc&) const override { return {.noTranscendentals = true}; }
+
+  // Tuned along the rows gathered per request (out's rows).
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"context", {2048, 8192, 32768, 131072}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "out", 1); }
+  std::vector<TuneShape> tuneShapes(const ModelDims&, int64_t v) const override {
+    return {{{{"R", 1}, {"context", v}}, {{"R", 1}, {"context", v}}}};
+  }
+  std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
+    return {{"bs", intAttrOf(d, "block_size")}};
   }
 };
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "Families.h"
+#include "deepinfer/TypedKernelFamily.h"
 #include "params/IndexerLogitsParams.h"
 
 namespace deepinfer {
@@ -21,10 +22,16 @@ constexpr int64_t kKeyBytes = 132;
 constexpr int kSlots = 3;            // per-tile score/scale ring of the template
 constexpr int kRegsPerThread = 128;  // the launch bounds cap every config at this
 
-int64_t knob(const KernelConfig& c, const char* name, int64_t dflt) {
-  auto it = c.find(name);
-  return it == c.end() ? dflt : it->second;
-}
+struct IndexerLogitsConfig {
+  int64_t tokensPerCta = 0, warps = 0, blockN = 0, stages = 0, positionsPerCta = 0;
+  static constexpr auto fields() {
+    using F = ConfigField<IndexerLogitsConfig>;
+    return std::array{F{"tokens_per_cta", &IndexerLogitsConfig::tokensPerCta},
+                      F{"warps", &IndexerLogitsConfig::warps}, F{"block_n", &IndexerLogitsConfig::blockN},
+                      F{"stages", &IndexerLogitsConfig::stages},
+                      F{"positions_per_cta", &IndexerLogitsConfig::positionsPerCta}};
+  }
+};
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -49,25 +56,25 @@ struct Geometry {
 int paddedHeads(int64_t hi) { return hi <= 16 ? 16 : hi <= 32 ? 32 : 64; }
 
 // The config's geometry, or why it cannot be instantiated for this op.
-Result<Geometry> geometry(const KernelConfig& c, const OpDesc& d) {
+Result<Geometry> geometry(const IndexerLogitsConfig& c, const OpDesc& d) {
   Geometry g;
   g.hpad = paddedHeads(d.dim("q", 1));
-  g.tpc = int(knob(c, "tokens_per_cta", 1));
-  g.warps = int(knob(c, "warps", 4));
-  g.blockN = int(knob(c, "block_n", 64));
-  g.stages = int(knob(c, "stages", 2));
-  g.positionsPerCta = knob(c, "positions_per_cta", 1024);
-  const std::string cfg = configToString(c);
-  if (g.tpc != 1 && g.tpc != 2 && g.tpc != 4 && g.tpc != 8)
+  const std::string cfg = configToString(toKnobs(c));
+  if (c.tokensPerCta != 1 && c.tokensPerCta != 2 && c.tokensPerCta != 4 && c.tokensPerCta != 8)
     return Error{
-        fmt::format("indexer_logits: tokens_per_cta = {} must be 1, 2, 4 or 8 ({})", g.tpc, cfg)};
-  if (g.warps < 1 || g.warps > 16)
-    return Error{fmt::format("indexer_logits: warps = {} must be in 1..16 ({})", g.warps, cfg)};
-  if (g.blockN != 32 && g.blockN != 64 && g.blockN != 128)
+        fmt::format("indexer_logits: tokens_per_cta = {} must be 1, 2, 4 or 8 ({})", c.tokensPerCta, cfg)};
+  if (c.warps < 1 || c.warps > 16)
+    return Error{fmt::format("indexer_logits: warps = {} must be in 1..16 ({})", c.warps, cfg)};
+  if (c.blockN != 32 && c.blockN != 64 && c.blockN != 128)
     return Error{
-        fmt::format("indexer_logits: block_n = {} must be 32, 64 or 128 ({})", g.blockN, cfg)};
-  if (g.stages != 1 && g.stages != 2)
-    return Error{fmt::format("indexer_logits: stages = {} must be 1 or 2 ({})", g.stages, cfg)};
+        fmt::format("indexer_logits: block_n = {} must be 32, 64 or 128 ({})", c.blockN, cfg)};
+  if (c.stages != 1 && c.stages != 2)
+    return Error{fmt::format("indexer_logits: stages = {} must be 1 or 2 ({})", c.stages, cfg)};
+  g.tpc = int(c.tokensPerCta);
+  g.warps = int(c.warps);
+  g.blockN = int(c.blockN);
+  g.stages = int(c.stages);
+  g.positionsPerCta = c.positionsPerCta;
   const int mt = g.tpc * g.hpad / 16;
   // Two m16 tiles per warp when possible (B fragments then feed two mma each).
   if (mt % 2 == 0 && g.warps % (mt / 2) == 0)
@@ -109,20 +116,13 @@ Result<Geometry> geometry(const KernelConfig& c, const OpDesc& d) {
   return g;
 }
 
-class IndexerLogitsFamily final : public KernelFamily {
+class IndexerLogitsFamily final : public TypedKernelFamily<IndexerLogitsConfig> {
  public:
   std::string opName() const override { return "indexer_logits"; }
 
   std::vector<std::string> templateHeaders() const override {
     return {"IndexerLogits.cuh", "params/IndexerLogitsParams.h", "common/Mma.cuh",
             "common/Types.h"};
-  }
-
-  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override {
-    DI_TRY(expectKnobs(opName(), c, {"tokens_per_cta", "warps", "block_n", "stages", "positions_per_cta"}));
-    auto g = geometry(c, d);
-    if (!g.ok()) return g.error();
-    return {};
   }
 
   Status validate(const OpDesc& d) const override {
@@ -172,37 +172,33 @@ class IndexerLogitsFamily final : public KernelFamily {
     return {{"scores", {DType::F32, {d.dim("q", 0), nmax}}}};
   }
 
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
-    const KernelConfig base = defaultConfig(d, t);
-    const int64_t ppc0 = base.at("positions_per_cta");
-    std::vector<KernelConfig> out;
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override {
+    const Config base = defaultFor(d, t);
+    const int64_t ppc0 = base.positionsPerCta;
+    std::vector<Config> out;
+    auto same = [](const Config& a, const Config& b) { return toKnobs(a) == toKnobs(b); };
     for (int tpc : {1, 2, 4, 8})
       for (int warps : {4, 8})
         for (int blockN : {32, 64})
           for (int stages : {1, 2})
             for (int64_t ppc : {ppc0 / 2, ppc0, ppc0 * 2}) {
-              KernelConfig c{
-                  {"tokens_per_cta", tpc},
-                  {"warps", warps},
-                  {"block_n", blockN},
-                  {"stages", stages},
-                  {"positions_per_cta", std::max<int64_t>(blockN, ppc / blockN * blockN)}};
-              if (!geometry(c, d).ok()) continue;
-              if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+              const Config c{tpc, warps, blockN, stages, std::max<int64_t>(blockN, ppc / blockN * blockN)};
+              if (!canImplement(c, d).ok()) continue;
+              if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return same(o, c); })) out.push_back(c);
             }
-    if (std::find(out.begin(), out.end(), base) == out.end()) out.push_back(base);
+    if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return same(o, base); })) out.push_back(base);
     return out;
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
+  Status canImplement(const Config& c, const OpDesc& d) const override {
+    auto g = geometry(c, d);
+    if (!g.ok()) return g.error();
+    return {};
+  }
+
+  ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
     ResourceEstimate e;
     auto g = geometry(c, d);
-    if (!g.ok()) {  // not instantiable: make the specialization pass drop it
-      e.smemBytes = INT64_MAX / 2;
-      e.threadsPerCta = 1024;
-      e.regsPerThread = 256;
-      return e;
-    }
     e.smemBytes = g->smemBytes();
     e.threadsPerCta = g->threads();
     // Two m16 tiles of A fragments (64 registers) + accumulators + addressing: ptxas settles at
@@ -224,7 +220,7 @@ class IndexerLogitsFamily final : public KernelFamily {
   //    resident CTAs (SMs x CTAs per SM from registers, warps and shared memory of this
   //    target), which also evens out causal rows; at least 4 tiles per CTA so the per-CTA query
   //    staging stays amortized, at most 65535 chunks.
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const int64_t T = std::max<int64_t>(1, d.dim("q", 0));
     const int64_t R = std::max<int64_t>(1, d.dim("block_table", 0));
     const int hpad = paddedHeads(d.dim("q", 1));
@@ -232,29 +228,25 @@ class IndexerLogitsFamily final : public KernelFamily {
     while (tpc < 8 && int64_t(tpc) * 2 <= T / R && tpc * 2 * hpad <= 256) tpc *= 2;
     const int mt = tpc * hpad / 16;
     const int warps = mt >= 4 ? 8 : 4;
-    KernelConfig c{{"tokens_per_cta", tpc},
-                   {"warps", warps},
-                   {"block_n", 64},
-                   {"stages", 2},
-                   {"positions_per_cta", 1024}};
-    auto fits = [&](const KernelConfig& k) {
+    Config c{tpc, warps, 64, 2, 1024};
+    auto fits = [&](const Config& k) {
       auto g = geometry(k, d);
       return g.ok() && g->smemBytes() <= t.smemPerCtaCap;
     };
-    if (!fits(c)) c["stages"] = 1;
+    if (!fits(c)) c.stages = 1;
     if (!fits(c)) {
-      c["block_n"] = 32;
-      c["warps"] = 4;
+      c.blockN = 32;
+      c.warps = 4;
     }
     if (!fits(c)) {
-      c["tokens_per_cta"] = 1;
-      c["warps"] = 4;
-      c["block_n"] = 64;
-      c["stages"] = 2;
+      c.tokensPerCta = 1;
+      c.warps = 4;
+      c.blockN = 64;
+      c.stages = 2;
     }
 
     auto g = geometry(c, d);
-    const int64_t bn = c["block_n"];
+    const int64_t bn = c.blockN;
     const int64_t nmax = d.dim("block_table", 1) * d.attrs.getInt("block_size", 1);
     int ctasPerSm = 1;
     if (g.ok()) {
@@ -265,24 +257,19 @@ class IndexerLogitsFamily final : public KernelFamily {
       ctasPerSm = int(
           std::max<int64_t>(1, std::min({byRegs, byWarps, bySmem, int64_t(t.facts.maxCtasPerSm)})));
     }
-    const int64_t groups = ceilDiv(T, c["tokens_per_cta"]);
+    const int64_t groups = ceilDiv(T, c.tokensPerCta);
     const int64_t wanted = 4LL * std::max(1, t.smCount) * ctasPerSm;
     const int64_t chunks = std::max<int64_t>(1, ceilDiv(wanted, groups));
     int64_t ppc = ceilDiv(std::max<int64_t>(nmax, 1), chunks);
     ppc = std::max<int64_t>(ppc, 4 * bn);
     ppc = std::max<int64_t>(ppc, ceilDiv(std::max<int64_t>(nmax, 1), 65535));
-    c["positions_per_cta"] = ceilDiv(ppc, bn) * bn;
+    c.positionsPerCta = ceilDiv(ppc, bn) * bn;
     return c;
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d,
-                const std::string& baseName) const override {
+  CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     CudaUnit u;
     auto g = geometry(c, d);
-    if (!g.ok()) {  // the pipeline validates configs first; make a bad one fail loudly at compile
-      u.source = fmt::format("#error \"{}\"\n", g.error().message);
-      return u;
-    }
     const int bs = int(d.attrs.getInt("block_size", 1));
     const int minBlocks = std::max(1, 65536 / (g->threads() * kRegsPerThread));
     u.source = fmt::format(
@@ -297,12 +284,11 @@ class IndexerLogitsFamily final : public KernelFamily {
     return u;
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     auto g = geometry(c, d);
     const int64_t T = d.dim("q", 0);
     const int64_t nmax = d.dim("block_table", 1) * d.attrs.getInt("block_size", 1);
-    if (!g.ok() || T == 0 || nmax == 0) return {};  // nothing to write
+    if (T == 0 || nmax == 0) return {};  // nothing to write
     LaunchStep s;
     s.entry = baseName;
     s.grid = {uint32_t(ceilDiv(T, g->tpc)), uint32_t(ceilDiv(nmax, g->positionsPerCta)), 1};
@@ -310,11 +296,8 @@ class IndexerLogitsFamily final : public KernelFamily {
     return {s};
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
-    DI_TRY(checkKnobs(c, d));
+  Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
     auto g = geometry(c, d);
-    if (!g.ok()) return g.error();
     auto addr = [&](const char* n) -> Result<uint64_t> {
       auto it = addrs.find(n);
       if (it == addrs.end())
@@ -347,6 +330,46 @@ class IndexerLogitsFamily final : public KernelFamily {
     p.n_max = int32_t(d.dim("block_table", 1) * d.attrs.getInt("block_size", 1));
     p.positions_per_cta = int32_t(g->positionsPerCta);
     return paramBytes(p);
+  }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"T", 1536, "query tokens"}, {"Hi", 32, "indexer heads"}, {"R", 1, "requests"},
+            {"context", 8192, "compressed positions per request"}, {"block_size", 64, ""}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    const int64_t bs = std::max<int64_t>(p.at("block_size"), 1), maxPages = ceilDiv(p.at("context"), bs);
+    const int64_t T = p.at("T"), hi = p.at("Hi");
+    OpDesc d;
+    d.op = opName();
+    d.shapes["q"] = {T, hi, kIndexDim};
+    d.shapes["weights"] = {T, hi};
+    d.shapes["k_cache"] = {p.at("R") * maxPages, bs * kKeyBytes};
+    d.shapes["block_table"] = {p.at("R"), maxPages};
+    d.shapes["token_to_req"] = {T};
+    d.shapes["visible"] = {T};
+    d.attrs.setInt("block_size", bs);
+    return d;
+  }
+
+  PtxChecks ptxChecks(const OpDesc&) const override { return {.tensorCores = true}; }
+
+  // Tuned along the compressed positions (pages x block size), at a prefill chunk's 1536 tokens.
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"context", {2048, 8192, 32768}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override {
+    auto pages = dimOf(d, "block_table", 1), row = dimOf(d, "k_cache", 1);
+    if (!pages || !row) return std::nullopt;
+    return *pages * (*row / kKeyBytes);
+  }
+  std::vector<TuneShape> tuneShapes(const ModelDims& m, int64_t v) const override {
+    const ShapeParams p{{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
+    return {{p, p}};
+  }
+  std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
+    return {{"Hi", dimOf(d, "q", 1)}, {"bs", intAttrOf(d, "block_size")}};
+  }
+  // -inf exactly where expected; else within 1e-4 of the row's largest |score|.
+  AccuracyRule accuracy(const std::string&) const override {
+    return {AccuracyRule::Kind::RowRelative, 1e-4, "error relative to the row's largest |score|"};
   }
 };
 

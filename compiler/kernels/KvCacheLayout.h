@@ -22,6 +22,16 @@ constexpr int64_t kMaxBlockSize = int64_t(1) << 20;
 constexpr int64_t pageBytes(int64_t bs) { return mlaPageBytes(bs); }
 static_assert(pageBytes(64) == 37440 && pageBytes(2) == 1728 && pageBytes(256) == 149760);
 
+// The attention kernels are built for 448 NoPE + 64 RoPE dims: the ops' nope_dim / rope_dim
+// attributes (defaults 448 / 64) may not say otherwise.
+inline Status expectMlaDims(const OpDesc& d) {
+  if (const int64_t n = d.attrs.getInt("nope_dim", 448); n != 448)
+    return Error{fmt::format("{}: nope_dim = {}; the kernels need 448 NoPE dims", d.op, n)};
+  if (const int64_t r = d.attrs.getInt("rope_dim", 64); r != 64)
+    return Error{fmt::format("{}: rope_dim = {}; the kernels need 64 RoPE dims", d.op, r)};
+  return {};
+}
+
 // Registers are granted per warp in units of 256; CTAs of `threads` that fit one SM by registers.
 inline int ctasByRegisters(const TargetProfile& t, int threads, int regsPerThread) {
   const int perWarp = ((regsPerThread * 32 + 255) / 256) * 256;

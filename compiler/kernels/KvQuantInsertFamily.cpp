@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "Families.h"
+#include "deepinfer/TypedKernelFamily.h"
 #include "KvCacheLayout.h"
 #include "params/KvQuantInsertParams.h"
 
@@ -17,23 +18,20 @@ using namespace kvcache;
 // and at 2 warps on sm_86, where the looser __launch_bounds__ lets ptxas take more.
 int registersFor(int64_t warps) { return warps <= 2 ? 48 : 40; }
 
-class KvQuantInsertFamily final : public KernelFamily {
+struct KvQuantInsertConfig {
+  int64_t warps = 0;  // per CTA, one token each
+  static constexpr auto fields() {
+    return std::array{ConfigField<KvQuantInsertConfig>{"warps", &KvQuantInsertConfig::warps}};
+  }
+};
+
+class KvQuantInsertFamily final : public TypedKernelFamily<KvQuantInsertConfig> {
  public:
   std::string opName() const override { return "kv_quant_insert"; }
 
   std::vector<std::string> templateHeaders() const override {
     return {"KvCache.cuh", "params/KvQuantInsertParams.h", "params/GatherKcacheParams.h",
             "common/Types.h", "common/Numerics.cuh", "common/Mma.cuh"};
-  }
-
-  // warps per CTA (one token per warp): 1..32, i.e. at most 1024 threads.
-  Status checkKnobs(const KernelConfig& c, const OpDesc&) const override {
-    DI_TRY(expectKnobs(opName(), c, {"warps"}));
-    if (c.at("warps") < 1 || c.at("warps") > 32)
-      return Error{fmt::format("kv_quant_insert: warps = {} must be in 1..32 (one token per warp, at most 1024 "
-                               "threads)",
-                               c.at("warps"))};
-    return {};
   }
 
   Status validate(const OpDesc& d) const override {
@@ -57,29 +55,34 @@ class KvQuantInsertFamily final : public KernelFamily {
     return {{"k_cache", {DType::U8, d.shapes.at("k_cache")}}};
   }
 
-  std::vector<KernelConfig> candidates(const OpDesc&, const TargetProfile&) const override {
-    std::vector<KernelConfig> c;
-    for (int64_t w : {1, 2, 4, 8}) c.push_back({{"warps", w}});
-    return c;
+  std::vector<Config> configs(const OpDesc&, const TargetProfile&) const override { return {{1}, {2}, {4}, {8}}; }
+
+  // warps per CTA (one token per warp): 1..32, i.e. at most 1024 threads.
+  Status canImplement(const Config& c, const OpDesc&) const override {
+    if (c.warps < 1 || c.warps > 32)
+      return Error{fmt::format("kv_quant_insert: warps = {} must be in 1..32 (one token per warp, at most 1024 "
+                               "threads)",
+                               c.warps)};
+    return {};
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc&) const override {
-    return {0, int(32 * c.at("warps")), registersFor(c.at("warps"))};
+  ResourceEstimate resources(const Config& c, const OpDesc&) const override {
+    return {0, int(32 * c.warps), registersFor(c.warps)};
   }
 
   // One warp per token. Use the smallest CTA whose CTAs-per-SM limit cannot cap occupancy
   // (2 warps on sm_80/sm_90: 32 CTAs x 2 = 64 warps; 4 on sm_86: 16 x 4 >= 48), and smaller CTAs
   // when the batch is too small to give every SM a CTA (decode: spread tokens over SMs).
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const int64_t T = d.dim("k", 0);
     int64_t warps = 1;
     while (warps < 8 && warps * t.facts.maxCtasPerSm < t.facts.maxWarpsPerSm) warps *= 2;
     while (warps > 1 && (T + warps - 1) / warps < t.smCount) warps /= 2;
-    return {{"warps", warps}};
+    return {warps};
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
-    const int64_t warps = c.at("warps");
+  CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
+    const int64_t warps = c.warps;
     const int64_t bs = d.attrs.getInt("block_size", 0);
     CudaUnit u;
     u.source = fmt::format(
@@ -92,9 +95,8 @@ class KvQuantInsertFamily final : public KernelFamily {
     return u;
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
-    const int64_t warps = c.at("warps");
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
+    const int64_t warps = c.warps;
     const int64_t T = d.dim("k", 0);
     LaunchStep s;
     s.entry = baseName;
@@ -103,9 +105,7 @@ class KvQuantInsertFamily final : public KernelFamily {
     return {s};
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
-    DI_TRY(checkKnobs(c, d));
+  Result<std::vector<uint8_t>> params(const Config&, const OpDesc& d, const DeviceAddrMap& addrs) const override {
     di::KvQuantInsertParams p{};
     auto k = addrOf(d, addrs, "k", 16);
     auto slots = addrOf(d, addrs, "slot_mapping", 8);
@@ -118,6 +118,27 @@ class KvQuantInsertFamily final : public KernelFamily {
     p.num_pages = d.dim("k_cache", 0);
     p.num_tokens = int32_t(d.dim("k", 0));
     return paramBytes(p);
+  }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"T", 1536, "tokens written"}, {"block_size", 64, "tokens per page"}, {"pages", 64, "pages in the cache"}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    OpDesc d;
+    d.op = opName();
+    d.shapes["k"] = {p.at("T"), kHeadDim};
+    d.shapes["slot_mapping"] = {p.at("T")};
+    d.shapes["k_cache"] = {p.at("pages"), pageBytes(p.at("block_size"))};
+    d.attrs.setInt("block_size", p.at("block_size"));
+    return d;
+  }
+
+  // Tuned along the tokens written (a decode step's few to a prefill chunk's thousands).
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"T", {16, 64, 256, 1024, 4096}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "k", 0); }
+  std::vector<TuneShape> tuneShapes(const ModelDims&, int64_t v) const override { return {{{{"T", v}}, {{"T", v}}}}; }
+  std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
+    return {{"bs", intAttrOf(d, "block_size")}};
   }
 };
 

@@ -14,19 +14,12 @@ using namespace mhc;
 
 namespace {
 
-class MhcCollapseFamily : public KernelFamily {
+class MhcCollapseFamily : public TypedKernelFamily<StreamConfig> {
  public:
   std::string opName() const override { return "mhc_collapse"; }
   std::vector<std::string> templateHeaders() const override {
     return {"MhcStream.cuh", "params/MhcParams.h", "common/Mma.cuh", "common/Numerics.cuh",
             "common/Types.h"};
-  }
-
-  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override {
-    DI_TRY(expectKnobs(opName(), c, {"threads", "k_slices"}));
-    auto g = geometry(c, d);
-    if (!g.ok()) return g.error();
-    return {};
   }
 
   Status validate(const OpDesc& d) const override {
@@ -44,8 +37,8 @@ class MhcCollapseFamily : public KernelFamily {
     return out;
   }
 
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
-    std::vector<KernelConfig> out;
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override {
+    std::vector<Config> out;
     auto dims = residualDims(d, "x");
     if (!dims) return out;
     const int64_t chunks = dims->C / kChunk;
@@ -55,15 +48,20 @@ class MhcCollapseFamily : public KernelFamily {
       slices.insert(defaultSlices(Mode::Collapse, false, t, tiles, chunks, warps));
       for (int64_t s : {1, 2, 4, 8, 16, 32, 64, 128}) slices.insert(evenSlices(chunks, s));
       slices.insert(chunks);
-      for (int64_t s : slices) out.push_back({{"threads", 32 * warps}, {"k_slices", s}});
+      for (int64_t s : slices) out.push_back({32 * warps, s});
     }
     return out;
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
+  Status canImplement(const Config& c, const OpDesc& d) const override {
+    auto g = geometry(c, d);
+    if (!g) return g.error();
+    return {};
+  }
+
+  ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
     ResourceEstimate r;
     auto g = geometry(c, d);
-    if (!g) return r;
     r.smemBytes = streamSmemBytes(Mode::Collapse, g->warps);
     r.threadsPerCta = 32 * g->warps;
     r.regsPerThread = streamRegs(Mode::Collapse, false, g->warps);
@@ -73,44 +71,33 @@ class MhcCollapseFamily : public KernelFamily {
   // Default heuristic: one 16-token tile per warp, up to 4 warps per CTA (fewer for small T);
   // k_slices by occupancy (SMs x resident CTAs per SM from the target's CTA/warp/register
   // limits, divided by the token tiles), so small T still spreads over the machine.
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     auto dims = residualDims(d, "x");
-    if (!dims) return {{"threads", 128}, {"k_slices", 1}};
+    if (!dims) return {128, 1};
     const int warps = defaultWarps(dims->T);
     const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
-    return {{"threads", 32 * warps},
-            {"k_slices", defaultSlices(Mode::Collapse, false, t, tiles, dims->C / kChunk, warps)}};
+    return {32 * warps, defaultSlices(Mode::Collapse, false, t, tiles, dims->C / kChunk, warps)};
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d,
-                const std::string& baseName) const override {
+  CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     CudaUnit u;
     auto g = geometry(c, d);
-    if (!g) {
-      u.source = fmt::format("#error \"{}\"\n", g.error().message);
-      return u;
-    }
     u.source = "#include \"MhcStream.cuh\"\n" + streamEntry(Mode::Collapse, *g, baseName);
     u.entries = {baseName};
     return u;
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     auto g = geometry(c, d);
-    if (!g) return {};
     return {{baseName,
              {uint32_t(g->tiles), uint32_t(g->slices), 1},
              {uint32_t(32 * g->warps), 1, 1},
              0}};
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
-    DI_TRY(checkKnobs(c, d));
+  Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
     DI_TRY(validate(d));
     auto g = geometry(c, d);
-    if (!g) return g.error();
     const Dims dims = residualDims(d, "x").value();
     const std::string op = opName();
     di::MhcParams p{};
@@ -121,8 +108,18 @@ class MhcCollapseFamily : public KernelFamily {
     return paramBytes(p);
   }
 
+  std::vector<ShapeParam> shapeParams() const override { return mhc::shapeParams(); }
+  OpDesc describe(const ShapeParams& p) const override { return mhc::describe(opName(), p); }
+  std::vector<std::pair<std::string, ShapeParams>> compileShapes() const override { return mhc::compileShapes(); }
+  std::optional<BucketAxis> bucketAxis() const override { return mhc::bucketAxis(); }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "x", 0); }
+  std::vector<TuneShape> tuneShapes(const ModelDims& m, int64_t v) const override { return {mhc::tuneShape(m, v)}; }
+  std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
+    return {{"C", dimOf(d, "x", 2)}};
+  }
+  AccuracyRule accuracy(const std::string& output) const override { return mhc::accuracy(output); }
  private:
-  Result<StreamGeometry> geometry(const KernelConfig& c, const OpDesc& d) const {
+  Result<StreamGeometry> geometry(const Config& c, const OpDesc& d) const {
     return streamGeometryOf(Mode::Collapse, c, d, "x", opName());
   }
 };

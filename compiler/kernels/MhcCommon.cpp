@@ -92,15 +92,6 @@ Status checkMixTensors(const OpDesc& d, const Dims& dims) {
   return {};
 }
 
-namespace {
-
-int64_t knob(const KernelConfig& c, const std::string& name, int64_t dflt) {
-  auto it = c.find(name);
-  return it == c.end() ? dflt : it->second;
-}
-
-}  // namespace
-
 int defaultWarps(int64_t T) { return int(std::min<int64_t>(4, (T + 15) / 16)); }
 
 std::vector<int> warpChoices(int64_t T) {
@@ -117,10 +108,9 @@ int64_t evenSlices(int64_t chunks, int64_t slices) {
   return (chunks + per - 1) / per;
 }
 
-Result<StreamGeometry> streamGeometry(Mode mode, const KernelConfig& c, const Dims& dims,
+Result<StreamGeometry> streamGeometry(Mode mode, int64_t threads, int64_t slices, int64_t mma, const Dims& dims,
                                       const std::string& op) {
   StreamGeometry g;
-  const int64_t threads = knob(c, "threads", -1);
   if (threads < 32 || threads > 256 || threads % 32 != 0) {
     return Error{
         fmt::format("{}: config threads = {}; expected a multiple of 32 in 32..256 (one "
@@ -129,7 +119,6 @@ Result<StreamGeometry> streamGeometry(Mode mode, const KernelConfig& c, const Di
   }
   g.warps = int(threads / 32);
   const int64_t chunks = dims.C / kChunk;
-  const int64_t slices = knob(c, "k_slices", -1);
   if (slices < 1 || slices > chunks) {
     return Error{fmt::format("{}: config k_slices = {}; expected 1..{} (C / {})", op, slices,
                              chunks, kChunk)};
@@ -137,7 +126,6 @@ Result<StreamGeometry> streamGeometry(Mode mode, const KernelConfig& c, const Di
   g.chunksPerSlice = (chunks + slices - 1) / slices;
   g.slices = (chunks + g.chunksPerSlice - 1) / g.chunksPerSlice;
   if (hasMix(mode)) {
-    const int64_t mma = knob(c, "use_mma", -1);
     if (mma != 0 && mma != 1) {
       return Error{fmt::format("{}: config use_mma = {}; expected 0 or 1", op, mma)};
     }
@@ -236,6 +224,52 @@ Result<uint64_t> requireAddr(const DeviceAddrMap& a, const std::string& name, co
   return it->second;
 }
 
+std::vector<ShapeParam> shapeParams() { return {{"T", 6, "tokens"}, {"C", 5120, "hidden size"}}; }
+
+OpDesc describe(const std::string& op, const ShapeParams& p) {
+  const int64_t T = p.at("T"), C = p.at("C");
+  OpDesc d;
+  d.op = op;
+  auto& s = d.shapes;
+  auto mixesIn = [&] {
+    s["fn"] = {kMix, kStreams * C};
+    s["scale"] = {3};
+    s["base"] = {kMix};
+    s["pre_in"] = {T, kStreams};
+    s["norm_weight"] = {C};
+  };
+  if (op == "mhc_pre") {
+    s["x"] = {T, kStreams, C};
+    mixesIn();
+  } else if (op == "mhc_post" || op == "mhc_fused_post_pre") {
+    s["f_out"] = {T, C};
+    s["residual"] = {T, kStreams, C};
+    s["post"] = {T, kStreams};
+    s["comb"] = {T, kStreams, kStreams};
+    if (op == "mhc_fused_post_pre") mixesIn();
+  } else {
+    s["x"] = {T, kStreams, C};
+    s["pre"] = {T, kStreams};
+  }
+  return d;
+}
+
+std::vector<std::pair<std::string, ShapeParams>> compileShapes() { return {{"default", {}}, {"T=64", {{"T", 64}}}}; }
+
+BucketAxis bucketAxis() { return {"T", {1, 2, 4, 8, 15, 64, 256, 1024, 4096}}; }
+
+TuneShape tuneShape(const ModelDims& m, int64_t v) {
+  const ShapeParams p{{"T", v}, {"C", m.hidden}};
+  return {p, p};
+}
+
+AccuracyRule accuracy(const std::string& out) {
+  using K = AccuracyRule::Kind;
+  if (out == "pre" || out == "post" || out == "comb") return {K::Abs, 2e-3, "max abs error"};
+  if (out == "sqrsum") return {K::Relative, 2e-5, "max relative error"};
+  return {K::Bf16Ulps, 2, "bf16 ulps (beyond 2^-14 of the row's max)"};
+}
+
 void setShapes(di::MhcParams& p, const Dims& dims, const StreamGeometry& g) {
   p.T = dims.T;
   p.C = int32_t(dims.C);
@@ -243,12 +277,6 @@ void setShapes(di::MhcParams& p, const Dims& dims, const StreamGeometry& g) {
   p.num_partials = int32_t(g.slices);
 }
 
-Result<StreamGeometry> streamGeometryOf(Mode mode, const KernelConfig& c, const OpDesc& d,
-                                        const std::string& residual, const std::string& op) {
-  auto dims = residualDims(d, residual);
-  if (!dims) return dims.error();
-  return streamGeometry(mode, c, *dims, op);
-}
 
 int64_t defaultSlices(Mode mode, bool mma, const TargetProfile& t, int64_t tiles, int64_t chunks,
                       int warps) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "deepinfer/KernelFamily.h"
+#include "deepinfer/TypedKernelFamily.h"
 #include "params/MhcParams.h"
 
 namespace deepinfer::mhc {
@@ -45,7 +45,23 @@ Result<OpAttrs> mixAttrs(const OpDesc& d);
 Status checkMixTensors(const OpDesc& d, const Dims& dims);
 
 // The stream pass's configuration: `threads` (32 * warps, one 16-token tile per warp),
-// `k_slices` (CTAs along C), `use_mma` (mix modes only).
+// `k_slices` (CTAs along C), and for the mix ops `use_mma` (tensor cores, 0 or 1).
+struct StreamConfig {
+  int64_t threads = 0, kSlices = 0;
+  static constexpr auto fields() {
+    using F = ConfigField<StreamConfig>;
+    return std::array{F{"threads", &StreamConfig::threads}, F{"k_slices", &StreamConfig::kSlices}};
+  }
+};
+struct MixConfig {
+  int64_t threads = 0, kSlices = 0, useMma = 0;
+  static constexpr auto fields() {
+    using F = ConfigField<MixConfig>;
+    return std::array{F{"threads", &MixConfig::threads}, F{"k_slices", &MixConfig::kSlices},
+                      F{"use_mma", &MixConfig::useMma}};
+  }
+};
+
 struct StreamGeometry {
   int warps = 1;
   bool mma = false;
@@ -53,12 +69,24 @@ struct StreamGeometry {
   int64_t chunksPerSlice = 1;
   int64_t tiles = 1;  // gridDim.x
 };
-Result<StreamGeometry> streamGeometry(Mode mode, const KernelConfig& c, const Dims& dims,
+// `useMma` is read in the mix modes only.
+Result<StreamGeometry> streamGeometry(Mode mode, int64_t threads, int64_t kSlices, int64_t useMma, const Dims& dims,
                                       const std::string& op);
+inline Result<StreamGeometry> streamGeometry(Mode mode, const StreamConfig& c, const Dims& dims, const std::string& op) {
+  return streamGeometry(mode, c.threads, c.kSlices, -1, dims, op);
+}
+inline Result<StreamGeometry> streamGeometry(Mode mode, const MixConfig& c, const Dims& dims, const std::string& op) {
+  return streamGeometry(mode, c.threads, c.kSlices, c.useMma, dims, op);
+}
 // The same for op `d` whose residual streams [T, 4, C] are tensor `residual` (its shape
 // checked first); messages name the op `op`.
-Result<StreamGeometry> streamGeometryOf(Mode mode, const KernelConfig& c, const OpDesc& d,
-                                        const std::string& residual, const std::string& op);
+template <class Config>
+Result<StreamGeometry> streamGeometryOf(Mode mode, const Config& c, const OpDesc& d, const std::string& residual,
+                                        const std::string& op) {
+  auto dims = residualDims(d, residual);
+  if (!dims) return dims.error();
+  return streamGeometry(mode, c, *dims, op);
+}
 
 // Warps per CTA of the default: one 16-token tile per warp, at most 4, none idle.
 int defaultWarps(int64_t T);
@@ -101,6 +129,18 @@ Status bindAddr(Ptr& field, const DeviceAddrMap& a, const std::string& name, con
   field = reinterpret_cast<Ptr>(static_cast<uintptr_t>(*r));
   return {};
 }
+
+// The facts every mHC op shares: shapes from T (tokens) and C (hidden size), the compile shapes
+// (T = 64 is the tensor-core path), the tuning buckets along T (edges at 15 and 64, so the CUDA-
+// core path below T = 16 and the tensor-core path never share a bucket) and the tune shape.
+std::vector<ShapeParam> shapeParams();
+OpDesc describe(const std::string& op, const ShapeParams& p);
+std::vector<std::pair<std::string, ShapeParams>> compileShapes();
+BucketAxis bucketAxis();
+TuneShape tuneShape(const ModelDims& m, int64_t v);
+// pre/post/comb within 2e-3 abs; bf16 outputs within 2 bf16 ulps of the correctly rounded
+// reference (or 2^-14 of the row's largest magnitude); sqrsum within 2e-5 relative.
+AccuracyRule accuracy(const std::string& output);
 
 // Fills the shape fields of the params from the geometry.
 void setShapes(di::MhcParams& p, const Dims& dims, const StreamGeometry& g);

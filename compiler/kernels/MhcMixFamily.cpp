@@ -55,8 +55,8 @@ OutputSpec MhcMixFamily::outputs(const OpDesc& d) const {
   return out;
 }
 
-std::vector<KernelConfig> MhcMixFamily::candidates(const OpDesc& d, const TargetProfile& t) const {
-  std::vector<KernelConfig> out;
+std::vector<MhcMixFamily::Config> MhcMixFamily::configs(const OpDesc& d, const TargetProfile& t) const {
+  std::vector<Config> out;
   auto dims = residualDims(d, residualName());
   if (!dims) return out;
   const Mode mode = modeOf(fused_);
@@ -73,24 +73,22 @@ std::vector<KernelConfig> MhcMixFamily::candidates(const OpDesc& d, const Target
       slices.insert(chunks);
       for (int64_t s : slices) {
         if (s * dims->T * di::kMhcRecord * 4 > kMaxWorkspaceBytes) continue;
-        out.push_back({{"threads", 32 * warps}, {"k_slices", s}, {"use_mma", mma}});
+        out.push_back({32 * warps, s, mma});
       }
     }
   }
   return out;
 }
 
-Status MhcMixFamily::checkKnobs(const KernelConfig& c, const OpDesc& d) const {
-  DI_TRY(expectKnobs(opName(), c, {"threads", "k_slices", "use_mma"}));
+Status MhcMixFamily::canImplement(const Config& c, const OpDesc& d) const {
   auto g = streamGeometryOf(modeOf(fused_), c, d, residualName(), opName());
-  if (!g.ok()) return g.error();
+  if (!g) return g.error();
   return {};
 }
 
-ResourceEstimate MhcMixFamily::estimate(const KernelConfig& c, const OpDesc& d) const {
+ResourceEstimate MhcMixFamily::resources(const Config& c, const OpDesc& d) const {
   ResourceEstimate r;
   auto g = streamGeometryOf(modeOf(fused_), c, d, residualName(), opName());
-  if (!g) return r;
   // The stream pass dominates; the finalize pass (256 threads x ~40 registers, 1.1 KB of
   // shared memory) fits wherever it does.
   r.smemBytes = std::max(streamSmemBytes(modeOf(fused_), g->warps), kFinalizeSmemBytes);
@@ -113,9 +111,9 @@ ResourceEstimate MhcMixFamily::estimate(const KernelConfig& c, const OpDesc& d) 
 //    spreads the fn read (1.9 MB at C = 5120) over up to C/32 CTAs; large T keeps the slices
 //    few so the partial records stay small. The static shared memory (<= 38 KB) always fits
 //    the 48 KB cap.
-KernelConfig MhcMixFamily::defaultConfig(const OpDesc& d, const TargetProfile& t) const {
+MhcMixFamily::Config MhcMixFamily::defaultFor(const OpDesc& d, const TargetProfile& t) const {
   auto dims = residualDims(d, residualName());
-  if (!dims) return {{"threads", 128}, {"k_slices", 1}, {"use_mma", 1}};
+  if (!dims) return {128, 1, 1};
   const Mode mode = modeOf(fused_);
   const bool mma = dims->T >= 16;
   const int warps = mma ? defaultWarps(dims->T) : 1;
@@ -125,18 +123,12 @@ KernelConfig MhcMixFamily::defaultConfig(const OpDesc& d, const TargetProfile& t
   while (slices > 1 && slices * dims->T * di::kMhcRecord * 4 > kMaxWorkspaceBytes) {
     slices = evenSlices(chunks, slices / 2);
   }
-  return {{"threads", 32 * warps}, {"k_slices", slices}, {"use_mma", mma ? 1 : 0}};
+  return {32 * warps, slices, mma ? 1 : 0};
 }
 
-CudaUnit MhcMixFamily::emit(const KernelConfig& c, const OpDesc& d,
-                            const std::string& baseName) const {
+CudaUnit MhcMixFamily::unit(const Config& c, const OpDesc& d, const std::string& baseName) const {
   CudaUnit u;
   auto g = streamGeometryOf(modeOf(fused_), c, d, residualName(), opName());
-  if (!g) {
-    // Surfaces as an NVRTC error naming the problem instead of a silently wrong kernel.
-    u.source = fmt::format("#error \"{}\"\n", g.error().message);
-    return u;
-  }
   u.source = "#include \"MhcStream.cuh\"\n#include \"MhcFinalize.cuh\"\n";
   u.source += streamEntry(modeOf(fused_), *g, baseName);
   u.source += fmt::format(
@@ -147,12 +139,9 @@ CudaUnit MhcMixFamily::emit(const KernelConfig& c, const OpDesc& d,
   return u;
 }
 
-std::vector<LaunchStep> MhcMixFamily::launchPlan(const KernelConfig& c, const OpDesc& d,
-                                                 const std::string& baseName) const {
+std::vector<LaunchStep> MhcMixFamily::plan(const Config& c, const OpDesc& d, const std::string& baseName) const {
   auto dims = residualDims(d, residualName());
-  if (!dims) return {};
   auto g = streamGeometry(modeOf(fused_), c, *dims, opName());
-  if (!g) return {};
   LaunchStep stream{
       baseName, {uint32_t(g->tiles), uint32_t(g->slices), 1}, {uint32_t(32 * g->warps), 1, 1}, 0};
   LaunchStep finalize{
@@ -160,21 +149,17 @@ std::vector<LaunchStep> MhcMixFamily::launchPlan(const KernelConfig& c, const Op
   return {stream, finalize};
 }
 
-int64_t MhcMixFamily::workspaceBytes(const KernelConfig& c, const OpDesc& d) const {
+int64_t MhcMixFamily::workspace(const Config& c, const OpDesc& d) const {
   auto dims = residualDims(d, residualName());
-  if (!dims) return 0;
   auto g = streamGeometry(modeOf(fused_), c, *dims, opName());
-  if (!g) return 0;
   return g->slices * dims->T * di::kMhcRecord * int64_t(sizeof(float));
 }
 
-Result<std::vector<uint8_t>> MhcMixFamily::packParams(const KernelConfig& c, const OpDesc& d,
-                                                      const DeviceAddrMap& addrs) const {
-  DI_TRY(checkKnobs(c, d));
+Result<std::vector<uint8_t>> MhcMixFamily::params(const Config& c, const OpDesc& d,
+                                                  const DeviceAddrMap& addrs) const {
   DI_TRY(validate(d));
   const Dims dims = residualDims(d, residualName()).value();
   auto g = streamGeometry(modeOf(fused_), c, dims, opName());
-  if (!g) return g.error();
   const std::string op = opName();
   di::MhcParams p{};
   DI_TRY(bindAddr(p.residual, addrs, residualName(), op, 16));

@@ -16,19 +16,12 @@ using namespace mhc;
 
 namespace {
 
-class MhcPostFamily : public KernelFamily {
+class MhcPostFamily : public TypedKernelFamily<StreamConfig> {
  public:
   std::string opName() const override { return "mhc_post"; }
   std::vector<std::string> templateHeaders() const override {
     return {"MhcStream.cuh",  "MhcFinalize.cuh",     "params/MhcParams.h",
             "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
-  }
-
-  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override {
-    DI_TRY(expectKnobs(opName(), c, {"threads", "k_slices"}));
-    auto g = geometry(c, d);
-    if (!g.ok()) return g.error();
-    return {};
   }
 
   Status validate(const OpDesc& d) const override {
@@ -49,8 +42,8 @@ class MhcPostFamily : public KernelFamily {
     return out;
   }
 
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
-    std::vector<KernelConfig> out;
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override {
+    std::vector<Config> out;
     auto dims = residualDims(d, "residual");
     if (!dims) return out;
     const int64_t chunks = dims->C / kChunk;
@@ -62,16 +55,21 @@ class MhcPostFamily : public KernelFamily {
       slices.insert(chunks);
       for (int64_t s : slices) {
         if (s * dims->T * 4 > kMaxWorkspaceBytes) continue;
-        out.push_back({{"threads", 32 * warps}, {"k_slices", s}});
+        out.push_back({32 * warps, s});
       }
     }
     return out;
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
+  Status canImplement(const Config& c, const OpDesc& d) const override {
+    auto g = geometry(c, d);
+    if (!g) return g.error();
+    return {};
+  }
+
+  ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
     ResourceEstimate r;
     auto g = geometry(c, d);
-    if (!g) return r;
     r.smemBytes = streamSmemBytes(Mode::Post, g->warps);
     r.threadsPerCta = 32 * g->warps;  // the optional reduction step is far lighter
     r.regsPerThread = streamRegs(Mode::Post, false, g->warps);
@@ -83,28 +81,23 @@ class MhcPostFamily : public KernelFamily {
   // the target's CTA/warp/register/shared-memory limits, divided by the token tiles). When the
   // token tiles alone fill the machine this gives 1 slice and the plan is a single launch that
   // writes sqrsum directly.
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     auto dims = residualDims(d, "residual");
-    if (!dims) return {{"threads", 128}, {"k_slices", 1}};
+    if (!dims) return {128, 1};
     const int warps = defaultWarps(dims->T);
     const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
     int64_t slices = defaultSlices(Mode::Post, false, t, tiles, dims->C / kChunk, warps);
     while (slices > 1 && slices * dims->T * 4 > kMaxWorkspaceBytes) {
       slices = evenSlices(dims->C / kChunk, slices / 2);
     }
-    return {{"threads", 32 * warps}, {"k_slices", slices}};
+    return {32 * warps, slices};
   }
 
   // The unit always defines both entries, so configs that differ only in k_slices share one
   // binary; the plan launches the reduction only when the pass is split.
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d,
-                const std::string& baseName) const override {
+  CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     CudaUnit u;
     auto g = geometry(c, d);
-    if (!g) {
-      u.source = fmt::format("#error \"{}\"\n", g.error().message);
-      return u;
-    }
     u.source = "#include \"MhcStream.cuh\"\n#include \"MhcFinalize.cuh\"\n";
     u.source += streamEntry(Mode::Post, *g, baseName);
     u.source += fmt::format(
@@ -115,10 +108,8 @@ class MhcPostFamily : public KernelFamily {
     return u;
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     auto g = geometry(c, d);
-    if (!g) return {};
     const int64_t T = d.dim("residual", 0);
     std::vector<LaunchStep> plan{{baseName,
                                   {uint32_t(g->tiles), uint32_t(g->slices), 1},
@@ -133,18 +124,15 @@ class MhcPostFamily : public KernelFamily {
     return plan;
   }
 
-  int64_t workspaceBytes(const KernelConfig& c, const OpDesc& d) const override {
+  int64_t workspace(const Config& c, const OpDesc& d) const override {
     auto g = geometry(c, d);
-    if (!g || g->slices == 1) return 0;
+    if (g->slices == 1) return 0;
     return g->slices * d.dim("residual", 0) * int64_t(sizeof(float));
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
-    DI_TRY(checkKnobs(c, d));
+  Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
     DI_TRY(validate(d));
     auto g = geometry(c, d);
-    if (!g) return g.error();
     const Dims dims = residualDims(d, "residual").value();
     const std::string op = opName();
     di::MhcParams p{};
@@ -163,8 +151,18 @@ class MhcPostFamily : public KernelFamily {
     return paramBytes(p);
   }
 
+  std::vector<ShapeParam> shapeParams() const override { return mhc::shapeParams(); }
+  OpDesc describe(const ShapeParams& p) const override { return mhc::describe(opName(), p); }
+  std::vector<std::pair<std::string, ShapeParams>> compileShapes() const override { return mhc::compileShapes(); }
+  std::optional<BucketAxis> bucketAxis() const override { return mhc::bucketAxis(); }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "f_out", 0); }
+  std::vector<TuneShape> tuneShapes(const ModelDims& m, int64_t v) const override { return {mhc::tuneShape(m, v)}; }
+  std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
+    return {{"C", dimOf(d, "residual", 2)}};
+  }
+  AccuracyRule accuracy(const std::string& output) const override { return mhc::accuracy(output); }
  private:
-  Result<StreamGeometry> geometry(const KernelConfig& c, const OpDesc& d) const {
+  Result<StreamGeometry> geometry(const Config& c, const OpDesc& d) const {
     return streamGeometryOf(Mode::Post, c, d, "residual", opName());
   }
 };

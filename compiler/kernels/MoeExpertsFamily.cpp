@@ -18,6 +18,7 @@
 
 #include "Families.h"
 #include "QuantTileGeometry.h"
+#include "deepinfer/TypedKernelFamily.h"
 #include "params/MoeExpertsParams.h"
 
 namespace deepinfer {
@@ -41,15 +42,26 @@ Shape shapeOf(const OpDesc& d) {
   return {d.dim("x", 0), d.dim("ids", 1), d.dim("w1", 0), d.dim("x", 1), d.dim("w1", 1)};
 }
 
+struct MoeExpertsConfig : QuantTileKnobs {
+  static constexpr auto fields() {
+    using F = ConfigField<MoeExpertsConfig>;
+    return std::array{F{"block_m", &MoeExpertsConfig::blockM}, F{"block_n", &MoeExpertsConfig::blockN},
+                      F{"block_k", &MoeExpertsConfig::blockK}, F{"warps_m", &MoeExpertsConfig::warpsM},
+                      F{"warps_n", &MoeExpertsConfig::warpsN}, F{"warps_k", &MoeExpertsConfig::warpsK},
+                      F{"stages", &MoeExpertsConfig::stages}};
+  }
+};
+
 struct Geometry {
   QuantTile t13, t2;
   int64_t maxRowBlocks = 0;
 };
 
-Result<Geometry> geometry(const KernelConfig& c, const OpDesc& d) {
-  auto t13 = quantTileFromConfig(c, kOp, true, true, 1);
+Result<Geometry> geometry(const MoeExpertsConfig& c, const OpDesc& d) {
+  const std::string cfg = configToString(toKnobs(c));
+  auto t13 = quantTileOf(c, cfg, kOp, true, true, 1);
   if (!t13.ok()) return t13.error();
-  auto t2 = quantTileFromConfig(c, kOp, true, false, 2);
+  auto t2 = quantTileOf(c, cfg, kOp, true, false, 2);
   if (!t2.ok()) return t2.error();
   const Shape s = shapeOf(d);
   Geometry g{*t13, *t2, cdiv(s.entries(), t13->bm) + std::min(s.E, s.entries())};
@@ -117,13 +129,13 @@ QuantTile defaultTile(const Shape& s, const TargetProfile& t) {
   return q;
 }
 
-KernelConfig configOf(const QuantTile& q) {
-  KernelConfig c;
+MoeExpertsConfig configOf(const QuantTile& q) {
+  MoeExpertsConfig c;
   setTileKnobs(c, q);
   return c;
 }
 
-class MoeExpertsFamily final : public KernelFamily {
+class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
  public:
   std::string opName() const override { return kOp; }
 
@@ -167,16 +179,17 @@ class MoeExpertsFamily final : public KernelFamily {
     return {{"y", {DType::F32, {d.dim("x", 0), d.dim("ids", 1), d.dim("x", 1)}}}};
   }
 
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
-    const KernelConfig base = defaultConfig(d, t);
-    std::vector<KernelConfig> out = {base};
-    auto q0 = quantTileFromConfig(base, kOp, true, true);
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override {
+    const Config base = defaultFor(d, t);
+    std::vector<Config> out = {base};
+    auto q0 = quantTileOf(base, configToString(toKnobs(base)), kOp, true, true);
     if (!q0.ok()) return out;
     auto add = [&](QuantTile q) {
       while (q.smemBytes() > t.smemPerCtaCap && q.stages > 2) --q.stages;
-      const KernelConfig c = configOf(q);
+      const Config c = configOf(q);
       if (!geometry(c, d).ok()) return;
-      if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+      if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return toKnobs(o) == toKnobs(c); }))
+        out.push_back(c);
     };
     QuantTile narrow = *q0, wide = *q0, deeper = *q0;
     narrow.bn /= 2;
@@ -204,37 +217,27 @@ class MoeExpertsFamily final : public KernelFamily {
     return out;
   }
 
-  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override {
+  Status canImplement(const Config& c, const OpDesc& d) const override {
     auto g = geometry(c, d);
     return g.ok() ? Status{} : Status{g.error()};
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
+  ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
     ResourceEstimate e;
-    auto g = geometry(c, d);
-    if (!g.ok()) {
-      e.smemBytes = INT64_MAX / 2;
-      e.threadsPerCta = 1024;
-      e.regsPerThread = 256;
-      return e;
-    }
+    auto g = geometry(c, d);  // canImplement accepted it
     e.smemBytes = std::max(g->t13.smemBytes(), g->t2.smemBytes());
     e.threadsPerCta = g->t13.threads();
     e.regsPerThread = std::max(g->t13.regsCap(), g->t2.regsCap());
     return e;
   }
 
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     return configOf(defaultTile(shapeOf(d), t));
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
+  CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     CudaUnit u;
     auto g = geometry(c, d);
-    if (!g.ok()) {
-      u.source = fmt::format("#error \"{}\"\n", g.error().message);
-      return u;
-    }
     const QuantTile& a = g->t13;
     const QuantTile& b = g->t2;
     auto args = [](const QuantTile& q) {
@@ -257,11 +260,10 @@ class MoeExpertsFamily final : public KernelFamily {
     return u;
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     auto g = geometry(c, d);
     const Shape s = shapeOf(d);
-    if (!g.ok() || s.entries() == 0) return {};
+    if (s.entries() == 0) return {};
     LaunchStep route;
     route.entry = baseName + "_route";
     route.grid = {1, 1, 1};
@@ -279,17 +281,15 @@ class MoeExpertsFamily final : public KernelFamily {
     return {route, w13, w2};
   }
 
-  int64_t workspaceBytes(const KernelConfig& c, const OpDesc& d) const override {
+  int64_t workspace(const Config& c, const OpDesc& d) const override {
     auto g = geometry(c, d);
     const Shape s = shapeOf(d);
-    if (!g.ok() || s.entries() == 0) return 0;
+    if (s.entries() == 0) return 0;
     return workspaceOf(s, g->maxRowBlocks).total;
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
+  Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
     auto g = geometry(c, d);
-    if (!g.ok()) return g.error();
     const Shape s = shapeOf(d);
     auto addr = [&](const char* n, uint64_t align) -> Result<uint64_t> {
       auto it = addrs.find(n);
@@ -339,6 +339,55 @@ class MoeExpertsFamily final : public KernelFamily {
     p.entries = int32_t(s.entries());
     p.limit = float(d.attrs.getFloat("swiglu_limit", 10.0));
     return paramBytes(p);
+  }
+
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"T", 1, "tokens"},
+            {"k", 6, "experts per token"},
+            {"E", 128, "routed experts"},
+            {"C", 5120, "hidden size"},
+            {"I", 2304, "expert intermediate size"}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    OpDesc d;
+    d.op = opName();
+    const int64_t T = p.at("T"), k = p.at("k"), E = p.at("E"), C = p.at("C"), I = p.at("I");
+    d.shapes["x"] = {T, C};
+    d.shapes["ids"] = {T, k};
+    d.shapes["weights"] = {T, k};
+    d.shapes["w1"] = d.shapes["w3"] = {E, I, C / 2};
+    d.shapes["w1_scale"] = d.shapes["w3_scale"] = {E, I, C / 32};
+    d.shapes["w2"] = {E, C, I / 2};
+    d.shapes["w2_scale"] = {E, C, I / 32};
+    return d;
+  }
+
+  // Decode and prefill tiles; tensor cores at every shape.
+  std::vector<std::pair<std::string, ShapeParams>> compileShapes() const override {
+    return {{"default", {}}, {"T=4096", {{"T", 4096}}}};
+  }
+  PtxChecks ptxChecks(const OpDesc&) const override { return {true, false}; }
+
+  // Tuned along the tokens; the decode buckets (T <= 16) keep the one-row-tile kernels apart.
+  std::optional<BucketAxis> bucketAxis() const override {
+    return BucketAxis{"T", {1, 2, 4, 8, 16, 64, 256, 1024, 4096}};
+  }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "x", 0); }
+  std::vector<TuneShape> tuneShapes(const ModelDims& m, int64_t v) const override {
+    const ShapeParams p = {{"T", v}, {"k", m.expertsPerToken}, {"E", m.experts}, {"C", m.hidden},
+                           {"I", m.moeIntermediate}};
+    return {{p, p}};
+  }
+  // Experts per token, experts, hidden and intermediate sizes fix the rows per expert and the
+  // weight matrices a config was tuned on.
+  std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
+    return {{"k", dimOf(d, "ids", 1)}, {"E", dimOf(d, "w1", 0)}, {"C", dimOf(d, "x", 1)}, {"I", dimOf(d, "w1", 1)}};
+  }
+
+  // Within the per-element bound derived from fp32 accumulation (reference/QuantGemmRef.h).
+  AccuracyRule accuracy(const std::string&) const override {
+    return {AccuracyRule::Kind::Bound, 1.0, "error / derived bound"};
   }
 };
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 
 #include "deepinfer/Specialize.h"
 
@@ -11,11 +12,6 @@ namespace {
 
 int64_t align16(int64_t b) { return (b + 15) / 16 * 16; }
 bool pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
-
-int64_t knob(const KernelConfig& c, const char* name, int64_t dflt) {
-  auto it = c.find(name);
-  return it == c.end() ? dflt : it->second;
-}
 
 }  // namespace
 
@@ -51,19 +47,18 @@ std::string QuantTile::templateArgs() const {
   return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}", fp4 ? "true" : "false", bm, bn, bk, wm, wn, wk, stages);
 }
 
-Result<QuantTile> quantTileFromConfig(const KernelConfig& c, const std::string& op, bool fp4, bool gated,
-                                      int bnScale) {
+Result<QuantTile> quantTileOf(const QuantTileKnobs& k, const std::string& cfg, const std::string& op, bool fp4,
+                              bool gated, int bnScale) {
   QuantTile t;
   t.fp4 = fp4;
   t.gated = gated;
-  t.bm = int(knob(c, "block_m", 16));
-  t.bn = int(knob(c, "block_n", 64)) * bnScale;
-  t.bk = int(knob(c, "block_k", 128));
-  t.wm = int(knob(c, "warps_m", 1));
-  t.wn = int(knob(c, "warps_n", 1));
-  t.wk = int(knob(c, "warps_k", 4));
-  t.stages = int(knob(c, "stages", 3));
-  const std::string cfg = configToString(c);
+  t.bm = int(k.blockM);  // knobs are in 0..2^31-1 (fromKnobs)
+  t.bn = int(std::min<int64_t>(k.blockN * bnScale, INT32_MAX));
+  t.bk = int(k.blockK);
+  t.wm = int(k.warpsM);
+  t.wn = int(k.warpsN);
+  t.wk = int(k.warpsK);
+  t.stages = int(k.stages);
   if (t.bm < 16 || t.bm > 256 || !pow2(t.bm))
     return Error{fmt::format("{}: block_m = {} must be a power of two in 16..256 ({})", op, t.bm, cfg)};
   if (t.bn < 8 || t.bn > 512 || !pow2(t.bn))
@@ -89,14 +84,14 @@ Result<QuantTile> quantTileFromConfig(const KernelConfig& c, const std::string& 
   return t;
 }
 
-void setTileKnobs(KernelConfig& c, const QuantTile& t) {
-  c["block_m"] = t.bm;
-  c["block_n"] = t.bn;
-  c["block_k"] = t.bk;
-  c["warps_m"] = t.wm;
-  c["warps_n"] = t.wn;
-  c["warps_k"] = t.wk;
-  c["stages"] = t.stages;
+void setTileKnobs(QuantTileKnobs& k, const QuantTile& t) {
+  k.blockM = t.bm;
+  k.blockN = t.bn;
+  k.blockK = t.bk;
+  k.warpsM = t.wm;
+  k.warpsN = t.wn;
+  k.warpsK = t.wk;
+  k.stages = t.stages;
 }
 
 int tileCtasPerSm(const QuantTile& t, const TargetProfile& target) {

@@ -32,13 +32,19 @@ struct QuantTile {
   std::string templateArgs() const;
 };
 
-// The tile knobs of a config (block_m, block_n, block_k, warps_m, warps_n, warps_k, stages), with
-// `bnScale` applied to block_n (moe_experts' second GEMM uses twice the first's), checked
-// against the template's rules; the message names the knob.
-Result<QuantTile> quantTileFromConfig(const KernelConfig& c, const std::string& op, bool fp4, bool gated,
-                                      int bnScale = 1);
+// The tile knobs of a typed config (block_m, block_n, block_k, warps_m, warps_n, warps_k, stages);
+// a family's config derives from it and lists these fields with its own.
+struct QuantTileKnobs {
+  int64_t blockM = 0, blockN = 0, blockK = 0, warpsM = 0, warpsN = 0, warpsK = 0, stages = 0;
+};
+
+// The tile of the knobs, with `bnScale` applied to block_n (moe_experts' second GEMM uses twice
+// the first's), checked against the template's rules; the message names the knob and ends with
+// the whole config `cfg`.
+Result<QuantTile> quantTileOf(const QuantTileKnobs& k, const std::string& cfg, const std::string& op, bool fp4,
+                              bool gated, int bnScale = 1);
 // The knobs of a tile (inverse of the above for bnScale = 1).
-void setTileKnobs(KernelConfig& c, const QuantTile& t);
+void setTileKnobs(QuantTileKnobs& k, const QuantTile& t);
 
 // How many CTAs of this tile the target keeps resident per SM (shared memory, registers, warps).
 int tileCtasPerSm(const QuantTile& t, const TargetProfile& target);

@@ -46,6 +46,17 @@ Status expectRank(const OpDesc& d, const std::string& name, size_t rank) {
   return {};
 }
 
+std::optional<int64_t> dimOf(const OpDesc& d, const std::string& name, size_t i) {
+  auto it = d.shapes.find(name);
+  if (it == d.shapes.end() || it->second.size() <= i) return std::nullopt;
+  return it->second[i];
+}
+
+std::optional<int64_t> intAttrOf(const OpDesc& d, const std::string& name) {
+  if (!d.attrs.has(name)) return std::nullopt;
+  return d.attrs.getInt(name, 0);
+}
+
 Status expectShape(const OpDesc& d, const std::string& name, const std::vector<int64_t>& shape) {
   DI_TRY(expectRank(d, name, shape.size()));
   const auto& got = d.shapes.at(name);
@@ -56,33 +67,10 @@ Status expectShape(const OpDesc& d, const std::string& name, const std::vector<i
   return {};
 }
 
-Status expectKnobs(const std::string& op, const KernelConfig& c, const std::vector<std::string>& names) {
-  const std::string known = fmt::format("{}", fmt::join(names, ", "));
-  for (const auto& [k, v] : c) {
-    if (std::find(names.begin(), names.end(), k) == names.end())
-      return Error{fmt::format("{}: config {{{}}}: '{}' is not a knob of {} (knobs: {})", op, configToString(c), k,
-                               op, known)};
-    if (v < 0 || v > INT32_MAX)
-      return Error{fmt::format("{}: config {{{}}}: {} = {} is out of range", op, configToString(c), k, v)};
-  }
-  for (const std::string& n : names)
-    if (!c.count(n))
-      return Error{fmt::format("{}: config {{{}}} lacks the knob '{}' (knobs: {})", op, configToString(c), n, known)};
-  return {};
-}
-
 Status KernelFamily::checkStrides(const OpDesc& d, const std::string& name,
                                   const std::vector<int64_t>& strides) const {
   return Error{fmt::format("{}: the kernel reads and writes '{}' densely; a view with strides {} needs a "
                            "contiguous copy first",
                            d.op, name, shapeStr(strides))};
 }
-
-Result<std::vector<uint8_t>> KernelFamily::packStridedParams(const KernelConfig& c, const OpDesc& d,
-                                                             const DeviceAddrMap& addrs,
-                                                             const TensorStrides& strides) const {
-  for (const auto& [name, st] : strides) DI_TRY(checkStrides(d, name, st));
-  return packParams(c, d, addrs);
-}
-
 }  // namespace deepinfer

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "Families.h"
+#include "deepinfer/TypedKernelFamily.h"
 #include "KvCacheLayout.h"
 #include "deepinfer/KernelFamily.h"
 #include "params/SparseMlaDecodeParams.h"
@@ -35,10 +36,17 @@ std::string shapeStr(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-int64_t knob(const KernelConfig& c, const char* name) {
-  auto it = c.find(name);
-  return it == c.end() ? 0 : it->second;
-}
+struct SparseMlaDecodeConfig {
+  int64_t headsPerCta = 0, threads = 0, keysPerTile = 0, stages = 0, kvSplits = 0;
+  static constexpr auto fields() {
+    using F = ConfigField<SparseMlaDecodeConfig>;
+    return std::array{F{"heads_per_cta", &SparseMlaDecodeConfig::headsPerCta},
+                      F{"threads", &SparseMlaDecodeConfig::threads},
+                      F{"keys_per_tile", &SparseMlaDecodeConfig::keysPerTile},
+                      F{"stages", &SparseMlaDecodeConfig::stages},
+                      F{"kv_splits", &SparseMlaDecodeConfig::kvSplits}};
+  }
+};
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -76,15 +84,16 @@ struct Geometry {
   bool dynamicSmem = false;
 };
 
-Geometry geometryOf(const KernelConfig& c) {
+// Only for configs checkConfig accepts (every knob then fits an int).
+Geometry geometryOf(const SparseMlaDecodeConfig& c) {
   Geometry g;
-  g.heads = int(knob(c, "heads_per_cta"));
+  g.heads = int(c.headsPerCta);
   g.mTiles = (g.heads + 15) / 16;
-  g.threads = int(knob(c, "threads"));
+  g.threads = int(c.threads);
   g.dimSlices = g.mTiles > 0 ? g.threads / (32 * g.mTiles) : 0;
-  g.keys = int(knob(c, "keys_per_tile"));
-  g.stages = int(knob(c, "stages"));
-  g.splits = int(knob(c, "kv_splits"));
+  g.keys = int(c.keysPerTile);
+  g.stages = int(c.stages);
+  g.splits = int(c.kvSplits);
   g.smem = di::sparseMlaDecodeSmem(g.heads, g.dimSlices, g.keys, g.stages);
   g.dynamicSmem = g.smem.total > kStaticSmemCap;
   return g;
@@ -106,30 +115,29 @@ int minBlocksPerSm(const Geometry& g) {
   return g.threads <= 128 ? 2 : 1;
 }
 
-Status checkConfig(const KernelConfig& c, const OpDesc& d) {
-  DI_TRY(expectKnobs(kOp, c, {"heads_per_cta", "threads", "keys_per_tile", "stages", "kv_splits"}));
+Status checkConfig(const SparseMlaDecodeConfig& c, const OpDesc& d) {
   const Dims dm = dimsOf(d);
-  const Geometry g = geometryOf(c);
-  if (g.heads < 8 || g.heads > 64 || g.heads % 8 != 0 || dm.H % g.heads != 0)
+  if (c.headsPerCta < 8 || c.headsPerCta > 64 || c.headsPerCta % 8 != 0 || dm.H % c.headsPerCta != 0)
     return Error{fmt::format("{}: config heads_per_cta={} must be a multiple of 8 in 8..64 dividing "
                              "the {} heads",
-                             kOp, g.heads, dm.H)};
-  if (g.threads != 128 * g.mTiles && g.threads != 256 * g.mTiles)
+                             kOp, c.headsPerCta, dm.H)};
+  const int64_t mTiles = (c.headsPerCta + 15) / 16;
+  if (c.threads != 128 * mTiles && c.threads != 256 * mTiles)
     return Error{fmt::format("{}: config threads={} must be {} or {} for heads_per_cta={}", kOp,
-                             g.threads, 128 * g.mTiles, 256 * g.mTiles, g.heads)};
-  if (g.threads > 1024)
-    return Error{fmt::format("{}: config threads={} exceeds 1024", kOp, g.threads)};
-  if (g.keys != 16 && g.keys != 32)
-    return Error{fmt::format("{}: config keys_per_tile={} must be 16 or 32", kOp, g.keys)};
+                             c.threads, 128 * mTiles, 256 * mTiles, c.headsPerCta)};
+  if (c.threads > 1024)
+    return Error{fmt::format("{}: config threads={} exceeds 1024", kOp, c.threads)};
+  if (c.keysPerTile != 16 && c.keysPerTile != 32)
+    return Error{fmt::format("{}: config keys_per_tile={} must be 16 or 32", kOp, c.keysPerTile)};
   // Each thread dequantizes an equal share of a tile's keys x 64 16-byte pieces.
-  if ((g.keys * 64) % g.threads != 0)
+  if ((c.keysPerTile * 64) % c.threads != 0)
     return Error{fmt::format("{}: config threads={} does not divide the {} dequantization pieces of a "
                              "{}-key tile (heads_per_cta={} gives {} m-tiles)",
-                             kOp, g.threads, g.keys * 64, g.keys, g.heads, g.mTiles)};
-  if (g.stages < 1 || g.stages > 4)
-    return Error{fmt::format("{}: config stages={} must be in 1..4", kOp, g.stages)};
-  if (g.splits < 1 || g.splits > 1024)
-    return Error{fmt::format("{}: config kv_splits={} must be in 1..1024", kOp, g.splits)};
+                             kOp, c.threads, c.keysPerTile * 64, c.keysPerTile, c.headsPerCta, mTiles)};
+  if (c.stages < 1 || c.stages > 4)
+    return Error{fmt::format("{}: config stages={} must be in 1..4", kOp, c.stages)};
+  if (c.kvSplits < 1 || c.kvSplits > 1024)
+    return Error{fmt::format("{}: config kv_splits={} must be in 1..1024", kOp, c.kvSplits)};
   return {};
 }
 
@@ -152,7 +160,7 @@ int ctasPerSm(const Geometry& g, const TargetProfile& t) {
   return std::max(1, n);
 }
 
-class SparseMlaDecodeFamily final : public KernelFamily {
+class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConfig> {
  public:
   std::string opName() const override { return kOp; }
 
@@ -161,9 +169,8 @@ class SparseMlaDecodeFamily final : public KernelFamily {
             "common/Numerics.cuh", "common/Types.h"};
   }
 
-  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override { return checkConfig(c, d); }
-
   Status validate(const OpDesc& d) const override {
+    DI_TRY(kvcache::expectMlaDims(d));
     for (const char* n : {"q", "swa_cache", "swa_indices", "swa_lens", "attn_sink"})
       if (!d.hasTensor(n)) return Error{fmt::format("{}: missing input tensor '{}'", kOp, n)};
     const auto& q = d.shapes.at("q");
@@ -217,7 +224,7 @@ class SparseMlaDecodeFamily final : public KernelFamily {
     return o;
   }
 
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override {
     const Dims dm = dimsOf(d);
     std::vector<int> headOptions;
     for (int h : {16, 32})
@@ -227,7 +234,7 @@ class SparseMlaDecodeFamily final : public KernelFamily {
       for (int h : {8, 24})
         if (dm.H % h == 0) headOptions.push_back(h);
 
-    std::vector<KernelConfig> out;
+    std::vector<Config> out;
     for (int heads : headOptions) {
       const int mTiles = (heads + 15) / 16;
       for (int slices : {4, 8}) {
@@ -236,11 +243,10 @@ class SparseMlaDecodeFamily final : public KernelFamily {
         for (int keys : {16, 32}) {
           if (slices == 8 && keys == 32) continue;  // > 128 registers: spills under the bound
           for (int stages : {1, 2, 3}) {
-            KernelConfig c{{"heads_per_cta", heads}, {"threads", threads}, {"keys_per_tile", keys},
-                           {"stages", stages}, {"kv_splits", 1}};
-            if (estimate(c, d).smemBytes > t.smemPerCtaCap) continue;
+            Config c{heads, threads, keys, stages, 1};
+            if (resources(c, d).smemBytes > t.smemPerCtaCap) continue;
             for (int splits : splitOptions(dm, keys)) {
-              c["kv_splits"] = splits;
+              c.kvSplits = splits;
               out.push_back(c);
             }
           }
@@ -250,7 +256,9 @@ class SparseMlaDecodeFamily final : public KernelFamily {
     return out;
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc&) const override {
+  Status canImplement(const Config& c, const OpDesc& d) const override { return checkConfig(c, d); }
+
+  ResourceEstimate resources(const Config& c, const OpDesc&) const override {
     const Geometry g = geometryOf(c);
     ResourceEstimate r;
     r.smemBytes = g.smem.total;
@@ -266,27 +274,26 @@ class SparseMlaDecodeFamily final : public KernelFamily {
   //  * heads_per_cta and kv_splits together minimize a modeled time (modelTimeUs): 32 or 16
   //    heads when they divide H (a bigger group dequantizes each key once for more heads but
   //    runs one 512-thread CTA per SM), else 24 or 8 (padded m-tiles).
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Dims dm = dimsOf(d);
     std::vector<int> headOptions;
     for (int h : {32, 16})
       if (dm.H % h == 0) headOptions.push_back(h);
     if (headOptions.empty()) headOptions.push_back(dm.H % 24 == 0 ? 24 : 8);
     const int64_t cap = std::min(t.smemPerCtaCap, kStaticSmemCap);
-    KernelConfig best;
+    Config best;
     double bestUs = 0;
     for (int heads : headOptions) {
       const int mTiles = (heads + 15) / 16;
-      KernelConfig c{{"heads_per_cta", heads}, {"threads", 256 * mTiles}, {"keys_per_tile", 16},
-                     {"stages", 1}, {"kv_splits", 1}};
+      Config c{heads, 256 * mTiles, 16, 1, 1};
       for (int stages : {3, 2, 1}) {
-        c["stages"] = stages;
-        if (estimate(c, d).smemBytes <= cap) break;
+        c.stages = stages;
+        if (resources(c, d).smemBytes <= cap) break;
       }
       for (int splits : splitOptions(dm, 16)) {
-        c["kv_splits"] = splits;
+        c.kvSplits = splits;
         const double us = modelTimeUs(dm, geometryOf(c), t);
-        if (best.empty() || us < bestUs) {
+        if (best.headsPerCta == 0 || us < bestUs) {
           best = c;
           bestUs = us;
         }
@@ -295,7 +302,7 @@ class SparseMlaDecodeFamily final : public KernelFamily {
     return best;
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc&, const std::string& baseName) const override {
+  CudaUnit unit(const Config& c, const OpDesc&, const std::string& baseName) const override {
     const Geometry g = geometryOf(c);
     const bool split = g.splits > 1;
     CudaUnit u;
@@ -316,8 +323,7 @@ class SparseMlaDecodeFamily final : public KernelFamily {
     return u;
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     const Dims dm = dimsOf(d);
     const Geometry g = geometryOf(c);
     std::vector<LaunchStep> steps;
@@ -337,17 +343,15 @@ class SparseMlaDecodeFamily final : public KernelFamily {
     return steps;
   }
 
-  int64_t workspaceBytes(const KernelConfig& c, const OpDesc& d) const override {
+  int64_t workspace(const Config& c, const OpDesc& d) const override {
     const Geometry g = geometryOf(c);
     if (g.splits <= 1) return 0;
     const Dims dm = dimsOf(d);
     return partialLseOffset(dm, g.splits) + dm.B * dm.Sq * dm.H * g.splits * 4;
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
+  Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
     DI_TRY(validate(d));
-    DI_TRY(checkConfig(c, d));
     const Dims dm = dimsOf(d);
     const Geometry g = geometryOf(c);
     auto need = [&](const char* name) -> Result<uint64_t> {
@@ -503,6 +507,60 @@ class SparseMlaDecodeFamily final : public KernelFamily {
       us += kMergeLaunchUs + 2 * wsBytes / (bandwidthGBs * 1e3);
     }
     return us;
+  }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"B", 6, "batch"}, {"Sq", 1, "queries per request"}, {"H", 64, "heads"}, {"swa_k", 128, "window keys"},
+            {"extra_k", 512, "compressed keys (0 = none)"}, {"swa_block_size", 64, ""}, {"extra_block_size", 64, ""},
+            {"pages", 1024, "pages per cache"}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    const int64_t B = p.at("B"), Sq = p.at("Sq"), H = p.at("H");
+    OpDesc d;
+    d.op = kOp;
+    d.shapes["q"] = {B, Sq, H, kHeadDim};
+    d.shapes["swa_cache"] = {p.at("pages"), kvcache::pageBytes(p.at("swa_block_size"))};
+    d.shapes["swa_indices"] = {B, Sq, p.at("swa_k")};
+    d.shapes["swa_lens"] = {B};
+    if (p.at("extra_k") > 0) {
+      d.shapes["extra_cache"] = {p.at("pages"), kvcache::pageBytes(p.at("extra_block_size"))};
+      d.shapes["extra_indices"] = {B, Sq, p.at("extra_k")};
+      d.shapes["extra_lens"] = {B};
+      d.attrs.setInt("extra_block_size", p.at("extra_block_size"));
+    }
+    d.shapes["attn_sink"] = {H};
+    d.attrs.setFloat("sm_scale", 0.04419417382415922);
+    d.attrs.setInt("swa_block_size", p.at("swa_block_size"));
+    return d;
+  }
+
+  // The head-count extremes besides the model's 64.
+  std::vector<std::pair<std::string, ShapeParams>> compileShapes() const override {
+    return {{"default", {}}, {"H=8", {{"H", 8}}}, {"H=128", {{"H", 128}}}};
+  }
+  PtxChecks ptxChecks(const OpDesc&) const override { return {.tensorCores = true}; }
+
+  // Tuned along the batch of a decode step; keys: the window plus the index top-k.
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"B", {1, 2, 4, 8, 16, 32, 64}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "q", 0); }
+  std::vector<TuneShape> tuneShapes(const ModelDims& m, int64_t v) const override {
+    const ShapeParams p{{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
+    return {{p, p}};
+  }
+  std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
+    const bool extra = d.hasTensor("extra_indices");
+    return {{"H", dimOf(d, "q", 2)},
+            {"Sq", dimOf(d, "q", 1)},
+            {"swa_k", dimOf(d, "swa_indices", 2)},
+            {"extra_k", extra ? dimOf(d, "extra_indices", 2) : 0},
+            {"swa_bs", intAttrOf(d, "swa_block_size")},
+            {"extra_bs", extra ? intAttrOf(d, "extra_block_size") : 0}};
+  }
+  // Kernel and reference each round `out` to bf16 once: the error is measured beyond one bf16 step
+  // (5e-3 on unit-scale outputs); lse within 1e-3, +inf exactly.
+  AccuracyRule accuracy(const std::string& output) const override {
+    if (output == "lse") return {AccuracyRule::Kind::Lse, 1e-3, "max abs error (+inf exact)"};
+    return {AccuracyRule::Kind::AttnOut, 5e-3, "max abs error beyond one bf16 step"};
   }
 };
 

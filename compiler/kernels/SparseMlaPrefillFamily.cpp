@@ -10,6 +10,8 @@
 #include <limits>
 
 #include "Families.h"
+#include "deepinfer/TypedKernelFamily.h"
+#include "KvCacheLayout.h"
 #include "params/SparseMlaPrefillParams.h"
 
 namespace deepinfer {
@@ -20,10 +22,15 @@ constexpr double kDefaultSmScale = 0.04419417382415922;  // 512^-0.5, as in OpSi
 constexpr const char* kOp = "sparse_mla_prefill";
 
 // Config knobs, in the order the template takes them.
-constexpr const char* kHeadsPerCta = "heads_per_cta";
-constexpr const char* kWarps = "warps";
-constexpr const char* kBlockN = "block_n";
-constexpr const char* kStages = "stages";
+struct SparseMlaPrefillConfig {
+  int64_t headsPerCta = 0, warps = 0, blockN = 0, stages = 0;
+  static constexpr auto fields() {
+    using F = ConfigField<SparseMlaPrefillConfig>;
+    return std::array{F{"heads_per_cta", &SparseMlaPrefillConfig::headsPerCta},
+                      F{"warps", &SparseMlaPrefillConfig::warps}, F{"block_n", &SparseMlaPrefillConfig::blockN},
+                      F{"stages", &SparseMlaPrefillConfig::stages}};
+  }
+};
 
 struct Shapes {
   int64_t T = 0, H = 0, S = 0, kmax = 0;
@@ -53,25 +60,19 @@ Status requireTensor(const OpDesc& d, const std::string& name, size_t rank, cons
 }
 
 // The geometry of a config, or why the config is not one the template supports.
-Result<di::SparseMlaPrefillGeometry> geometryOf(const KernelConfig& c) {
-  int v[4];
-  const char* keys[4] = {kHeadsPerCta, kWarps, kBlockN, kStages};
-  for (int i = 0; i < 4; ++i) {
-    auto it = c.find(keys[i]);
-    if (it == c.end())
-      return Error{fmt::format("{}: config {{{}}} lacks '{}'", kOp, configToString(c), keys[i])};
-    if (it->second < 0 || it->second > 4096)
-      return Error{fmt::format("{}: config {{{}}}: '{}' = {} is out of range", kOp,
-                               configToString(c), keys[i], it->second)};
-    v[i] = int(it->second);
-  }
-  const auto g = di::sparseMlaPrefillGeometry(v[0], v[1], v[2], v[3]);
+Result<di::SparseMlaPrefillGeometry> geometryOf(const SparseMlaPrefillConfig& c) {
+  const KernelConfig knobs = toKnobs(c);
+  for (const auto& f : SparseMlaPrefillConfig::fields())
+    if (c.*(f.member) < 0 || c.*(f.member) > 4096)
+      return Error{fmt::format("{}: config {{{}}}: '{}' = {} is out of range", kOp, configToString(knobs), f.name,
+                               c.*(f.member))};
+  const auto g = di::sparseMlaPrefillGeometry(int(c.headsPerCta), int(c.warps), int(c.blockN), int(c.stages));
   if (!g.valid)
     return Error{fmt::format(
         "{}: config {{{}}} is not a supported CTA shape (heads_per_cta 16/32/64; warps = head "
         "groups x 2/4/8 dim splits with at most 256 dims x 16-row tiles per warp; "
         "block_n 16/32/64; stages 2..8)",
-        kOp, configToString(c))};
+        kOp, configToString(knobs))};
   return g;
 }
 
@@ -96,8 +97,8 @@ bool worthCompiling(const di::SparseMlaPrefillGeometry& g) {
   return g.valid && fitsRegisterFile(g) && !(g.blockN > 16 && g.mTiles * g.dimsPerWarp >= 256);
 }
 
-KernelConfig makeConfig(int heads, int warps, int blockN, int stages) {
-  return {{kHeadsPerCta, heads}, {kWarps, warps}, {kBlockN, blockN}, {kStages, stages}};
+SparseMlaPrefillConfig makeConfig(int heads, int warps, int blockN, int stages) {
+  return {heads, warps, blockN, stages};
 }
 
 // Largest heads_per_cta worth using for H heads: all of a token's heads in as few CTAs as possible.
@@ -116,7 +117,7 @@ int residentCtas(const di::SparseMlaPrefillGeometry& g, const TargetProfile& t) 
   return std::max(ctas, 0);
 }
 
-class SparseMlaPrefillFamily final : public KernelFamily {
+class SparseMlaPrefillFamily final : public TypedKernelFamily<SparseMlaPrefillConfig> {
  public:
   std::string opName() const override { return kOp; }
 
@@ -125,15 +126,9 @@ class SparseMlaPrefillFamily final : public KernelFamily {
             "common/Numerics.cuh", "common/Types.h"};
   }
 
-  Status checkKnobs(const KernelConfig& c, const OpDesc&) const override {
-    DI_TRY(expectKnobs(kOp, c, {kHeadsPerCta, kWarps, kBlockN, kStages}));
-    auto g = geometryOf(c);
-    if (!g.ok()) return g.error();
-    return {};
-  }
-
   Status validate(const OpDesc& d) const override {
     if (d.op != kOp) return Error{fmt::format("{}: op description is for '{}'", kOp, d.op)};
+    DI_TRY(kvcache::expectMlaDims(d));
     DI_TRY(requireTensor(d, "q", 3, "[T, H, 512] BF16"));
     DI_TRY(requireTensor(d, "kv", 2, "[S, 512] BF16"));
     DI_TRY(requireTensor(d, "indices", 2, "[T, Kmax] I32"));
@@ -187,8 +182,8 @@ class SparseMlaPrefillFamily final : public KernelFamily {
 
   // Every CTA shape of the template worth compiling (see worthCompiling) within the architecture's
   // opt-in shared memory; the pass drops those over the target's (possibly lower) per-CTA cap.
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
-    std::vector<KernelConfig> out;
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override {
+    std::vector<Config> out;
     const int maxHeads = maxHeadsPerCta(d.dim("q", 1));
     for (int heads : {16, 32, 64}) {
       if (heads > maxHeads) continue;
@@ -203,9 +198,14 @@ class SparseMlaPrefillFamily final : public KernelFamily {
     return out;
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc&) const override {
+  Status canImplement(const Config& c, const OpDesc&) const override {
     auto g = geometryOf(c);
-    if (!g.ok()) return {};  // 0 threads: no occupancy, so the pass drops it
+    if (!g.ok()) return g.error();
+    return {};
+  }
+
+  ResourceEstimate resources(const Config& c, const OpDesc&) const override {
+    auto g = geometryOf(c);
     return {g->smemBytes, 32 * g->warps, estimateRegisters(*g)};
   }
 
@@ -222,7 +222,7 @@ class SparseMlaPrefillFamily final : public KernelFamily {
   //     CTAs; (16,2) fits 48 KB in every shape. Larger tiles amortise the exchange barriers; >= 3
   //     stages with two head groups switch on the ping-pong schedule, which hides the softmax
   //     (keys in flight: (stages-2) x block_n; otherwise (stages-1) x block_n).
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Shapes s = shapesOf(d);
     int heads = maxHeadsPerCta(s.H);
     while (heads > 16 && s.T * ((s.H + heads - 1) / heads) < t.smCount) heads /= 2;
@@ -250,10 +250,8 @@ class SparseMlaPrefillFamily final : public KernelFamily {
     return makeConfig(heads, bestWarps, 16, 2);
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc&, const std::string& baseName) const override {
+  CudaUnit unit(const Config& c, const OpDesc&, const std::string& baseName) const override {
     auto g = geometryOf(c);
-    if (!g.ok())  // candidates never produce this; make a hand-written bad config fail loudly
-      return {fmt::format("#error \"{}\"\n", g.error().message), {baseName}};
     return {fmt::format("#include \"SparseMlaPrefill.cuh\"\n"
                         "extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const "
                         "di::SparseMlaPrefillParams p) {{\n"
@@ -263,11 +261,10 @@ class SparseMlaPrefillFamily final : public KernelFamily {
             {baseName}};
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     auto g = geometryOf(c);
     const Shapes s = shapesOf(d);
-    if (!g.ok() || s.T == 0) return {};  // nothing to launch for an empty batch
+    if (s.T == 0) return {};  // nothing to launch for an empty batch
     LaunchStep step;
     step.entry = baseName;
     const int64_t headBlocks = (s.H + g->heads - 1) / g->heads;
@@ -278,11 +275,8 @@ class SparseMlaPrefillFamily final : public KernelFamily {
     return {step};
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
-    DI_TRY(checkKnobs(c, d));
+  Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
     auto g = geometryOf(c);
-    if (!g.ok()) return g.error();
     // kv rows are gathered and out rows stored with 16-byte vector accesses; q is read as bf16
     // pairs; the int32 / fp32 tensors element-wise.
     const std::pair<const char*, uint64_t> bindings[] = {
@@ -312,6 +306,45 @@ class SparseMlaPrefillFamily final : public KernelFamily {
     p.head_blocks = int32_t((s.H + g->heads - 1) / g->heads);
     p.scale_log2 = float(d.attrs.getFloat("sm_scale", kDefaultSmScale) * 1.4426950408889634);
     return paramBytes(p);
+  }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"T", 1536, "query tokens"}, {"H", 64, "query heads"}, {"kv_rows", 32768, "rows of the gathered workspace"},
+            {"topk", 2048, "index entries per token (Kmax)"}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    OpDesc d;
+    d.op = kOp;
+    d.shapes["q"] = {p.at("T"), p.at("H"), kHeadDim};
+    d.shapes["kv"] = {p.at("kv_rows"), kHeadDim};
+    d.shapes["indices"] = {p.at("T"), p.at("topk")};
+    d.shapes["lens"] = {p.at("T")};
+    d.shapes["attn_sink"] = {p.at("H")};
+    d.attrs.setFloat("sm_scale", kDefaultSmScale);
+    return d;
+  }
+
+  // The head-count extremes besides the model's 64.
+  std::vector<std::pair<std::string, ShapeParams>> compileShapes() const override {
+    return {{"default", {}}, {"H=8", {{"H", 8}}}, {"H=128", {{"H", 128}}}};
+  }
+  PtxChecks ptxChecks(const OpDesc&) const override { return {.tensorCores = true}; }
+
+  // Tuned along the query tokens; each token's row holds the index top-k plus the window.
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"T", {16, 64, 256, 1024, 4096}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "q", 0); }
+  std::vector<TuneShape> tuneShapes(const ModelDims& m, int64_t v) const override {
+    return {{{{"T", v}, {"H", m.heads}, {"topk", m.indexTopk + m.window}, {"kv_rows", 65536}},
+             {{"T", v}, {"H", m.heads}, {"index_topk", m.indexTopk}, {"window", m.window}}}};
+  }
+  std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
+    return {{"H", dimOf(d, "q", 1)}, {"topk", dimOf(d, "indices", 1)}};
+  }
+  // Kernel and reference each round `out` to bf16 once: the error is measured beyond one bf16 step
+  // (5e-3 on unit-scale outputs); lse within 1e-3, +inf exactly.
+  AccuracyRule accuracy(const std::string& output) const override {
+    if (output == "lse") return {AccuracyRule::Kind::Lse, 1e-3, "max abs error (+inf exact)"};
+    return {AccuracyRule::Kind::AttnOut, 5e-3, "max abs error beyond one bf16 step"};
   }
 };
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "Families.h"
+#include "deepinfer/TypedKernelFamily.h"
 #include "params/TopkParams.h"
 
 namespace deepinfer {
@@ -20,10 +21,6 @@ constexpr int kMaxRegs = 64;                   // the launch bounds cap every co
 constexpr int64_t kMaxK = int64_t(1) << 24;
 constexpr int kMaxSplits = 64;
 
-int64_t knob(const KernelConfig& c, const char* name, int64_t dflt) {
-  auto it = c.find(name);
-  return it == c.end() ? dflt : it->second;
-}
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Mirrors di::topk::Smem: pool, histogram, two 32-word scan buffers, res[3] + pool_fill.
@@ -37,19 +34,28 @@ int64_t poolFor(int64_t cap, int radixBits) {
   return std::max<int64_t>(256, rest / 4 / 256 * 256);
 }
 
+struct TopkConfig {
+  int64_t threads = 0, radixBits = 0, poolKeys = 0, splits = 0;
+  static constexpr auto fields() {
+    using F = ConfigField<TopkConfig>;
+    return std::array{F{"threads", &TopkConfig::threads}, F{"radix_bits", &TopkConfig::radixBits},
+                      F{"pool_keys", &TopkConfig::poolKeys}, F{"splits", &TopkConfig::splits}};
+  }
+};
+
 struct Geometry {
   int threads = 0, radixBits = 0;
   int64_t poolKeys = 0;
   int64_t splits = 1, chunkLen = 0;  // effective splits after rounding the chunk to 4
 };
 
-Result<Geometry> geometry(const KernelConfig& c, const OpDesc& d) {
+Result<Geometry> geometry(const TopkConfig& c, const OpDesc& d) {
   Geometry g;
-  g.threads = int(knob(c, "threads", 512));
-  g.radixBits = int(knob(c, "radix_bits", 11));
-  g.poolKeys = knob(c, "pool_keys", poolFor(kStaticSmemCap, g.radixBits));
-  const int64_t splits = knob(c, "splits", 1);
-  const std::string cfg = configToString(c);
+  g.threads = int(c.threads);
+  g.radixBits = int(c.radixBits);
+  g.poolKeys = c.poolKeys;
+  const int64_t splits = c.splits;
+  const std::string cfg = configToString(toKnobs(c));
   if (g.threads != 128 && g.threads != 256 && g.threads != 512 && g.threads != 1024)
     return Error{
         fmt::format("topk: threads = {} must be 128, 256, 512 or 1024 ({})", g.threads, cfg)};
@@ -69,19 +75,12 @@ Result<Geometry> geometry(const KernelConfig& c, const OpDesc& d) {
   return g;
 }
 
-class TopkFamily final : public KernelFamily {
+class TopkFamily final : public TypedKernelFamily<TopkConfig> {
  public:
   std::string opName() const override { return "topk"; }
 
   std::vector<std::string> templateHeaders() const override {
     return {"Topk.cuh", "params/TopkParams.h", "common/Mma.cuh", "common/Types.h"};
-  }
-
-  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override {
-    DI_TRY(expectKnobs(opName(), c, {"threads", "radix_bits", "pool_keys", "splits"}));
-    auto g = geometry(c, d);
-    if (!g.ok()) return g.error();
-    return {};
   }
 
   Status validate(const OpDesc& d) const override {
@@ -103,38 +102,35 @@ class TopkFamily final : public KernelFamily {
     return {{"indices", {DType::I32, {d.dim("scores", 0), d.attrs.getInt("k", 1)}}}};
   }
 
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
-    const KernelConfig base = defaultConfig(d, t);
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override {
+    const Config base = defaultFor(d, t);
     std::vector<int64_t> splitSet = {1};
-    if (base.at("splits") > 1)
-      splitSet = {1, std::max<int64_t>(2, base.at("splits") / 2), base.at("splits"),
-                  std::min<int64_t>(kMaxSplits, base.at("splits") * 2)};
-    std::vector<KernelConfig> out;
+    if (base.splits > 1)
+      splitSet = {1, std::max<int64_t>(2, base.splits / 2), base.splits, std::min<int64_t>(kMaxSplits, base.splits * 2)};
+    std::vector<Config> out;
+    auto same = [](const Config& a, const Config& b) { return toKnobs(a) == toKnobs(b); };
     for (int threads : {256, 512, 1024})
       for (int bits : {8, 11})
         for (int64_t s : splitSet) {
-          KernelConfig c{{"threads", threads},
-                         {"radix_bits", bits},
-                         {"pool_keys", poolFor(t.smemPerCtaCap, bits)},
-                         {"splits", s}};
-          if (geometry(c, d).ok() && std::find(out.begin(), out.end(), c) == out.end())
+          const Config c{threads, bits, poolFor(t.smemPerCtaCap, bits), s};
+          if (canImplement(c, d).ok() && std::none_of(out.begin(), out.end(), [&](const Config& o) { return same(o, c); }))
             out.push_back(c);
         }
-    if (std::find(out.begin(), out.end(), base) == out.end()) out.push_back(base);
+    if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return same(o, base); })) out.push_back(base);
     return out;
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
-    ResourceEstimate e;
+  Status canImplement(const Config& c, const OpDesc& d) const override {
     auto g = geometry(c, d);
-    if (!g.ok()) {  // not instantiable: make the specialization pass drop it
-      e.smemBytes = INT64_MAX / 2;
-      e.threadsPerCta = 1024;
-      e.regsPerThread = 256;
-      return e;
-    }
-    e.smemBytes = smemBytesFor(g->poolKeys, g->radixBits);
-    e.threadsPerCta = g->threads;
+    if (!g.ok()) return g.error();
+    return {};
+  }
+
+  ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
+    ResourceEstimate e;
+    const Geometry g = geometry(c, d).value();  // canImplement accepted it
+    e.smemBytes = smemBytesFor(g.poolKeys, g.radixBits);
+    e.threadsPerCta = g.threads;
     e.regsPerThread = 40;  // ptxas: 34-40 on sm_80/86/90
     return e;
   }
@@ -149,7 +145,7 @@ class TopkFamily final : public KernelFamily {
   //    read once (a long row in one CTA re-reads it once per radix pass); when the batch has
   //    fewer rows than the GPU holds CTAs, rows are cut further to fill it. At most 64 chunks,
   //    each at least 2k long (a chunk shorter than k passes through whole).
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const int bits = 11;
     const int64_t pool = poolFor(t.smemPerCtaCap, bits);
     const int64_t smem = smemBytesFor(pool, bits) + 1024;  // + the per-CTA reservation
@@ -169,17 +165,12 @@ class TopkFamily final : public KernelFamily {
       const int64_t want = std::max(ceilDiv(N, pool), ceilDiv(resident, T));
       splits = std::clamp<int64_t>(std::min(want, N / (2 * k)), 1, kMaxSplits);
     }
-    return {{"threads", threads}, {"radix_bits", bits}, {"pool_keys", pool}, {"splits", splits}};
+    return {threads, bits, pool, splits};
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d,
-                const std::string& baseName) const override {
+  CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     CudaUnit u;
     auto g = geometry(c, d);
-    if (!g.ok()) {
-      u.source = fmt::format("#error \"{}\"\n", g.error().message);
-      return u;
-    }
     const int minBlocks = std::max(1, 65536 / (g->threads * kMaxRegs));
     auto entry = [&](const std::string& name, const char* step) {
       return fmt::format(
@@ -200,11 +191,10 @@ class TopkFamily final : public KernelFamily {
     return u;
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     auto g = geometry(c, d);
     const int64_t T = d.dim("scores", 0);
-    if (!g.ok() || T == 0) return {};
+    if (T == 0) return {};  // no rows: nothing to launch
     LaunchStep s;
     s.block = {uint32_t(g->threads), 1, 1};
     if (g->splits == 1) {
@@ -220,17 +210,14 @@ class TopkFamily final : public KernelFamily {
     return {chunk, merge};
   }
 
-  int64_t workspaceBytes(const KernelConfig& c, const OpDesc& d) const override {
+  int64_t workspace(const Config& c, const OpDesc& d) const override {
     auto g = geometry(c, d);
-    if (!g.ok() || g->splits == 1) return 0;
+    if (g->splits == 1) return 0;
     return d.dim("scores", 0) * g->splits * d.attrs.getInt("k", 1) * 8;  // keys + indices
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
-    DI_TRY(checkKnobs(c, d));
+  Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
     auto g = geometry(c, d);
-    if (!g.ok()) return g.error();
     auto addr = [&](const char* n) -> Result<uint64_t> {
       auto it = addrs.find(n);
       if (it == addrs.end())
@@ -262,6 +249,29 @@ class TopkFamily final : public KernelFamily {
     p.splits = int32_t(g->splits);
     p.chunk_len = int32_t(g->chunkLen);
     return paramBytes(p);
+  }
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"T", 1536, "rows"}, {"N", 8192, "candidates per row"}, {"k", 512, ""}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    OpDesc d;
+    d.op = opName();
+    d.shapes["scores"] = {p.at("T"), p.at("N")};
+    d.shapes["lens"] = {p.at("T")};
+    d.attrs.setInt("k", p.at("k"));
+    return d;
+  }
+
+  // Tuned along the candidates per row, at a prefill chunk's 1536 rows.
+  std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"N", {2048, 8192, 32768}}; }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "scores", 1); }
+  std::vector<TuneShape> tuneShapes(const ModelDims& m, int64_t v) const override {
+    const ShapeParams p{{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
+    return {{p, p}};
+  }
+  std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
+    return {{"k", intAttrOf(d, "k")}};
   }
 };
 

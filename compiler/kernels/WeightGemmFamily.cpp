@@ -21,6 +21,7 @@
 
 #include "Families.h"
 #include "QuantTileGeometry.h"
+#include "deepinfer/TypedKernelFamily.h"
 #include "params/WeightGemmParams.h"
 
 namespace deepinfer {
@@ -52,6 +53,17 @@ Shape shapeOf(const OpDesc& d) {
   return s;
 }
 
+struct WeightGemmConfig : QuantTileKnobs {
+  int64_t splits = 0;
+  static constexpr auto fields() {
+    using F = ConfigField<WeightGemmConfig>;
+    return std::array{F{"block_m", &WeightGemmConfig::blockM}, F{"block_n", &WeightGemmConfig::blockN},
+                      F{"block_k", &WeightGemmConfig::blockK}, F{"warps_m", &WeightGemmConfig::warpsM},
+                      F{"warps_n", &WeightGemmConfig::warpsN}, F{"warps_k", &WeightGemmConfig::warpsK},
+                      F{"stages", &WeightGemmConfig::stages},  F{"splits", &WeightGemmConfig::splits}};
+  }
+};
+
 struct Geometry {
   QuantTile tile;
   int64_t tilesPerGroup = 0, mTiles = 0, kBlocks = 0, kbPerSplit = 0;
@@ -59,16 +71,16 @@ struct Geometry {
   int64_t ctas() const { return tilesPerGroup * mTiles * splits; }
 };
 
-Result<Geometry> geometry(const KernelConfig& c, const OpDesc& d) {
+Result<Geometry> geometry(const WeightGemmConfig& c, const OpDesc& d) {
   const Shape s = shapeOf(d);
-  auto tile = quantTileFromConfig(c, kOp, s.fp4, s.gated());
+  const std::string cfg = configToString(toKnobs(c));
+  auto tile = quantTileOf(c, cfg, kOp, s.fp4, s.gated());
   if (!tile.ok()) return tile.error();
   Geometry g;
   g.tile = *tile;
-  auto it = c.find("splits");
-  const int64_t want = it == c.end() ? 1 : it->second;
+  const int64_t want = c.splits;
   if (want < 1 || want > kMaxSplits)
-    return Error{fmt::format("{}: splits = {} must be in 1..{} ({})", kOp, want, kMaxSplits, configToString(c))};
+    return Error{fmt::format("{}: splits = {} must be in 1..{} ({})", kOp, want, kMaxSplits, cfg)};
   g.tilesPerGroup = cdiv(s.Ng, g.tile.bn);
   g.mTiles = cdiv(s.M, g.tile.bm);
   if (g.mTiles > 65535)
@@ -130,14 +142,14 @@ int splitsFor(const QuantTile& q, const Shape& s, const TargetProfile& t) {
   return int(std::max<int64_t>(splits, 1));
 }
 
-KernelConfig configOf(const QuantTile& q, int splits) {
-  KernelConfig c;
+WeightGemmConfig configOf(const QuantTile& q, int splits) {
+  WeightGemmConfig c;
   setTileKnobs(c, q);
-  c["splits"] = splits;
+  c.splits = splits;
   return c;
 }
 
-class WeightGemmFamily final : public KernelFamily {
+class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
  public:
   std::string opName() const override { return kOp; }
 
@@ -208,19 +220,20 @@ class WeightGemmFamily final : public KernelFamily {
     return {{"y", {t, {d.dim("x", 0), d.dim("w", 0)}}}};
   }
 
-  std::vector<KernelConfig> candidates(const OpDesc& d, const TargetProfile& t) const override {
+  std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override {
     const Shape s = shapeOf(d);
-    const KernelConfig base = defaultConfig(d, t);
-    std::vector<KernelConfig> out = {base};
+    const Config base = defaultFor(d, t);
+    std::vector<Config> out = {base};
     auto add = [&](QuantTile q, int splits) {
       while (q.smemBytes() > t.smemPerCtaCap && q.stages > 2) --q.stages;
-      KernelConfig c = configOf(q, splits);
+      const Config c = configOf(q, splits);
       if (!geometry(c, d).ok()) return;
-      if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+      if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return toKnobs(o) == toKnobs(c); }))
+        out.push_back(c);
     };
-    auto q0 = quantTileFromConfig(base, kOp, s.fp4, s.gated());
+    auto q0 = quantTileOf(base, configToString(toKnobs(base)), kOp, s.fp4, s.gated());
     if (!q0.ok()) return out;
-    const int sp0 = int(base.at("splits"));
+    const int sp0 = int(base.splits);
     if (s.M <= 16) {
       for (int f : {2, -2}) {  // narrower / wider tiles, splits re-derived
         QuantTile q = *q0;
@@ -268,39 +281,29 @@ class WeightGemmFamily final : public KernelFamily {
     return out;
   }
 
-  Status checkKnobs(const KernelConfig& c, const OpDesc& d) const override {
+  Status canImplement(const Config& c, const OpDesc& d) const override {
     auto g = geometry(c, d);
     return g.ok() ? Status{} : Status{g.error()};
   }
 
-  ResourceEstimate estimate(const KernelConfig& c, const OpDesc& d) const override {
+  ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
     ResourceEstimate e;
-    auto g = geometry(c, d);
-    if (!g.ok()) {  // not instantiable: make the specialization pass drop it
-      e.smemBytes = INT64_MAX / 2;
-      e.threadsPerCta = 1024;
-      e.regsPerThread = 256;
-      return e;
-    }
-    e.smemBytes = g->tile.smemBytes();
-    e.threadsPerCta = g->tile.threads();
-    e.regsPerThread = g->tile.regsCap();
+    const Geometry g = geometry(c, d).value();  // canImplement accepted it
+    e.smemBytes = g.tile.smemBytes();
+    e.threadsPerCta = g.tile.threads();
+    e.regsPerThread = g.tile.regsCap();
     return e;
   }
 
-  KernelConfig defaultConfig(const OpDesc& d, const TargetProfile& t) const override {
+  Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Shape s = shapeOf(d);
     const QuantTile q = s.M <= 16 ? decodeTile(s, t) : prefillTile(s, t);
     return configOf(q, splitsFor(q, s, t));
   }
 
-  CudaUnit emit(const KernelConfig& c, const OpDesc& d, const std::string& baseName) const override {
+  CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     CudaUnit u;
     auto g = geometry(c, d);
-    if (!g.ok()) {  // the pipeline validates configs first; make a bad one fail loudly at compile
-      u.source = fmt::format("#error \"{}\"\n", g.error().message);
-      return u;
-    }
     const Shape s = shapeOf(d);
     const bool split = g->splits > 1;
     u.source = fmt::format(
@@ -321,11 +324,10 @@ class WeightGemmFamily final : public KernelFamily {
     return u;
   }
 
-  std::vector<LaunchStep> launchPlan(const KernelConfig& c, const OpDesc& d,
-                                     const std::string& baseName) const override {
+  std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     auto g = geometry(c, d);
     const Shape s = shapeOf(d);
-    if (!g.ok() || s.M == 0) return {};  // nothing to write
+    if (s.M == 0) return {};  // nothing to write
     LaunchStep main;
     main.entry = baseName;
     main.grid = {uint32_t(g->tilesPerGroup * s.G), uint32_t(g->mTiles), uint32_t(g->splits)};
@@ -342,16 +344,15 @@ class WeightGemmFamily final : public KernelFamily {
     return plan;
   }
 
-  int64_t workspaceBytes(const KernelConfig& c, const OpDesc& d) const override {
+  int64_t workspace(const Config& c, const OpDesc& d) const override {
     auto g = geometry(c, d);
-    if (!g.ok() || g->splits <= 1) return 0;
+    if (g->splits <= 1) return 0;
     const Shape s = shapeOf(d);
     return int64_t(g->splits) * s.M * s.N * (s.gated() ? 2 : 1) * 4;
   }
 
-  Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
-                                          const DeviceAddrMap& addrs) const override {
-    return packStridedParams(c, d, addrs, {});
+  Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
+    return stridedParams(c, d, addrs, {});
   }
 
   // x may be any [M, K] view with contiguous rows (a column slice of a wider activation) and y
@@ -367,10 +368,9 @@ class WeightGemmFamily final : public KernelFamily {
     return {};
   }
 
-  Result<std::vector<uint8_t>> packStridedParams(const KernelConfig& c, const OpDesc& d, const DeviceAddrMap& addrs,
-                                                 const TensorStrides& strides) const override {
+  Result<std::vector<uint8_t>> stridedParams(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs,
+                                             const TensorStrides& strides) const override {
     auto g = geometry(c, d);
-    if (!g.ok()) return g.error();
     const Shape s = shapeOf(d);
     di::WeightGemmParams p{};
     p.ldx = s.K;
@@ -416,6 +416,93 @@ class WeightGemmFamily final : public KernelFamily {
     p.splits = g->splits;
     p.limit = float(d.attrs.getFloat("swiglu_limit", 10.0));
     return paramBytes(p);
+  }
+
+  std::vector<ShapeParam> shapeParams() const override {
+    return {{"M", 1, "rows of x (tokens)"},
+            {"N", 1280, "output columns (all groups)"},
+            {"K", 5120, "input columns (all groups)"},
+            {"weight_bits", 8, "8: fp8 e4m3, 4: fp4 e2m1"},
+            {"groups", 1, "column groups (wo_a: 8)"},
+            {"epilogue", 0, "0: f32, 1: bf16, 2: SwiGLU of w and w_up (bf16)"}};
+  }
+
+  OpDesc describe(const ShapeParams& p) const override {
+    OpDesc d;
+    d.op = opName();
+    const int64_t M = p.at("M"), N = p.at("N"), K = p.at("K"), G = std::max<int64_t>(p.at("groups"), 1);
+    const bool fp4 = p.at("weight_bits") == 4;
+    const int64_t Kg = K / G, wcols = fp4 ? Kg / 2 : Kg;
+    const std::vector<int64_t> scale = fp4 ? std::vector<int64_t>{N, Kg / 32} : std::vector<int64_t>{cdiv(N, 32), cdiv(Kg, 32)};
+    d.shapes["x"] = {M, K};
+    d.shapes["w"] = {N, wcols};
+    d.shapes["w_scale"] = scale;
+    if (p.at("epilogue") == 2) {
+      d.shapes["w_up"] = {N, wcols};
+      d.shapes["w_up_scale"] = scale;
+    }
+    d.attrs.setInt("weight_bits", p.at("weight_bits"));
+    d.attrs.setInt("groups", G);
+    d.attrs.setInt("epilogue", p.at("epilogue"));
+    return d;
+  }
+
+  // Both formats, every epilogue, the grouped form, decode and prefill tiles.
+  std::vector<std::pair<std::string, ShapeParams>> compileShapes() const override {
+    return {{"default", {}},
+            {"fp4 M=12", {{"M", 12}, {"N", 2304}, {"weight_bits", 4}}},
+            {"swiglu", {{"M", 4}, {"N", 2304}, {"epilogue", 2}}},
+            {"g8 bf16", {{"M", 1}, {"N", 8192}, {"K", 32768}, {"groups", 8}, {"epilogue", 1}}},
+            {"M=4096", {{"M", 4096}, {"N", 2304}}},
+            {"fp4 M=4096", {{"M", 4096}, {"N", 2304}, {"weight_bits", 4}, {"epilogue", 1}}}};
+  }
+  // Tensor cores at every shape.
+  PtxChecks ptxChecks(const OpDesc&) const override { return {true, false}; }
+
+  // Tuned along the rows; the decode buckets (M <= 16) keep the one-row-tile kernels apart from
+  // the tensor-core prefill ones. One op serves every projection of the model, whose best configs
+  // differ with the matrix, so its buckets also carry the projection's class.
+  std::optional<BucketAxis> bucketAxis() const override {
+    return BucketAxis{"M", {1, 2, 4, 8, 16, 64, 256, 1024, 4096}};
+  }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "x", 0); }
+  std::string bucketClass(const OpDesc& d) const override {
+    auto x = d.shapes.find("x"), w = d.shapes.find("w");
+    if (x == d.shapes.end() || w == d.shapes.end() || x->second.size() != 2 || w->second.size() != 2) return "";
+    const int64_t groups = d.attrs.getInt("groups", 1), epi = d.attrs.getInt("epilogue", 0);
+    return fmt::format("{} {}x{}{} {}", d.attrs.getInt("weight_bits", 8) == 4 ? "fp4" : "fp8", w->second[0],
+                       x->second[1], groups > 1 ? fmt::format(" g{}", groups) : "",
+                       epi == 2 ? "swiglu" : epi == 1 ? "bf16" : "f32");
+  }
+  // The model's projections through weight_gemm, one class each: format, N, K, groups and the
+  // epilogue the forward pass uses (f32 before a norm or RoPE, bf16 where the output is rounded,
+  // SwiGLU for the shared expert's w1/w3).
+  std::vector<TuneShape> tuneShapes(const ModelDims& m, int64_t v) const override {
+    struct Proj {
+      int64_t N, K, bits, groups, epilogue;
+    };
+    const Proj projs[] = {{m.qLoraRank, m.hidden, 8, 1, 0},                                 // wq_a
+                          {m.heads * m.headDim, m.qLoraRank, 8, 1, 0},                      // wq_b
+                          {m.headDim, m.hidden, 8, 1, 0},                                   // wkv
+                          {m.oGroups * m.oLoraRank, m.heads * m.headDim, 8, m.oGroups, 1},  // wo_a
+                          {m.hidden, m.oGroups * m.oLoraRank, 8, 1, 1},                     // wo_b
+                          {m.moeIntermediate, m.hidden, 8, 1, 2},                           // shared expert w1/w3
+                          {m.hidden, m.moeIntermediate, 8, 1, 0},                           // shared expert w2
+                          {m.indexHeads * m.indexHeadDim, m.qLoraRank, 8, 1, 0}};           // indexer wq_b
+    std::vector<TuneShape> out;
+    for (const Proj& g : projs) {
+      const ShapeParams p = {{"M", v},           {"N", g.N},          {"K", g.K},
+                             {"weight_bits", g.bits}, {"groups", g.groups}, {"epilogue", g.epilogue}};
+      out.push_back({p, p});
+    }
+    return out;
+  }
+
+  // Within the per-element bound derived from fp32 accumulation (reference/QuantGemmRef.h): f32
+  // outputs tau(K) * sum|x w|; bf16 outputs bit-exact except at near-ties of the rounding, where
+  // one bf16 step.
+  AccuracyRule accuracy(const std::string&) const override {
+    return {AccuracyRule::Kind::Bound, 1.0, "error / derived bound"};
   }
 };
 

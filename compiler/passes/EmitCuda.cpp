@@ -1,4 +1,5 @@
 #include "deepinfer/Specialize.h"
+#include "ir/DiBridge.h"
 #include "passes/Passes.h"
 
 namespace mlir::di {
@@ -7,35 +8,32 @@ namespace mlir::di {
 
 namespace {
 
-// The profile a verified #di.target describes (its facts are its architecture's).
-deepinfer::TargetProfile targetFromAttr(TargetAttr a) {
-  deepinfer::TargetProfile t;
-  t.name = a.getName().str();
-  t.facts = *deepinfer::archFacts(int(a.getArch()));
-  t.smCount = int(a.getSmCount());
-  t.smemPerCtaCap = a.getSmemCap();
-  return t;
-}
+namespace attr = deepinfer::attr;
 
 struct EmitCuda : impl::DiEmitCudaBase<EmitCuda> {
   void runOnOperation() override {
     MLIRContext* ctx = &getContext();
     Builder b(ctx);
+    if (failed(deepinfer::moduleTarget(getOperation()))) return signalPassFailure();
     WalkResult r = getOperation()->walk([&](KernelOpInterface op) -> WalkResult {
       Operation* o = op.getOperation();
-      auto config = o->getAttrOfType<ConfigAttr>("di.config");
-      auto target = o->getAttrOfType<TargetAttr>("di.target");
-      if (!config || !target)
-        return o->emitOpError("has no di.config/di.target; run di-specialize-target first"),
-               WalkResult::interrupt();
-      auto desc = buildOpDesc(op, /*requireStatic=*/true);
+      auto config = o->getAttrOfType<ConfigAttr>(attr::kConfig);
+      if (!config)
+        return o->emitOpError("has no di.config; run di-specialize-target first"), WalkResult::interrupt();
+      auto desc = deepinfer::opDescFromIR(op, /*requireStatic=*/true);
       if (failed(desc)) return WalkResult::interrupt();
+      auto target = deepinfer::moduleTarget(o);
+      if (failed(target)) return WalkResult::interrupt();
       // The config may have been written by hand: the same check as specialization and launch.
-      if (auto ok = deepinfer::checkConfig(*desc, targetFromAttr(target), configFromAttr(config)); !ok.ok())
+      if (auto ok = deepinfer::checkConfig(*desc, *target, deepinfer::configFromAttr(config)); !ok.ok())
         return o->emitOpError() << ok.error().message, WalkResult::interrupt();
-      auto k = deepinfer::emitKernel(*desc, configFromAttr(config));
+      auto k = deepinfer::emitKernel(*desc, deepinfer::configFromAttr(config));
       if (!k.ok()) return o->emitOpError() << k.error().message, WalkResult::interrupt();
-      o->setAttr("di.cuda", b.getStringAttr(k->unit.source));
+      o->setAttr(attr::kKernel, b.getStringAttr(k->baseName));
+      o->setAttr(attr::kCuda, b.getStringAttr(k->unit.source));
+      SmallVector<Attribute> entries;
+      for (const auto& e : k->unit.entries) entries.push_back(b.getStringAttr(e));
+      o->setAttr(attr::kEntries, b.getArrayAttr(entries));
       SmallVector<Attribute> steps;
       for (const auto& s : k->plan) {
         steps.push_back(b.getDictionaryAttr({
@@ -45,8 +43,8 @@ struct EmitCuda : impl::DiEmitCudaBase<EmitCuda> {
             b.getNamedAttr("dynamic_smem", b.getI64IntegerAttr(s.dynamicSmem)),
         }));
       }
-      o->setAttr("di.launch", b.getArrayAttr(steps));
-      if (k->workspaceBytes > 0) o->setAttr("di.workspace_bytes", b.getI64IntegerAttr(k->workspaceBytes));
+      o->setAttr(attr::kLaunch, b.getArrayAttr(steps));
+      if (k->workspaceBytes > 0) o->setAttr(attr::kWorkspaceBytes, b.getI64IntegerAttr(k->workspaceBytes));
       return WalkResult::advance();
     });
     if (r.wasInterrupted()) signalPassFailure();

@@ -19,6 +19,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "ir/DiBridge.h"
 #include "passes/Passes.h"
 
 namespace deepinfer {
@@ -57,6 +58,7 @@ int runOptMain(int argc, char** argv) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::di::DiDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::tensor::TensorDialect>();
+  deepinfer::registerKernelRules(registry);
   mlir::di::registerDiPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

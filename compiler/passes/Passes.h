@@ -4,6 +4,7 @@
 
 #include "di/IR/DiDialect.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::di {

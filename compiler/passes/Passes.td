@@ -3,39 +3,34 @@
 
 include "mlir/Pass/PassBase.td"
 
-def DiSpecializeTarget : Pass<"di-specialize-target"> {
-  let summary = "Attach a target and choose kernel configs that fit it";
+def DiSpecializeTarget : Pass<"di-specialize-target", "::mlir::ModuleOp"> {
+  let summary = "Choose kernel configs that fit the module's target";
   let description = [{
-    For every `di` op: attaches `di.target`, enumerates the candidate configs of its kernel
-    family, keeps those within the target's per-CTA shared-memory cap (48 KB on sm_80/sm_86)
-    and register budget as `di.candidates` (each with its occupancy), records how many were
-    dropped (`di.dropped_over_cap`), and picks `di.config` by the family's documented default
-    heuristic. An op that already carries a `di.config` keeps it; one that breaks the cap is
-    an error, never a silent fallback. Shapes must be static.
+    The target is the module's `di.target` attribute; a module without one gets the preset the
+    `target` option names (the option may not contradict an attribute that is there). For every
+    `di` op: enumerates the candidate configs of its kernel family, keeps those within the
+    target's per-CTA shared-memory cap (48 KB on sm_80/sm_86) and register budget as
+    `di.candidates` (each with its estimate and occupancy), records how many were dropped
+    (`di.dropped_over_cap`), and picks `di.config` by the family's documented default
+    heuristic. An op that already carries a `di.config` keeps it; one that breaks the cap is an
+    error, never a silent fallback. Shapes must be static.
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"sm_80\"",
-           "Preset or architecture: sm_80, sm_86, sm_89, sm_90, a100-80gb, rtx3090, h200, ...">,
+           "For a module without di.target: sm_80, sm_86, sm_89, sm_90, a100-80gb, rtx3090, h200, ...">,
   ];
   let dependentDialects = ["::mlir::di::DiDialect"];
 }
 
-def DiFuseMhc : Pass<"di-fuse-mhc"> {
-  let summary = "Fuse mhc_post with the delayed mhc_pre that consumes its residual";
-  let description = [{
-    `mhc_post(l)` followed by `mhc_pre(l+1)` reading the residual it produced becomes one
-    `mhc_fused_post_pre`, when the post's `sqrsum` is unused. The fused op computes the next
-    mixes from the bf16 residual it outputs, so fused and unfused paths agree.
-  }];
-  let dependentDialects = ["::mlir::di::DiDialect"];
-}
-
-def DiEmitCuda : Pass<"di-emit-cuda"> {
+def DiEmitCuda : Pass<"di-emit-cuda", "::mlir::ModuleOp"> {
   let summary = "Instantiate each op's CUDA template for its chosen config";
   let description = [{
-    For every `di` op with `di.target` and `di.config`: emits the CUDA C++ unit that includes
-    the op's template and instantiates it (`di.cuda`), with entry names derived from the
-    content of the specialization (`di.entries`, never the bare op name) and the launch plan.
+    For every `di` op with a `di.config` (in a module with a `di.target`): emits the CUDA C++
+    unit that includes the op's template and instantiates it (`di.cuda`), its base name
+    (`di.kernel`, derived from the unit's content, never the bare op name) and entries
+    (`di.entries`), the launch plan (`di.launch`: entry, grid, block, dynamic shared memory per
+    step) and the workspace it needs (`di.workspace_bytes`, when any). The JIT loads and
+    launches what these attributes say.
   }];
   let dependentDialects = ["::mlir::di::DiDialect"];
 }

@@ -2,127 +2,156 @@
 
 #include <fmt/format.h>
 
-#include "di/IR/DiDialect.h"
+#include "deepinfer/OpSignature.h"
+#include "ir/DiBridge.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Support/LLVM.h"
 #include "passes/Passes.h"
 
 namespace deepinfer {
 namespace {
 
-const char* mlirElem(DType t) {
+using namespace mlir;
+
+Type elementType(OpBuilder& b, DType t) {
   switch (t) {
-    case DType::BF16: return "bf16";
-    case DType::F32: return "f32";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    case DType::U8: return "ui8";
+    case DType::BF16: return b.getBF16Type();
+    case DType::F32: return b.getF32Type();
+    case DType::I32: return b.getI32Type();
+    case DType::I64: return b.getI64Type();
+    case DType::U8: return b.getIntegerType(8, /*isSigned=*/false);
   }
-  return "?";
+  return {};
 }
 
-std::string tensorType(const std::vector<int64_t>& shape, DType t) {
-  std::string s = "tensor<";
-  for (int64_t d : shape) s += fmt::format("{}x", d);
-  return s + mlirElem(t) + ">";
-}
-
-std::string printOp(mlir::Operation* op) {
+std::string print(Operation* op) {
   std::string s;
   llvm::raw_string_ostream os(s);
   op->print(os);
   return s;
 }
 
-}  // namespace
+// The op in a function of its tensors, in a module that carries the target. Result types come
+// from the family; for a description the family rejects they are left dynamic, so that the
+// verifier reports the family's message.
+ModuleOp buildModule(OpBuilder& b, const OpDesc& d, const OpSignature& sig, const TargetProfile& t) {
+  const Location loc = b.getUnknownLoc();
+  ModuleOp module = ModuleOp::create(loc);
+  module->setAttr(attr::kTarget, targetToAttr(b.getContext(), t));
+  b.setInsertionPointToEnd(module.getBody());
 
-std::string opToMlir(const OpDesc& d) {
-  const OpSignature* sig = findOpSignature(d.op);
-  const KernelFamily* fam = findKernelFamily(d.op);
-  OutputSpec outs = fam ? fam->outputs(d) : OutputSpec{};
-  std::string args, operands, attrs, results, resultTypes;
-  for (const auto& in : sig->inputs) {
+  SmallVector<Type> args, results;
+  SmallVector<int32_t> segments;
+  for (const TensorSig& in : sig.inputs) {
     auto it = d.shapes.find(in.name);
-    if (it == d.shapes.end()) continue;
-    const std::string ty = tensorType(it->second, in.dtype);
-    args += fmt::format("{}%{}: {}", args.empty() ? "" : ", ", in.name, ty);
-    operands += fmt::format(" {}(%{} : {})", in.name, in.name, ty);
+    segments.push_back(it == d.shapes.end() ? 0 : 1);
+    if (it != d.shapes.end()) args.push_back(RankedTensorType::get(it->second, elementType(b, in.dtype)));
   }
-  for (const auto& as : sig->attrs) {
-    if (!d.attrs.has(as.name)) continue;
-    attrs += attrs.empty() ? "" : ", ";
-    if (as.isInt) attrs += fmt::format("{} = {} : i64", as.name, d.attrs.getInt(as.name, 0));
-    else attrs += fmt::format("{} = {:e} : f32", as.name, d.attrs.getFloat(as.name, 0));
-  }
-  for (size_t i = 0; i < sig->outputs.size(); ++i) {
-    const auto& o = sig->outputs[i];
+  const KernelFamily* fam = findKernelFamily(d.op);
+  const bool valid = fam->validate(d).ok();
+  const OutputSpec outs = valid ? fam->outputs(d) : OutputSpec{};
+  for (const TensorSig& o : sig.outputs) {
     auto it = outs.find(o.name);
-    std::vector<int64_t> shape = it != outs.end() ? it->second.second : d.shapes.count(o.name) ? d.shapes.at(o.name) : std::vector<int64_t>{};
+    SmallVector<int64_t> shape(o.ranks.empty() ? 1 : o.ranks.front(), ShapedType::kDynamic);
+    if (it != outs.end()) shape.assign(it->second.second.begin(), it->second.second.end());
     // The family gives the dtype where it depends on attributes (weight_gemm's `y`).
-    results += fmt::format("{}{}", i ? ", " : "", tensorType(shape, it != outs.end() ? it->second.first : o.dtype));
+    results.push_back(RankedTensorType::get(shape, elementType(b, it != outs.end() ? it->second.first : o.dtype)));
   }
-  resultTypes = sig->outputs.size() > 1 ? "(" + results + ")" : results;
-  std::string uses;
-  for (size_t i = 0; i < sig->outputs.size(); ++i) uses += fmt::format("{}%r#{}", i ? ", " : "", i);
-  return fmt::format(
-      "func.func @{}({}) -> {} {{\n  %r:{} = di.{}{} {{{}}} -> {}\n  return {} : {}\n}}\n", d.op, args,
-      resultTypes, sig->outputs.size(), d.op, operands, attrs, results, uses, results);
+
+  auto fn = b.create<func::FuncOp>(loc, d.op, b.getFunctionType(args, results));
+  b.setInsertionPointToStart(fn.addEntryBlock());
+  OperationState st(loc, "di." + d.op);
+  st.addOperands(fn.getArguments());
+  st.addTypes(results);
+  for (const AttrSig& as : sig.attrs) {
+    if (!as.isNumber() || !d.attrs.has(as.name)) continue;
+    st.addAttribute(as.name, as.kind == AttrKind::Int
+                                 ? Attribute(b.getI64IntegerAttr(d.attrs.getInt(as.name, 0)))
+                                 : Attribute(b.getF32FloatAttr(float(d.attrs.getFloat(as.name, 0)))));
+  }
+  if (st.name.getAttributeNames().size() &&
+      llvm::is_contained(st.name.getAttributeNames(), b.getStringAttr("operandSegmentSizes")))
+    st.addAttribute("operandSegmentSizes", b.getDenseI32ArrayAttr(segments));
+  Operation* op = b.create(st);
+  b.create<func::ReturnOp>(loc, op->getResults());
+  return module;
 }
 
-Result<PipelineResult> runKernelPipeline(const OpDesc& d, const TargetProfile& t,
-                                         const std::optional<KernelConfig>& fixedConfig) {
-  if (!findKernelFamily(d.op)) return Error{fmt::format("no kernel family for op '{}'", d.op)};
-  PipelineResult r;
-  registerTarget(t);  // the pass looks the target up by name (presets, "local")
-  mlir::MLIRContext ctx;
-  ctx.getOrLoadDialect<mlir::di::DiDialect>();
-  ctx.getOrLoadDialect<mlir::func::FuncDialect>();
-  std::string diag;
-  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic& dg) {
-    diag += (diag.empty() ? "" : "\n") + dg.str();
-    return mlir::success();
-  });
-  const std::string text = opToMlir(d);
-  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
-  if (!module) return Error{fmt::format("{}: the op does not verify: {}", d.op, diag)};
-  r.irInput = printOp(*module);
-  if (fixedConfig) {
-    mlir::Builder b(&ctx);
-    llvm::SmallVector<mlir::NamedAttribute> knobs;
-    for (const auto& [k, v] : *fixedConfig) knobs.emplace_back(b.getStringAttr(k), b.getI64IntegerAttr(v));
-    module->walk([&](mlir::di::KernelOpInterface op) {
-      op->setAttr("di.config", mlir::di::ConfigAttr::get(&ctx, b.getDictionaryAttr(knobs), 0, 0, 0));
-    });
-  }
-  mlir::PassManager pm(&ctx);
-  mlir::di::DiSpecializeTargetOptions opts;
-  opts.target = t.name;
-  pm.addPass(mlir::di::createDiSpecializeTarget(opts));
-  if (mlir::failed(pm.run(*module))) return Error{diag.empty() ? "di-specialize-target failed" : diag};
-  r.irSpecialized = printOp(*module);
-  mlir::PassManager pm2(&ctx);
-  pm2.addPass(mlir::di::createDiEmitCuda());
-  if (mlir::failed(pm2.run(*module))) return Error{diag.empty() ? "di-emit-cuda failed" : diag};
-  r.irEmitted = printOp(*module);
+Specialization specializationFromIR(Operation* op) {
+  Specialization s;
+  if (auto cands = op->getAttrOfType<ArrayAttr>(attr::kCandidates))
+    for (Attribute a : cands) s.fitting.push_back(choiceFromAttr(cast<di::ConfigAttr>(a)));
+  if (auto n = op->getAttrOfType<IntegerAttr>(attr::kDroppedOverCap)) s.droppedOverCap = int(n.getInt());
+  s.chosen = choiceFromAttr(op->getAttrOfType<di::ConfigAttr>(attr::kConfig));
+  return s;
+}
 
-  // The choice the passes recorded, and the emitted kernel (the same deterministic emission).
-  auto spec = specialize(d, t);
-  if (!spec.ok()) return spec.error();
-  r.spec = std::move(spec.value());
-  KernelConfig cfg = r.spec.chosen.config;
-  module->walk([&](mlir::di::KernelOpInterface op) {
-    if (auto c = op->getAttrOfType<mlir::di::ConfigAttr>("di.config")) cfg = mlir::di::configFromAttr(c);
+EmittedKernel kernelFromIR(Operation* op) {
+  EmittedKernel k;
+  k.baseName = op->getAttrOfType<StringAttr>(attr::kKernel).str();
+  k.unit.source = op->getAttrOfType<StringAttr>(attr::kCuda).str();
+  for (Attribute e : op->getAttrOfType<ArrayAttr>(attr::kEntries)) k.unit.entries.push_back(cast<StringAttr>(e).str());
+  for (Attribute a : op->getAttrOfType<ArrayAttr>(attr::kLaunch)) {
+    auto step = cast<DictionaryAttr>(a);
+    LaunchStep s;
+    s.entry = step.getAs<StringAttr>("entry").str();
+    auto grid = step.getAs<DenseI64ArrayAttr>("grid").asArrayRef();
+    auto block = step.getAs<DenseI64ArrayAttr>("block").asArrayRef();
+    for (int i = 0; i < 3; ++i) s.grid[i] = uint32_t(grid[i]), s.block[i] = uint32_t(block[i]);
+    s.dynamicSmem = uint32_t(step.getAs<IntegerAttr>("dynamic_smem").getInt());
+    k.plan.push_back(s);
+  }
+  if (auto w = op->getAttrOfType<IntegerAttr>(attr::kWorkspaceBytes)) k.workspaceBytes = w.getInt();
+  return k;
+}
+
+}  // namespace
+
+Result<PipelineResult> runKernelPipeline(const OpDesc& d, const TargetProfile& t,
+                                         const std::optional<KernelConfig>& fixedConfig, PipelineIr* ir) {
+  const OpSignature* sig = findOpSignature(d.op);
+  if (!sig || !findKernelFamily(d.op)) return Error{fmt::format("no kernel family for op '{}'", d.op)};
+  DialectRegistry registry;
+  registry.insert<di::DiDialect, func::FuncDialect>();
+  registerKernelRules(registry);
+  // One op: parallelism comes from the callers (every call has its own context).
+  MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  std::string diag;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic& dg) {
+    diag += (diag.empty() ? "" : "\n") + dg.str();
+    return success();
   });
-  auto choice = checkConfig(d, t, cfg);
-  if (!choice.ok()) return choice.error();
-  r.config = std::move(choice.value());
-  auto k = emitKernel(d, cfg);
-  if (!k.ok()) return k.error();
-  r.kernel = std::move(k.value());
+  OpBuilder b(&ctx);
+  OwningOpRef<ModuleOp> module = buildModule(b, d, *sig, t);
+  if (failed(verify(*module))) return Error{fmt::format("{}: the op does not verify: {}", d.op, diag)};
+  if (ir) ir->input = print(*module);
+  Operation* op = nullptr;
+  module->walk([&](di::KernelOpInterface k) { op = k.getOperation(); });
+  if (fixedConfig) {
+    ConfigChoice fixed;
+    fixed.config = *fixedConfig;
+    op->setAttr(attr::kConfig, configToAttr(&ctx, fixed));
+  }
+
+  PassManager specialize(&ctx);
+  specialize.addPass(di::createDiSpecializeTarget());
+  if (failed(specialize.run(*module))) return Error{diag.empty() ? "di-specialize-target failed" : diag};
+  if (ir) ir->specialized = print(*module);
+  PassManager emit(&ctx);
+  emit.addPass(di::createDiEmitCuda());
+  if (failed(emit.run(*module))) return Error{diag.empty() ? "di-emit-cuda failed" : diag};
+  if (ir) ir->emitted = print(*module);
+
+  // What the passes decided, read from the IR.
+  PipelineResult r;
+  r.spec = specializationFromIR(op);
+  r.config = r.spec.chosen;
+  r.kernel = kernelFromIR(op);
   return r;
 }
 

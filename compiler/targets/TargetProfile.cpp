@@ -64,19 +64,7 @@ const std::vector<TargetProfile>& targetPresets() {
   return p;
 }
 
-static std::vector<TargetProfile>& registered() {
-  static std::vector<TargetProfile> r;
-  return r;
-}
-
-void registerTarget(const TargetProfile& t) {
-  std::erase_if(registered(), [&](const TargetProfile& o) { return o.name == t.name; });
-  registered().push_back(t);
-}
-
 std::optional<TargetProfile> findTarget(const std::string& name) {
-  for (const auto& t : registered())
-    if (t.name == name) return t;
   for (const auto& t : targetPresets())
     if (t.name == name) return t;
   return std::nullopt;

@@ -58,8 +58,7 @@ nb::dict localGpuInfo(int ordinal) {
 TargetProfile compileTarget(const std::string& name) {
   if (name == "local" || name == "auto") {
     LocalGpuInfo g = take(localGpu(0));
-    registerTarget(g.profile);
-    return g.profile;
+    return g.profile;  // the pipeline carries it in the module's #di.target
   }
   auto t = findTarget(name);
   if (!t) {
@@ -138,8 +137,9 @@ nb::object emit(const std::string& op, const nb::dict& shapes, const std::string
     throw DiError(fmt::format("stage '{}' is not one of mlir, cuda, ptx, resources, all", stage));
   const TargetProfile t = compileTarget(target);
   const OpDesc d = descFor(op, shapes, attrs);
-  const PipelineResult p = take(runKernelPipeline(d, t, fixedConfig(d, t, config)));
-  if (stage == "mlir") return nb::str(p.irSpecialized.c_str(), p.irSpecialized.size());
+  PipelineIr ir;
+  const PipelineResult p = take(runKernelPipeline(d, t, fixedConfig(d, t, config), &ir));
+  if (stage == "mlir") return nb::str(ir.specialized.c_str(), ir.specialized.size());
   if (stage == "cuda") return nb::str(p.kernel.unit.source.c_str(), p.kernel.unit.source.size());
   bool hit = false;
   CompiledUnit c;
@@ -150,9 +150,9 @@ nb::object emit(const std::string& op, const nb::dict& shapes, const std::string
   if (stage == "ptx") return nb::str(c.ptx.c_str(), c.ptx.size());
   if (stage == "resources") return nb::cast(resourcesText(p, c, t));
   nb::dict all;
-  all["input_mlir"] = p.irInput;
-  all["specialized_mlir"] = p.irSpecialized;
-  all["emitted_mlir"] = p.irEmitted;
+  all["input_mlir"] = ir.input;
+  all["specialized_mlir"] = ir.specialized;
+  all["emitted_mlir"] = ir.emitted;
   all["cuda"] = p.kernel.unit.source;
   all["ptx"] = c.ptx;
   all["cubin"] = nb::bytes(reinterpret_cast<const char*>(c.cubin.data()), c.cubin.size());

@@ -23,13 +23,19 @@ OpAttrs attrsFromDict(const std::string& op, const nb::dict& attrs) {
       for (const auto& s : sig->attrs)
         if (s.name == name) as = &s;
     const bool isBool = nb::isinstance<nb::bool_>(value);
-    if (nb::isinstance<nb::int_>(value) && !isBool) {
+    if (as && as->kind == AttrKind::String) {
+      // A string attribute has one supported value (its default, e.g. cache_format), which the
+      // kernels assume; OpAttrs carries numbers only.
+      if (!nb::isinstance<nb::str>(value) || nb::cast<std::string>(value) != as->dfltText)
+        throw DiError(fmt::format("{}: attribute '{}' must be '{}', got {}", op, name, as->dfltText,
+                                  nb::cast<std::string>(nb::repr(value))));
+    } else if (nb::isinstance<nb::int_>(value) && !isBool) {
       a.setInt(name, nb::cast<int64_t>(value));
-    } else if (nb::isinstance<nb::float_>(value) && !(as && as->isInt)) {
+    } else if (nb::isinstance<nb::float_>(value) && !(as && as->kind == AttrKind::Int)) {
       a.setFloat(name, nb::cast<double>(value));
     } else {
       throw DiError(fmt::format("{}: attribute '{}' must be {}, got {}", op, name,
-                                as && as->isInt ? "an int" : "an int or a float",
+                                as && as->kind == AttrKind::Int ? "an int" : "an int or a float",
                                 nb::cast<std::string>(nb::repr(value))));
     }
   }

@@ -26,8 +26,12 @@ nb::list signatures() {
   for (const auto& s : opSignatures()) {
     nb::list attrs;
     for (const auto& a : s.attrs) {
-      nb::object dflt = a.required ? nb::none() : a.isInt ? nb::cast(int64_t(a.dflt)) : nb::cast(a.dflt);
-      attrs.append(nb::make_tuple(a.name, a.isInt ? "int" : "float", a.required, dflt));
+      const bool isInt = a.kind == AttrKind::Int, isString = a.kind == AttrKind::String;
+      nb::object dflt = a.required ? nb::none()
+                        : isString ? nb::cast(a.dfltText)
+                        : isInt    ? nb::cast(int64_t(a.dflt))
+                                   : nb::cast(a.dflt);
+      attrs.append(nb::make_tuple(a.name, isInt ? "int" : isString ? "str" : "float", a.required, dflt));
     }
     nb::dict d;
     d["op"] = s.op;

@@ -76,12 +76,10 @@ std::optional<KernelConfig> Jit::tunedConfig(const OpDesc& d, const TargetProfil
 }
 
 Status Jit::precompile(const OpDesc& d, const TargetProfile& t, const KernelConfig& config) {
-  // The unit the pipeline emits for a fixed config is emitKernel(d, config) once the config is
-  // checked (Pipeline.cpp), so the key is the one get() computes. The MLIR pipeline itself is
-  // not run here: it registers the target in a process-wide table, which is not thread-safe.
-  if (auto ok = checkConfig(d, t, config); !ok.ok()) return ok.error();
-  auto k = emitKernel(d, config);
-  if (!k.ok()) return k.error();
+  // The same pipeline as get() (thread-safe: each run has its own context), so the same key.
+  auto p = runKernelPipeline(d, t, config);
+  if (!p.ok()) return p.error();
+  const EmittedKernel* k = &p->kernel;
   if (!cache_) return {};
   const bool native = t.arch() == dev_->info().profile.arch();
   const std::string key = kernelContentKey(k->unit, t.arch(), native);

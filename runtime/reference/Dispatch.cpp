@@ -4,6 +4,7 @@
 
 #include "deepinfer/OpSignature.h"
 #include "deepinfer/Reference.h"
+#include "reference/QuantGemmRef.h"
 #include "reference/RefOps.h"
 
 namespace deepinfer {
@@ -26,6 +27,16 @@ const std::vector<std::pair<std::string, RefFn>>& refTable() {
       {"mhc_collapse", ref::mhcCollapse},
       {"weight_gemm", ref::weightGemm},
       {"moe_experts", ref::moeExperts},
+  };
+  return table;
+}
+
+using BoundFn = Result<HostTensor> (*)(const OpAttrs&, const TensorMap&);
+
+const std::vector<std::pair<std::string, BoundFn>>& boundTable() {
+  static const std::vector<std::pair<std::string, BoundFn>> table = {
+      {"weight_gemm", ref::weightGemmErrorBound},
+      {"moe_experts", ref::moeExpertsErrorBound},
   };
   return table;
 }
@@ -53,6 +64,12 @@ Status runReference(const std::string& op, const OpAttrs& attrs, TensorMap& tens
   ref::RefArgs args(*sig, std::move(full).value(), tensors);
   DI_TRY(args.checkSignature());
   return fn(args);
+}
+
+Result<HostTensor> referenceErrorBound(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs) {
+  for (const auto& [name, fn] : boundTable())
+    if (name == op) return fn(attrs, inputs);
+  return Error{fmt::format("op '{}' has no derived error bound (its outputs compare by a fixed tolerance)", op)};
 }
 
 }  // namespace deepinfer

@@ -1,4 +1,4 @@
-// casesFor and outputNames: op name -> generator, op name -> outputs (from OpSignature.h).
+// casesFor: op name -> generator.
 #include <stdexcept>
 #include <utility>
 
@@ -35,14 +35,6 @@ std::vector<OpCase> casesFor(const std::string& op, uint64_t seed, bool large) {
   for (const auto& [name, gen] : generators())
     if (name == op) return gen(seed, large);
   throw std::invalid_argument("casesFor: no test cases for op '" + op + "'");
-}
-
-std::vector<std::string> outputNames(const std::string& op) {
-  const OpSignature* sig = findOpSignature(op);
-  if (!sig) throw std::invalid_argument("outputNames: unknown op '" + op + "'");
-  std::vector<std::string> names;
-  for (const TensorSig& t : sig->outputs) names.push_back(t.name);
-  return names;
 }
 
 }  // namespace deepinfer::testing

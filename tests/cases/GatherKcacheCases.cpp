@@ -7,6 +7,7 @@
 
 #include "cases/CaseGenerators.h"
 #include "cases/CaseUtil.h"
+#include "cases/OpCases.h"
 #include "deepinfer/OpShapes.h"
 #include "reference/KvCacheLayout.h"
 

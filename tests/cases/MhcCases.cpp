@@ -9,6 +9,7 @@
 
 #include "cases/CaseGenerators.h"
 #include "cases/CaseUtil.h"
+#include "cases/OpCases.h"
 
 namespace deepinfer::testing {
 namespace {

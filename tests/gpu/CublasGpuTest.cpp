@@ -14,7 +14,7 @@
 #include "deepinfer/Device.h"
 #include "deepinfer/Formats.h"
 #include "deepinfer/Tensor.h"
-#include "gpu/Cublas.h"
+#include "lib/Cublas.h"
 
 using namespace deepinfer;
 

@@ -211,11 +211,8 @@ TEST(GpuViews, GatherKcacheIntoStridedView) {
              cases.size(), targets().size(), e.seed);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllOps, GpuOps,
-                         ::testing::Values("kv_quant_insert", "gather_kcache", "combine_topk_swa",
-                                           "sparse_mla_prefill", "sparse_mla_decode", "indexer_logits", "topk",
-                                           "mhc_pre", "mhc_post", "mhc_fused_post_pre", "mhc_collapse",
-                                           "weight_gemm", "moe_experts"),
+// Every op with a reference (all the kernel ops), by name.
+INSTANTIATE_TEST_SUITE_P(AllOps, GpuOps, ::testing::ValuesIn(deepinfer::referenceOps()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -19,7 +19,7 @@
 
 #include "GpuTestDevice.h"
 #include "deepinfer/Engine.h"
-#include "gpu/GpuModel.h"
+#include "model/gpu/GpuModel.h"
 #include "model/CpuForward.h"
 #include "model/MakeModel.h"
 #include "model/SpecAccept.h"

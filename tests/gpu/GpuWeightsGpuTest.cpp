@@ -12,7 +12,7 @@
 #include <set>
 
 #include "deepinfer/Device.h"
-#include "gpu/GpuWeights.h"
+#include "model/gpu/GpuWeights.h"
 #include "model/CpuForwardWeights.h"
 #include "model/MakeModel.h"
 #include "model/Safetensors.h"

@@ -1,4 +1,4 @@
-// Every model-kernel launcher (runtime/gpu/ModelKernels.h) against the CPU reference it names,
+// Every model-kernel launcher (runtime/model/gpu/ModelKernels.h) against the CPU reference it names,
 // on the local GPU's cubin and on the sm_80 PTX build: seeded random inputs (never all zeros),
 // outputs poisoned before each launch, edge sizes (one row, odd widths, nothing visible, blocks
 // with a partial tail, ties). Elementwise kernels must match bit for bit; reductions (RMSNorm,
@@ -20,7 +20,7 @@
 
 #include "GpuTestDevice.h"
 #include "deepinfer/Formats.h"
-#include "gpu/ModelKernels.h"
+#include "model/gpu/ModelKernels.h"
 #include "model/CpuForward.h"
 #include "model/CpuForwardCaches.h"
 #include "model/CpuForwardMath.h"

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "deepinfer/Device.h"
-#include "gpu/PagePool.h"
+#include "model/gpu/PagePool.h"
 
 using namespace deepinfer;
 

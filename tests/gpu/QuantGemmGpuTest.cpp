@@ -1,4 +1,4 @@
-// The quantized-weight ops as the GPU forward pass calls them (runtime/gpu/QuantGemmOps.h): through
+// The quantized-weight ops as the GPU forward pass calls them (runtime/model/gpu/QuantGemmOps.h): through
 // DiOps on device buffers for the local arch and the sm_80 / sm_86 PTX, moe_experts captured in a
 // CUDA graph and replayed with new routing decisions written into the same buffers (no host round
 // trip, launch sizes from the shapes only), and weight_gemm reading a column slice of a wider
@@ -16,7 +16,7 @@
 #include "deepinfer/Reference.h"
 #include "deepinfer/TensorView.h"
 #include "deepinfer/ViewLaunch.h"
-#include "gpu/QuantGemmOps.h"
+#include "model/gpu/QuantGemmOps.h"
 
 using namespace deepinfer;
 

@@ -22,7 +22,7 @@
 #include "deepinfer/ShapeBuckets.h"
 #include "deepinfer/TuningCache.h"
 #include "deepinfer/TuningDims.h"
-#include "gpu/GpuModel.h"
+#include "model/gpu/GpuModel.h"
 #include "model/CpuForward.h"
 #include "model/MakeModel.h"
 

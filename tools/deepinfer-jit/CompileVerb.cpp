@@ -1,6 +1,7 @@
 // `deepinfer-jit compile`: every op x target x candidate config through NVRTC, with the
-// resource report and the checks CI enforces (cap, spills, tensor-core and shift-decode PTX).
-// The quantized-weight GEMMs (weight_gemm, moe_experts) must use mma.sync at every shape.
+// resource report and the checks CI enforces (cap, spills, and the PTX checks of each op's family:
+// tensor cores where it needs them, at every shape for the quantized-weight GEMMs, no
+// transcendentals in a data-movement kernel).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@ struct Job {
   OpDesc desc;
   TargetProfile target;
   ConfigChoice choice;
+  PtxChecks checks;  // the family's
   bool isDefault = false;
   // results
   std::string error;
@@ -37,35 +39,6 @@ struct Job {
   bool hasMma = false, hasTranscendental = false;
   std::vector<std::string> failures;
 };
-
-// The shapes compiled per op: the V4.1 defaults, plus the mHC tensor-core path (T >= 16) and
-// the head-count extremes of the attention kernels.
-std::vector<std::pair<std::string, std::map<std::string, int64_t>>> shapeSets(const std::string& op) {
-  std::vector<std::pair<std::string, std::map<std::string, int64_t>>> s = {{"default", {}}};
-  if (op.rfind("mhc_", 0) == 0) s.push_back({"T=64", {{"T", 64}}});
-  if (op == "sparse_mla_decode" || op == "sparse_mla_prefill") {
-    s.push_back({"H=8", {{"H", 8}}});
-    s.push_back({"H=128", {{"H", 128}}});
-  }
-  // weight_gemm: both formats, every epilogue, the grouped form, decode and prefill tiles.
-  if (op == "weight_gemm") {
-    s.push_back({"fp4 M=12", {{"M", 12}, {"N", 2304}, {"weight_bits", 4}}});
-    s.push_back({"swiglu", {{"M", 4}, {"N", 2304}, {"epilogue", 2}}});
-    s.push_back({"g8 bf16", {{"M", 1}, {"N", 8192}, {"K", 32768}, {"groups", 8}, {"epilogue", 1}}});
-    s.push_back({"M=4096", {{"M", 4096}, {"N", 2304}}});
-    s.push_back({"fp4 M=4096", {{"M", 4096}, {"N", 2304}, {"weight_bits", 4}, {"epilogue", 1}}});
-  }
-  if (op == "moe_experts") s.push_back({"T=4096", {{"T", 4096}}});
-  return s;
-}
-
-bool needsMma(const Job& j) {
-  const std::string& op = j.desc.op;
-  if (op == "sparse_mla_prefill" || op == "sparse_mla_decode" || op == "indexer_logits") return true;
-  if (op == "weight_gemm" || op == "moe_experts") return true;  // tensor cores at every shape
-  if (op == "mhc_pre" || op == "mhc_fused_post_pre") return j.desc.shapes.at(j.desc.op == "mhc_pre" ? "x" : "residual")[0] >= 16;
-  return false;
-}
 
 // Units are compiled once per (source, arch): candidates that differ only in launch geometry
 // (grid splits) share their binary and its report.
@@ -124,8 +97,8 @@ void runJob(Job& j, UnitCache& cache) {
   if (j.smem > j.target.smemPerCtaCap)
     j.failures.push_back(fmt::format("smem {} > cap {}", j.smem, j.target.smemPerCtaCap));
   if (j.isDefault && j.spills > 0) j.failures.push_back(fmt::format("default config spills {} B", j.spills));
-  if (needsMma(j) && !j.hasMma) j.failures.push_back("no mma.sync.m16n8k16 in PTX");
-  if (j.desc.op == "gather_kcache" && j.hasTranscendental) j.failures.push_back("ex2/lg2 in gather PTX");
+  if (j.checks.tensorCores && !j.hasMma) j.failures.push_back("no mma.sync.m16n8k16 in PTX");
+  if (j.checks.noTranscendentals && j.hasTranscendental) j.failures.push_back("ex2/lg2 in the PTX");
 }
 
 }  // namespace
@@ -159,12 +132,13 @@ int verbCompile(const std::vector<std::string>& argv) {
     auto t = cli::resolveTarget(tn);
     if (!t.ok()) return fmt::print(stderr, "error: {}\n", t.error().message), 2;
     for (const auto& op : ops) {
-      if (!findOpSignature(op)) {
+      const KernelFamily* fam = findKernelFamily(op);
+      if (!fam) {
         std::string names;
         for (const auto& s : opSignatures()) names += (names.empty() ? "" : ", ") + s.op;
         return args.usageError(fmt::format("unknown op '{}' (ops: {})", op, names));
       }
-      for (const auto& [shapeName, shape] : shapeSets(op)) {
+      for (const auto& [shapeName, shape] : fam->compileShapes()) {
         auto d = makeOpDesc(op, shape, {});
         if (!d.ok()) { fmt::print(stderr, "error: {}\n", d.error().message); ++setupErrors; continue; }
         auto spec = specialize(*d, *t);
@@ -179,6 +153,7 @@ int verbCompile(const std::vector<std::string>& argv) {
           j.desc = *d;
           j.target = *t;
           j.choice = c;
+          j.checks = fam->ptxChecks(*d);
           j.isDefault = isDefault;
           jobs.push_back(std::move(j));
         };

@@ -47,7 +47,8 @@ int verbEmit(const std::vector<std::string>& argv) {
       .option("target", "T", "sm_80, sm_86, sm_89, sm_90, a preset, or auto (default sm_80)")
       .option("config", "k=v", "fix a config knob instead of the default", true)
       .option("attr", "k=v", "override an attribute", true)
-      .option("stage", "S", "mlir | cuda | ptx | resources (default cuda)")
+      .option("stage", "S", "mlir (the IR after every pass: what the JIT reads) | cuda | ptx | resources "
+                            "(default cuda)")
       .option("all-stages", "DIR", "write every stage (IR per pass, .cu, .ptx, .cubin, resources) to DIR")
       .flag("list-shapes", "print the op's shape parameters and defaults");
   if (int rc = args.parse(argv); rc != 0) return rc < 0 ? 0 : rc;
@@ -87,7 +88,8 @@ int verbEmit(const std::vector<std::string>& argv) {
     }
     fixed = c;
   }
-  auto p = runKernelPipeline(*desc, *target, fixed);
+  PipelineIr ir;
+  auto p = runKernelPipeline(*desc, *target, fixed, &ir);
   if (!p.ok()) return fmt::print(stderr, "error: {}\n", p.error().message), 1;
 
   const bool needCompile = stage == "ptx" || stage == "resources" || args.has("all-stages");
@@ -102,9 +104,9 @@ int verbEmit(const std::vector<std::string>& argv) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     const std::string res = resourcesText(*p, compiled, *target);
-    bool ok = writeFile(dir / "0-input.mlir", p->irInput.data(), p->irInput.size()) &&
-              writeFile(dir / "1-specialized.mlir", p->irSpecialized.data(), p->irSpecialized.size()) &&
-              writeFile(dir / "2-emitted.mlir", p->irEmitted.data(), p->irEmitted.size()) &&
+    bool ok = writeFile(dir / "0-input.mlir", ir.input.data(), ir.input.size()) &&
+              writeFile(dir / "1-specialized.mlir", ir.specialized.data(), ir.specialized.size()) &&
+              writeFile(dir / "2-emitted.mlir", ir.emitted.data(), ir.emitted.size()) &&
               writeFile(dir / "kernel.cu", p->kernel.unit.source.data(), p->kernel.unit.source.size()) &&
               writeFile(dir / "kernel.ptx", compiled.ptx.data(), compiled.ptx.size()) &&
               writeFile(dir / "kernel.cubin", compiled.cubin.data(), compiled.cubin.size()) &&
@@ -115,7 +117,7 @@ int verbEmit(const std::vector<std::string>& argv) {
                "resources.txt nvrtc.log)\n", dir.string());
     return 0;
   }
-  if (stage == "mlir") fmt::print("{}", p->irSpecialized);
+  if (stage == "mlir") fmt::print("{}", ir.emitted);
   else if (stage == "cuda") fmt::print("{}", p->kernel.unit.source);
   else if (stage == "ptx") fmt::print("{}", compiled.ptx);
   else fmt::print("{}", resourcesText(*p, compiled, *target));

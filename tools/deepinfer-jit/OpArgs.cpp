@@ -41,7 +41,6 @@ Result<TargetProfile> resolveTarget(const std::string& name) {
   if (name == "auto" || name == "local") {
     auto g = localGpu(0);
     if (!g.ok()) return Error{fmt::format("--target {}: {}", name, g.error().message)};
-    registerTarget(g->profile);
     return g->profile;
   }
   auto t = findTarget(name);

@@ -1,5 +1,5 @@
 // `deepinfer-jit run`: generation from a prompt of token ids, greedy or sampled, on the CUDA
-// backend (runtime/gpu/GpuModel.h: generated kernels) or the CPU reference backend
+// backend (runtime/model/gpu/GpuModel.h: generated kernels) or the CPU reference backend
 // (runtime/model/CpuForward.h). Token ids stream to stdout as they are produced; a final line
 // reports prefill tok/s, time to first token and decode tok/s.
 #include <fmt/format.h>
@@ -14,7 +14,7 @@
 #include "Args.h"
 #include "Verbs.h"
 #include "deepinfer/Device.h"
-#include "gpu/GpuModel.h"
+#include "model/gpu/GpuModel.h"
 #include "model/CpuForward.h"
 #include "model/Sampling.h"
 #include "model/ModelConfig.h"

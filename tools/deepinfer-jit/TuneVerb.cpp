@@ -1,35 +1,20 @@
-// `deepinfer-jit tune`: autotunes every kernel op the model needs on the local GPU, over the
-// shape buckets of ShapeBuckets.h, into the tuning cache (TuningCache.h) that the JIT consults.
-//
-// Per (op, bucket): the candidates that fit the target at the bucket's representative shape;
-// those without a recorded timing for this key are compiled on CPU threads (through the JIT, so
-// the binary cache is filled with the same keys) while the GPU checks and times the ones already
-// compiled. Each candidate is checked against the C++ reference before it is timed (only a
-// passing candidate may win) and timed like deepinfer-bench (CUDA events, L2 flushed with 2x the
-// L2 and a delay kernel before each sample, median). A warm re-run has nothing to time.
+// `deepinfer-jit tune`: the flags, the model's dimensions, the tuning file and the report around
+// the library's tuner (autotune/measure/Tuner.h), which times every kernel op the model needs on
+// the local GPU over its shape buckets into the tuning cache the JIT consults.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
-#include <ctime>
 #include <fstream>
-#include <mutex>
 #include <set>
 #include <thread>
 
 #include "Args.h"
-#include "BenchCheck.h"
-#include "BenchKernels.h"
-#include "CaseRunner.h"
 #include "Roofline.h"
+#include "Tuner.h"
 #include "Verbs.h"
 #include "deepinfer/InputFiles.h"
-#include "deepinfer/OpRunner.h"
-#include "deepinfer/OpShapes.h"
 #include "deepinfer/ShapeBuckets.h"
-#include "deepinfer/Specialize.h"
 #include "deepinfer/TuningCache.h"
 #include "deepinfer/TuningDims.h"
 #include "model/ModelConfig.h"
@@ -39,45 +24,14 @@ using namespace deepinfer::bench;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-std::string utcNow() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // The model dimensions that fix the non-bucketed sizes (V4.1-Flash unless --config).
-struct ModelDims {
-  int64_t heads = 64, hidden = 5120, indexTopk = 512, window = 128, indexHeads = 32;
-  int64_t headDim = 512, qLoraRank = 1280, oLoraRank = 1024, oGroups = 8, indexHeadDim = 128;
-  int64_t experts = 384, expertsPerToken = 6, moeIntermediate = 2304;
-  std::vector<int64_t> ratios = {1, 2};  // compress ratios of the executed layers (combine keys on it)
+struct ModelSource {
+  ModelDims dims;
   std::string source = "V4.1-Flash defaults";
 };
 
-// The model's projections through weight_gemm (one shape class each): format, N, K, groups and the
-// epilogue the forward pass uses (f32 before a norm or RoPE, bf16 where the output is rounded,
-// SwiGLU for the shared expert's w1/w3).
-struct GemmClass {
-  int64_t N, K, bits, groups, epilogue;
-};
-std::vector<GemmClass> gemmClasses(const ModelDims& m) {
-  return {{m.qLoraRank, m.hidden, 8, 1, 0},                               // wq_a
-          {m.heads * m.headDim, m.qLoraRank, 8, 1, 0},                    // wq_b
-          {m.headDim, m.hidden, 8, 1, 0},                                 // wkv
-          {m.oGroups * m.oLoraRank, m.heads * m.headDim, 8, m.oGroups, 1},  // wo_a
-          {m.hidden, m.oGroups * m.oLoraRank, 8, 1, 1},                   // wo_b
-          {m.moeIntermediate, m.hidden, 8, 1, 2},                         // shared expert w1/w3
-          {m.hidden, m.moeIntermediate, 8, 1, 0},                         // shared expert w2
-          {m.indexHeads * m.indexHeadDim, m.qLoraRank, 8, 1, 0}};         // indexer wq_b
-}
-
-Result<ModelDims> modelDims(const std::string& path) {
-  ModelDims m;
+Result<ModelSource> modelDims(const std::string& path) {
+  ModelSource m;
   if (path.empty()) return m;
   Result<ModelConfig> cfg = Error{""};
   if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") {
@@ -88,109 +42,43 @@ Result<ModelDims> modelDims(const std::string& path) {
     cfg = loadModelConfig(path);
   }
   if (!cfg.ok()) return cfg.error();
-  m.heads = cfg->numAttentionHeads;
-  m.hidden = cfg->hiddenSize;
-  m.indexTopk = cfg->indexTopk;
-  m.window = cfg->slidingWindow;
-  m.indexHeads = cfg->indexNHeads;
-  m.headDim = cfg->headDim;
-  m.qLoraRank = cfg->qLoraRank;
-  m.oLoraRank = cfg->oLoraRank;
-  m.oGroups = cfg->oGroups;
-  m.indexHeadDim = cfg->indexHeadDim;
-  m.experts = cfg->nRoutedExperts;
-  m.expertsPerToken = cfg->numExpertsPerTok;
-  m.moeIntermediate = cfg->moeIntermediateSize;
-  m.ratios.clear();
+  m.dims.heads = cfg->numAttentionHeads;
+  m.dims.hidden = cfg->hiddenSize;
+  m.dims.indexTopk = cfg->indexTopk;
+  m.dims.window = cfg->slidingWindow;
+  m.dims.indexHeads = cfg->indexNHeads;
+  m.dims.headDim = cfg->headDim;
+  m.dims.qLoraRank = cfg->qLoraRank;
+  m.dims.oLoraRank = cfg->oLoraRank;
+  m.dims.oGroups = cfg->oGroups;
+  m.dims.indexHeadDim = cfg->indexHeadDim;
+  m.dims.experts = cfg->nRoutedExperts;
+  m.dims.expertsPerToken = cfg->numExpertsPerTok;
+  m.dims.moeIntermediate = cfg->moeIntermediateSize;
+  m.dims.ratios.clear();
   for (int l = 0; l < cfg->numHiddenLayers; ++l)
     if (const int r = cfg->compressRatios[size_t(l)];
-        r > 0 && std::find(m.ratios.begin(), m.ratios.end(), int64_t(r)) == m.ratios.end())
-      m.ratios.push_back(r);
-  std::sort(m.ratios.begin(), m.ratios.end());
+        r > 0 && std::find(m.dims.ratios.begin(), m.dims.ratios.end(), int64_t(r)) == m.dims.ratios.end())
+      m.dims.ratios.push_back(r);
+  std::sort(m.dims.ratios.begin(), m.dims.ratios.end());
   m.source = path;
   return m;
 }
 
-// One (op, bucket) to tune: the benchmark builder's parameters (BenchInputs.cpp) and the same
-// shape as makeOpDesc parameters (to list candidates without building inputs).
-struct Item {
-  std::string op;
-  ShapeBucket bucket;
-  BenchSpec spec;
-  std::map<std::string, int64_t> shape;
-};
-
-std::vector<Item> planItems(const ModelDims& m) {
-  static const char* kOps[] = {"sparse_mla_decode", "sparse_mla_prefill", "indexer_logits", "topk",
-                               "combine_topk_swa",  "gather_kcache",      "kv_quant_insert", "mhc_pre",
-                               "mhc_post",          "mhc_fused_post_pre", "mhc_collapse",    "moe_experts"};
-  std::vector<Item> items;
-  // weight_gemm: every projection class of the model over the row buckets.
-  for (const GemmClass& g : gemmClasses(m)) {
-    const std::map<std::string, int64_t> dims = {{"N", g.N}, {"K", g.K}, {"weight_bits", g.bits},
-                                                 {"groups", g.groups}, {"epilogue", g.epilogue}};
-    auto probe = makeOpDesc("weight_gemm", dims, {});
-    const std::string cls = probe.ok() ? bucketClass(*probe) : "";
-    for (ShapeBucket b : shapeBuckets("weight_gemm")) {
-      b.cls = cls;
-      Item it{"weight_gemm", b, {"weight_gemm", b.label(), dims, 0, 0}, dims};
-      it.spec.params["M"] = b.representative;
-      it.shape["M"] = b.representative;
-      items.push_back(std::move(it));
-    }
-  }
-  for (const char* op : kOps) {
-    for (const ShapeBucket& b : shapeBuckets(op))
-      for (int64_t ratio : std::string(op) == "combine_topk_swa" ? m.ratios : std::vector<int64_t>{0}) {
-        const int64_t v = b.representative;
-        Item it{op, b, {op, fmt::format("{}={}", b.var, v), {}, 0, 0}, {}};
-        const std::string o = op;
-        if (o == "sparse_mla_decode") {
-          it.spec.params = {{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
-          it.shape = {{"B", v}, {"H", m.heads}, {"swa_k", m.window}, {"extra_k", m.indexTopk}};
-        } else if (o == "sparse_mla_prefill") {
-          it.spec.params = {{"T", v}, {"H", m.heads}, {"index_topk", m.indexTopk}, {"window", m.window}};
-          it.shape = {{"T", v}, {"H", m.heads}, {"topk", m.indexTopk + m.window}, {"kv_rows", 65536}};
-        } else if (o == "indexer_logits") {
-          it.spec.params = {{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
-          it.shape = {{"T", 1536}, {"Hi", m.indexHeads}, {"context", v}};
-        } else if (o == "topk") {
-          it.spec.params = {{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
-          it.shape = {{"T", 1536}, {"N", v}, {"k", m.indexTopk}};
-        } else if (o == "combine_topk_swa") {
-          it.spec.params = {{"T", v}, {"topk", m.indexTopk}, {"window", m.window}, {"ratio", ratio}};
-          it.shape = {{"T", v}, {"topk", m.indexTopk}, {"window", m.window}, {"ratio", ratio}};
-        } else if (o == "gather_kcache") {
-          it.spec.params = {{"R", 1}, {"context", v}};
-          it.shape = {{"R", 1}, {"context", v}};
-        } else if (o == "kv_quant_insert") {
-          it.spec.params = {{"T", v}};
-          it.shape = {{"T", v}};
-        } else if (o == "moe_experts") {
-          it.spec.params = {{"T", v}, {"k", m.expertsPerToken}, {"E", m.experts}, {"C", m.hidden},
-                            {"I", m.moeIntermediate}};
-          it.shape = it.spec.params;
-        } else {  // mHC
-          it.spec.params = {{"T", v}, {"C", m.hidden}};
-          it.shape = {{"T", v}, {"C", m.hidden}};
-        }
-        items.push_back(std::move(it));
-      }
-  }
-  return items;
-}
-
-// Progress on stderr: one rewritten line on a terminal, one line per finished item otherwise.
-class Progress {
+// Progress on stderr: one rewritten line on a terminal, one line per finished item otherwise;
+// result lines on stdout.
+class Progress final : public TuneProgress {
  public:
   explicit Progress(size_t total) : total_(total), tty_(::isatty(2)) {}
-  void update(size_t i, const Item& it, size_t done, size_t todo, const std::string& best) {
+  void message(const std::string& line) override { fmt::print("{}\n", line); }
+  void warning(const std::string& line) override { fmt::print(stderr, "deepinfer-jit tune: {}\n", line); }
+  void update(size_t i, const TuneItem& it, size_t done, size_t todo, const std::string& best) override {
     if (!tty_) return;
     fmt::print(stderr, "\r\x1b[K[{:>3}/{}] {} {}: {}/{} candidates, best {}", i + 1, total_, it.op, it.bucket.label(),
                done, todo, best);
     std::fflush(stderr);
   }
-  void finish(size_t i, const Item& it, const std::string& what) {
+  void finish(size_t i, const TuneItem& it, const std::string& what) override {
     fmt::print(stderr, "{}[{:>3}/{}] {} {}: {}\n", tty_ ? "\r\x1b[K" : "", i + 1, total_, it.op, it.bucket.label(),
                what);
     std::fflush(stderr);
@@ -201,85 +89,11 @@ class Progress {
   bool tty_;
 };
 
-std::string bestSoFar(const TuningCache& cache, const TuningKey& k) {
-  auto w = cache.winner(k);
-  if (!w) return "-";
-  return fmt::format("{:.2f} us ({})", cache.find(k)->timings.at(*w).medianUs, w->empty() ? "<empty>" : *w);
-}
-
-CandidateTiming timingOf(const VariantResult& r) {
-  CandidateTiming t;
-  t.measuredAt = utcNow();
-  t.error = r.error;
-  t.samples = r.timing.samples;
-  t.medianUs = r.timing.medianUs;
-  t.minUs = r.timing.minUs;
-  t.p90Us = r.timing.p90Us;
-  t.checked = r.check.checked;
-  t.checkOk = r.check.ok;
-  if (t.error.empty() && t.checked && !t.checkOk) {
-    for (const auto& o : r.check.outputs)
-      if (!o.ok) {
-        t.error = fmt::format("check failed: {} {} {}", o.output, o.metric, o.detail);
-        break;
-      }
-    if (t.error.empty()) t.error = "check failed";
-  }
-  return t;
-}
-
-// Compiles configs on worker threads (Jit::precompile fills the disk cache); wait(i) blocks until
-// config i is compiled and returns its status.
-class CompileQueue {
- public:
-  CompileQueue(Jit& jit, const OpDesc& d, const TargetProfile& t, std::vector<KernelConfig> configs, unsigned threads)
-      : configs_(std::move(configs)), status_(configs_.size()), done_(configs_.size(), false) {
-    for (unsigned w = 0; w < std::max(1u, threads); ++w)
-      pool_.emplace_back([this, &jit, d, t] {
-        for (;;) {
-          size_t i;
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (next_ >= configs_.size()) return;
-            i = next_++;
-          }
-          Status s = jit.precompile(d, t, configs_[i]);
-          std::lock_guard<std::mutex> lock(mu_);
-          status_[i] = s.ok() ? std::string() : s.error().message;
-          done_[i] = true;
-          cv_.notify_all();
-        }
-      });
-  }
-  ~CompileQueue() {
-    for (auto& th : pool_) th.join();
-  }
-  std::string wait(size_t i) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return bool(done_[i]); });
-    return status_[i];
-  }
-
- private:
-  std::vector<KernelConfig> configs_;
-  std::vector<std::string> status_;
-  std::vector<bool> done_;
-  size_t next_ = 0;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::thread> pool_;
-};
-
-struct Row {
-  std::string op, bucket, note;
-  TuningKey key;
-};
-
-void printSummary(const TuningCache& cache, const std::vector<Row>& rows) {
+void printSummary(const TuningCache& cache, const std::vector<TuneRow>& rows) {
   const StoredRoofline& rf = cache.roofline();
   fmt::print("\n{:<19} {:<16} {:<34} {:>9}  {:<34} {:>9} {:>8} {:>8}\n", "op", "bucket", "default config", "us",
              "winner", "us", "speedup", "roofline");
-  for (const Row& r : rows) {
+  for (const TuneRow& r : rows) {
     const TuningEntry* e = cache.find(r.key);
     if (!e) {
       fmt::print("{:<19} {:<16} {}\n", r.op, r.bucket, r.note.empty() ? "not tuned" : r.note);
@@ -307,38 +121,7 @@ void printSummary(const TuningCache& cache, const std::vector<Row>& rows) {
                rf.measuredAt);
 }
 
-// The candidate list of an op/bucket at its representative shape, the default first.
-struct Candidates {
-  std::optional<OpDesc> desc;
-  std::string defaultConfig;
-  std::vector<std::string> configs;
-  std::string error;
-};
-
-Candidates candidatesFor(const Item& it, const TargetProfile& target) {
-  Candidates c;
-  auto d = makeOpDesc(it.op, it.shape, {});
-  if (!d.ok()) return c.error = d.error().message, c;
-  auto sp = specialize(*d, target);
-  if (!sp.ok()) return c.error = sp.error().message, c;
-  c.desc = *d;
-  c.defaultConfig = configToString(sp->chosen.config);
-  for (const ConfigChoice& ch : sp->fitting) c.configs.push_back(configToString(ch.config));
-  if (std::find(c.configs.begin(), c.configs.end(), c.defaultConfig) == c.configs.end())
-    c.configs.insert(c.configs.begin(), c.defaultConfig);
-  return c;
-}
-
-std::vector<Item> selectItems(const ModelDims& dims, const std::set<std::string>& ops,
-                              const std::set<std::string>& buckets) {
-  std::vector<Item> items;
-  for (Item& it : planItems(dims))
-    if ((ops.empty() || ops.count(it.op)) && (buckets.empty() || buckets.count(it.bucket.label())))
-      items.push_back(std::move(it));
-  return items;
-}
-
-int planOnly(const cli::Args& args, const ModelDims& dims, const std::set<std::string>& ops,
+int planOnly(const cli::Args& args, const ModelSource& dims, const std::set<std::string>& ops,
              const std::set<std::string>& buckets) {
   std::optional<TargetProfile> target;
   if (args.has("target")) {
@@ -349,13 +132,13 @@ int planOnly(const cli::Args& args, const ModelDims& dims, const std::set<std::s
   } else {
     return args.usageError("--plan without a GPU needs --target");
   }
-  const std::vector<Item> items = selectItems(dims, ops, buckets);
+  const std::vector<TuneItem> items = tunePlan(dims.dims, ops, buckets);
   fmt::print("tuning plan for {} ({}); model shapes from {}\n", target->name, target->archName(), dims.source);
   fmt::print("{:<19} {:<16} {:<36} {:>10}  {}\n", "op", "bucket", "shape", "candidates", "default");
   int bad = 0;
   size_t total = 0;
-  for (const Item& it : items) {
-    const Candidates c = candidatesFor(it, *target);
+  for (const TuneItem& it : items) {
+    const TuneCandidates c = tuneCandidates(it, *target);
     std::string shape;
     for (const auto& [k, v] : it.spec.params) shape += fmt::format("{}{}={}", shape.empty() ? "" : " ", k, v);
     if (!c.error.empty()) {
@@ -365,15 +148,9 @@ int planOnly(const cli::Args& args, const ModelDims& dims, const std::set<std::s
     }
     std::string inputs;
     if (args.has("check-inputs")) {
-      auto bc = buildCase(it.spec, 1);
-      auto d = bc.ok() ? describeOp(it.op, bc->attrs, bc->inputs) : Result<OpDesc>(bc.error());
-      auto b = d.ok() ? bucketFor(*d) : std::nullopt;
-      if (!d.ok()) inputs = "  inputs: ERROR " + d.error().message;
-      else if (!b || b->label() != it.bucket.label()) inputs = fmt::format("  inputs: WRONG bucket {}", b ? b->label() : "none");
-      else if (tuningDims(*d) != tuningDims(*c.desc))
-        inputs = fmt::format("  inputs: WRONG dims {}", tuningDims(*d).value_or("(none)"));
-      else inputs = "  inputs ok";
-      if (inputs != "  inputs ok") ++bad;
+      const std::string why = checkTuneInputs(it);
+      inputs = why.empty() ? "  inputs ok" : "  inputs: " + why;
+      if (!why.empty()) ++bad;
     }
     total += c.configs.size();
     fmt::print("{:<19} {:<16} {:<36} {:>10}  {}  key dims {}{}\n", it.op, it.bucket.label(), shape, c.configs.size(),
@@ -467,179 +244,24 @@ int verbTune(const std::vector<std::string>& argv) {
              target.name == local.name ? "the local kernels" : target.name + "'s PTX", local.archName(),
              md.describe(), dims->source, cache->path());
 
-  const std::vector<Item> items = selectItems(*dims, opFilter, bucketFilter);
+  const std::vector<TuneItem> items = tunePlan(dims->dims, opFilter, bucketFilter);
   if (items.empty()) return fmt::print(stderr, "deepinfer-jit tune: no op/bucket matches the filters\n"), 1;
 
-  // What is left to time, from the candidate lists alone (no inputs built, no GPU work).
-  struct Work {
-    TuningKey key;
-    std::string defaultConfig;
-    std::vector<std::string> candidates, todo;
-    std::string error;
-  };
-  std::vector<Work> work(items.size());
-  size_t totalTodo = 0, totalCandidates = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    Work& w = work[i];
-    Candidates c = candidatesFor(items[i], target);
-    w.key = TuningKey{target.name, items[i].op, opDtypes(items[i].op), items[i].bucket.label(),
-                      c.desc ? tuningDims(*c.desc).value_or("") : ""};
-    if (!c.error.empty()) {
-      w.error = c.error;
-      continue;
-    }
-    w.defaultConfig = c.defaultConfig;
-    w.candidates = c.configs;
-    w.todo = args.has("retime") ? w.candidates : cache->untimed(w.key, w.candidates);
-    totalTodo += w.todo.size();
-    totalCandidates += w.candidates.size();
-  }
-
-  const auto start = Clock::now();
-  const bool needRoofline = args.has("remeasure-roofline") || (cache->roofline().copyGBs <= 0 && cache->roofline().mmaTflops <= 0);
-  if (totalTodo == 0)
-    fmt::print("full cache hit: all {} candidates of {} op/bucket pairs are already timed for this key; nothing to "
-               "time\n",
-               totalCandidates, items.size());
-  if (totalTodo == 0 && !needRoofline) {
-    std::vector<Row> rows;
-    for (size_t i = 0; i < items.size(); ++i) rows.push_back({items[i].op, items[i].bucket.label(), work[i].error, work[i].key});
-    printSummary(*cache, rows);
-    return 0;
-  }
-  if (totalTodo > 0)
-    fmt::print("{} of {} candidates over {} op/bucket pairs to time\n", totalTodo, totalCandidates, items.size());
-
-  JitOptions jopts;
-  jopts.useTuned = false;  // candidates are asked for by config; defaults must stay the families'
-  Jit jit(*dev, jopts);
-  auto kernels = loadBenchKernels(**dev);
-  const DeviceModule* km = kernels.ok() ? &*kernels : nullptr;
-  if (!km)
-    fmt::print(stderr, "deepinfer-jit tune: warning: the measurement kernels are unavailable ({}); no delay kernel, "
-                       "no roofline\n",
-               kernels.error().message);
-  if (needRoofline && km) {
-    const Ceilings c = measureCeilings(**dev, km, "", int(*samples));
-    if (c.copyGBs > 0 || c.mmaTflops > 0) cache->setRoofline({c.copyGBs, c.mmaTflops, utcNow()});
-    if (!c.copyError.empty()) fmt::print(stderr, "deepinfer-jit tune: copy ceiling: {}\n", c.copyError);
-    if (!c.mmaError.empty()) fmt::print(stderr, "deepinfer-jit tune: mma ceiling: {}\n", c.mmaError);
-    fmt::print("roofline: copy {:.0f} GB/s, mma.sync bf16 {:.0f} TFLOP/s\n", c.copyGBs, c.mmaTflops);
-  }
-  const int64_t flushBytes = local.l2Bytes > 0 ? 2 * local.l2Bytes : int64_t(256) << 20;
-  auto flush = DeviceBuffer::alloc(size_t(flushBytes));
-  if (!flush.ok()) return fmt::print(stderr, "deepinfer-jit tune: the L2 flush buffer: {}\n", flush.error().message), 1;
-  const TimingOptions topt{int(*warmup), int(*samples), flushAndDelay(*flush, km, kSampleDelayUs)};
-
+  TuneOptions opts;
+  opts.samples = int(*samples);
+  opts.warmup = int(*warmup);
+  opts.jobs = unsigned(*jobs);
+  opts.seed = uint64_t(*seed);
+  opts.retime = args.has("retime");
+  opts.remeasureRoofline = args.has("remeasure-roofline");
   Progress progress(items.size());
-  std::vector<Row> rows;
-  bool problems = false;
-  std::string contextLost;
-  int totalFailed = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const Item& it = items[i];
-    Work& w = work[i];
-    rows.push_back({it.op, it.bucket.label(), w.error, w.key});
-    if (!w.error.empty()) {
-      progress.finish(i, it, "ERROR " + w.error);
-      problems = true;
-      continue;
-    }
-    cache->setDefault(w.key, w.defaultConfig);
-    if (w.todo.empty()) {
-      progress.finish(i, it, fmt::format("cached ({} candidates), best {}", w.candidates.size(), bestSoFar(*cache, w.key)));
-      continue;
-    }
-    const auto t0 = Clock::now();
-    auto fail = [&](const std::string& why) {
-      rows.back().note = why;
-      progress.finish(i, it, "ERROR " + why);
-      problems = true;
-    };
-    auto c = buildCase(it.spec, uint64_t(*seed));
-    if (!c.ok()) {
-      fail(c.error().message);
-      continue;
-    }
-    auto d = describeOp(it.op, c->attrs, c->inputs);
-    if (!d.ok()) {
-      fail(d.error().message);
-      continue;
-    }
-    // The inputs must be the bucket's shape, or the timings would be filed under a wrong key.
-    auto b = bucketFor(*d);
-    if (!b || b->label() != it.bucket.label()) {
-      fail(fmt::format("built inputs fall in bucket {}, not {}", b ? b->label() : "none", it.bucket.label()));
-      continue;
-    }
-    if (const auto dims = tuningDims(*d); dims.value_or("?") != w.key.dims) {
-      fail(fmt::format("built inputs have dims {}, not {}", dims.value_or("(none)"), w.key.dims));
-      continue;
-    }
-    auto exp = computeExpected(*c);
-    if (!exp.ok()) {  // no candidate may win unchecked
-      fail(exp.error().message);
-      continue;
-    }
-    auto runner = CaseRunner::create(jit, *c, *d);
-    if (!runner.ok()) {
-      fail(runner.error().message);
-      continue;
-    }
-    std::vector<KernelConfig> configs;
-    for (const auto& s : w.todo) configs.push_back(*parseConfigString(s));
-    TuningEntry& entryMeta = cache->entry(w.key);
-    entryMeta.shape = it.spec.shape;
-    entryMeta.bytes = c->bytes;
-    entryMeta.flops = c->flops;
-    int failed = 0;
-    {
-      CompileQueue queue(jit, *d, target, configs, unsigned(*jobs));
-      for (size_t k = 0; k < configs.size(); ++k) {
-        progress.update(i, it, k, configs.size(), bestSoFar(*cache, w.key));
-        VariantResult r;
-        if (std::string err = queue.wait(k); !err.empty()) {
-          r.error = err;
-        } else {
-          r = (*runner)->run(Variant{"candidate", target, configs[k]}, &*exp, topt);
-          // A faulting kernel leaves the CUDA context unusable: every later candidate would fail
-          // too and be recorded as broken. Stop, keeping what was measured before it.
-          if (!r.error.empty()) {
-            if (Status s = jit.device().synchronize(); !s.ok()) {
-              contextLost = fmt::format("{} {} config {} broke the CUDA context ({}; {})", it.op, it.bucket.label(),
-                                        w.todo[k], r.error, s.error().message);
-              break;
-            }
-          }
-        }
-        const CandidateTiming t = timingOf(r);
-        if (!t.eligible()) ++failed, ++totalFailed;
-        cache->record(w.key, w.todo[k], t);
-      }
-    }
-    if (Status s = cache->save(); !s.ok()) {
-      fmt::print(stderr, "deepinfer-jit tune: {}\n", s.error().message);
-      return 1;
-    }
-    if (!contextLost.empty()) {
-      progress.finish(i, it, "ERROR " + contextLost);
-      fmt::print(stderr, "deepinfer-jit tune: stopped: {}; the timings so far are saved in {}\n", contextLost,
-                 cache->path());
-      return 1;
-    }
-    progress.finish(i, it,
-                    fmt::format("{} timed in {:.1f} s{}, best {}", configs.size(),
-                                std::chrono::duration<double>(Clock::now() - t0).count(),
-                                failed ? fmt::format(" ({} failed check or errored)", failed) : "",
-                                bestSoFar(*cache, w.key)));
-  }
-  if (Status s = cache->save(); !s.ok()) return fmt::print(stderr, "deepinfer-jit tune: {}\n", s.error().message), 1;
-  printSummary(*cache, rows);
-  fmt::print("tuned {} candidates in {:.0f} s ({} JIT compiles){}; wrote {}\n", totalTodo,
-             std::chrono::duration<double>(Clock::now() - start).count(), jit.compiles(),
-             totalFailed ? fmt::format("; {} failed their reference check or errored (recorded, never winners)",
-                                       totalFailed)
-                         : "",
+  auto r = runTuning(*dev, target, *cache, items, opts, progress);
+  if (!r.ok()) return fmt::print(stderr, "deepinfer-jit tune: {}\n", r.error().message), 1;
+  printSummary(*cache, r->rows);
+  if (!r->worked) return 0;
+  fmt::print("tuned {} candidates in {:.0f} s ({} JIT compiles){}; wrote {}\n", r->timed, r->seconds, r->compiles,
+             r->failed ? fmt::format("; {} failed their reference check or errored (recorded, never winners)", r->failed)
+                       : "",
              cache->path());
-  return problems ? 1 : 0;
+  return r->problems ? 1 : 0;
 }

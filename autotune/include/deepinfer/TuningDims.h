@@ -4,16 +4,9 @@
 // for one model (V4.1-Flash, 64 heads) is never applied to another (tiny, 8 heads); per-call
 // sizes (rows, batch, pool pages) are left to the bucket.
 //
-//   op                   dims
-//   sparse_mla_decode    H, Sq, swa_k, extra_k, swa_bs, extra_bs
-//   sparse_mla_prefill   H, topk (index row width)
-//   indexer_logits       Hi, bs
-//   topk                 k
-//   combine_topk_swa     topk, window, ratio
-//   gather_kcache        bs
-//   kv_quant_insert      bs
-//   mhc_post, collapse   C
-//   mhc_pre, fused       C, sinkhorn
+// Which dimensions those are is a fact of each op's family (KernelFamily::tuningDims), e.g.
+// sparse_mla_decode: H, Sq, swa_k, extra_k, swa_bs, extra_bs; topk: k; combine_topk_swa: topk,
+// window, ratio; weight_gemm none (its bucket class holds the matrix).
 #pragma once
 #include <optional>
 #include <string>
@@ -22,8 +15,9 @@
 
 namespace deepinfer {
 
-// "H=64,Sq=1,swa_k=128,extra_k=512,swa_bs=64,extra_bs=64"; nullopt when a tensor or attribute
-// the op needs is missing (such a description fails validation anyway).
+// "H=64,Sq=1,swa_k=128,extra_k=512,swa_bs=64,extra_bs=64" ("" for an op without such dims);
+// nullopt for an unknown op or when a tensor or attribute the op needs is missing (such a
+// description fails validation anyway).
 std::optional<std::string> tuningDims(const OpDesc& d);
 
 }  // namespace deepinfer

@@ -41,7 +41,7 @@ struct CompiledUnit {
 
 // `arch` is e.g. 80; `cubin` selects sm_XX (PTX + cubin + report) over compute_XX (PTX only).
 // `fmad = false` forbids contracting a * b + c into one fma (units whose per-element math must
-// round like a CPU reference, e.g. the model kernels of runtime/gpu/ModelKernels.h).
+// round like a CPU reference, e.g. the model kernels of runtime/model/gpu/ModelKernels.h).
 Result<CompiledUnit> compileUnit(const CudaUnit& unit, const std::string& unitName, int arch, bool cubin,
                                  bool fmad = true);
 

@@ -1,5 +1,6 @@
-// Op descriptions from a few shape parameters (T, H, B, context, ...), with V4.1-Flash defaults
-// (the benchmark shapes of spec/ops.md §10). Used by `emit`, `compile`, `tune` and benchmarks.
+// Op descriptions from a few shape parameters (T, H, B, context, ...) with V4.1-Flash defaults
+// (the benchmark shapes of spec/ops.md §10); each op's parameters are its family's
+// (KernelFamily::shapeParams / describe). Used by `emit`, `compile`, `tune` and the benchmarks.
 #pragma once
 #include <map>
 #include <string>
@@ -9,14 +10,8 @@
 
 namespace deepinfer {
 
-struct ShapeParam {
-  std::string name;
-  int64_t dflt;
-  std::string help;
-};
-
-// The shape parameters an op takes, with defaults.
-const std::vector<ShapeParam>& opShapeParams(const std::string& op);
+// The shape parameters an op takes, with defaults (empty for an unknown op).
+std::vector<ShapeParam> opShapeParams(const std::string& op);
 // Build the OpDesc; unknown parameter names are errors naming the parameter and the op.
 Result<OpDesc> makeOpDesc(const std::string& op, const std::map<std::string, int64_t>& shape,
                           const OpAttrs& attrOverrides);

@@ -24,7 +24,7 @@ struct Specialization {
 // CTAs per SM a kernel with this estimate reaches on the target (0 = does not fit at all).
 int occupancy(const ResourceEstimate& e, const TargetProfile& t);
 // Why a config does not fit the op or the target, or its choice record: the op description
-// (KernelFamily::validate), the knobs (KernelFamily::checkKnobs, the check every launch runs),
+// (KernelFamily::validate), the knobs (KernelFamily::canImplement, the check every launch runs),
 // then resources against the target's limits.
 Result<ConfigChoice> checkConfig(const OpDesc& d, const TargetProfile& t, const KernelConfig& c);
 Result<Specialization> specialize(const OpDesc& d, const TargetProfile& t);

@@ -41,10 +41,9 @@ struct TargetProfile {
 std::optional<ArchFacts> archFacts(int arch);
 // Presets of spec/targets.md, plus bare "sm_80", "sm_86", "sm_89", "sm_90" (a typical part).
 const std::vector<TargetProfile>& targetPresets();
-// Look up a preset or an "sm_XX" name; nullopt when unknown.
+// Look up a preset or an "sm_XX" name; nullopt when unknown. (The local GPU's profile comes
+// from localGpu(); a module carries its target, so nothing is registered by name.)
 std::optional<TargetProfile> findTarget(const std::string& name);
-// Make a profile (e.g. the local GPU's, named "local") findable by name for this process.
-void registerTarget(const TargetProfile& t);
 // Default targets compiled when no GPU is present.
 std::vector<std::string> defaultTargetNames();
 

@@ -21,4 +21,9 @@ Status runReference(const std::string& op, const OpAttrs& attrs, TensorMap& tens
 // The ops that have a reference (every kernel op).
 std::vector<std::string> referenceOps();
 
+// The per-element error bound of `op`'s output on these inputs, for ops whose accuracy rule is a
+// bound the reference derives (AccuracyRule::Kind::Bound: weight_gemm, moe_experts); an error
+// for an op without one.
+Result<HostTensor> referenceErrorBound(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs);
+
 }  // namespace deepinfer

@@ -1,5 +1,5 @@
 // Launch geometry shared by the model kernels (templates/model/*.cuh) and their host launchers
-// (runtime/gpu/ModelKernels*.cpp): the kernels' __launch_bounds__ and the host's block sizes
+// (runtime/model/gpu/ModelKernels*.cpp): the kernels' __launch_bounds__ and the host's block sizes
 // must agree, so both read them from here.
 #pragma once
 #include "common/Types.h"

@@ -16,3 +16,12 @@ func.func @topk(%arg0: tensor<4x64xf32>, %arg1: tensor<5xi32>) -> tensor<4x8xi32
   %0 = di.topk scores(%arg0 : tensor<4x64xf32>) lens(%arg1 : tensor<5xi32>) {k = 8 : i64} -> tensor<4x8xi32>
   return %0 : tensor<4x8xi32>
 }
+
+// -----
+
+// rank (checked by the ODS: Di_F32<[2]>)
+func.func @topk(%arg0: tensor<4xf32>, %arg1: tensor<4xi32>) -> tensor<4x8xi32> {
+  // expected-error @+1 {{'di.topk' op operand #0 must be 2D tensor of 32-bit float values, but got 'tensor<4xf32>'}}
+  %0 = di.topk scores(%arg0 : tensor<4xf32>) lens(%arg1 : tensor<4xi32>) {k = 8 : i64} -> tensor<4x8xi32>
+  return %0 : tensor<4x8xi32>
+}

@@ -1,4 +1,4 @@
-// The model-kernel unit (runtime/gpu/ModelKernels.h, templates/model/*.cuh) compiles through
+// The model-kernel unit (runtime/model/gpu/ModelKernels.h, templates/model/*.cuh) compiles through
 // NVRTC for every Ampere-and-newer target the runtime loads it for, with no spills, without
 // fp32 contraction (--fmad=false), and keys the cache by those options. Needs no GPU.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "deepinfer/Jit.h"
-#include "gpu/ModelKernels.h"
+#include "model/gpu/ModelKernels.h"
 
 using namespace deepinfer;
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cases/CaseUtil.h"
+#include "cases/OpCases.h"
 #include "deepinfer/Reference.h"
 
 namespace deepinfer::testing {

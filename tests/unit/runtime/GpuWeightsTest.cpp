@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <set>
 
-#include "gpu/GpuWeights.h"
+#include "model/gpu/GpuWeights.h"
 #include "model/CpuForwardWeights.h"
 #include "model/MakeModel.h"
 #include "unit/model/ModelTestFiles.h"

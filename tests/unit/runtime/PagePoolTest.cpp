@@ -7,7 +7,7 @@
 #include <random>
 #include <set>
 
-#include "gpu/PagePool.h"
+#include "model/gpu/PagePool.h"
 
 using namespace deepinfer;
 

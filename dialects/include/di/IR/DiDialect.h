@@ -1,21 +1,25 @@
 // The `di` dialect: ops, attributes and the kernel-op interface. Compiler-side only; the
-// runtime's public headers never include this.
+// runtime's public headers never include this, and the dialect includes nothing of the
+// compiler (the compiler's kernel rules plug in through KernelRulesInterface).
 #pragma once
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectInterface.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
-
-#include "deepinfer/KernelFamily.h"
-#include "deepinfer/OpSignature.h"
 
 #include "di/IR/DiDialect.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "di/IR/DiAttrs.h.inc"
+
+namespace mlir::di {
+// The verifier of every kernel op (the interface's): dialect-level checks, then the kernel rules.
+LogicalResult verifyKernelOp(Operation* op);
+}  // namespace mlir::di
 
 #include "di/IR/DiInterfaces.h.inc"
 
@@ -24,12 +28,18 @@
 
 namespace mlir::di {
 
-// The op's static description (attributes + static tensor shapes) for the kernel family;
-// an error names a dynamic dimension, since kernels are specialized for concrete shapes.
-FailureOr<deepinfer::OpDesc> buildOpDesc(KernelOpInterface op, bool requireStatic);
-
-// Conversions between target profiles / configs and their attributes.
-TargetAttr targetToAttr(MLIRContext* ctx, const deepinfer::TargetProfile& t);
-deepinfer::KernelConfig configFromAttr(ConfigAttr a);
+// The rules of spec/ops.md an op's kernel relies on (tensor shapes that must agree, attribute
+// ranges, result shapes derived from the inputs). The dialect verifies what its ODS states;
+// these rules live with the kernel families in the compiler, which registers this interface on
+// the dialect (deepinfer::registerKernelRules). Every context that loads the dialect must.
+class KernelRulesInterface : public DialectInterface::Base<KernelRulesInterface> {
+ public:
+  explicit KernelRulesInterface(Dialect* dialect) : Base(dialect) {}
+  virtual LogicalResult verifyKernelOp(KernelOpInterface op) const = 0;
+  // A `di.target` on `op`: its facts must be its architecture's, the cap within them.
+  virtual LogicalResult verifyTarget(Operation* op, TargetAttr target) const = 0;
+};
 
 }  // namespace mlir::di
+
+MLIR_DECLARE_EXPLICIT_TYPE_ID(mlir::di::KernelRulesInterface)

@@ -7,9 +7,10 @@ def Di_KernelOpInterface : OpInterface<"KernelOpInterface"> {
   let cppNamespace = "::mlir::di";
   let description = [{
     A `di` op that lowers to a generated kernel. The interface gives generic passes the op's
-    canonical name and its static description (attributes + tensor shapes); candidate
-    configs, resource estimates, the template and the launch geometry come from the kernel
-    family registered under that name (compiler/kernels), so adding an op touches one place.
+    canonical name and its operands by ODS position; the compiler pairs them with the op's
+    signature (generated from the same ODS) and asks the kernel family registered under that
+    name for candidate configs, resource estimates, the template and the launch geometry. The
+    dialect knows nothing of the families.
   }];
   let methods = [
     InterfaceMethod<"The canonical op name of spec/ops.md (e.g. `gather_kcache`).",
@@ -17,24 +18,15 @@ def Di_KernelOpInterface : OpInterface<"KernelOpInterface"> {
         return $_op->getName().stripDialect();
       }]>,
     InterfaceMethod<[{
-        The op's tensors by canonical name, in the order of its signature (OpSignature.h);
-        an absent optional operand is a null Value.}],
-      "::llvm::SmallVector<std::pair<std::string, ::mlir::Value>>", "getNamedOperands", (ins), [{}], [{
-        ::llvm::SmallVector<std::pair<std::string, ::mlir::Value>> r;
-        const auto* sig = ::deepinfer::findOpSignature($_op->getName().stripDialect().str());
-        for (unsigned i = 0; i < sig->inputs.size(); ++i) {
-          auto range = $_op.getODSOperands(i);
-          r.emplace_back(sig->inputs[i].name, range.empty() ? ::mlir::Value() : *range.begin());
-        }
-        return r;
-      }]>,
-    InterfaceMethod<[{
-        The kernel family of the op: its candidate configs on a target, resource estimates,
-        template instantiation and launch geometry (compiler/kernels).}],
-      "const ::deepinfer::KernelFamily*", "getKernelFamily", (ins), [{}], [{
-        return ::deepinfer::findKernelFamily($_op->getName().stripDialect().str());
+        The operand at ODS position `index` (the order of the op's signature); a null Value
+        for an absent optional operand.}],
+      "::mlir::Value", "getOperandAt", (ins "unsigned":$index), [{}], [{
+        auto range = $_op.getODSOperands(index);
+        return range.empty() ? ::mlir::Value() : *range.begin();
       }]>,
   ];
+  // Every kernel op is verified the same way (DiDialect.cpp), after its ODS checks.
+  let verify = [{ return ::mlir::di::verifyKernelOp($_op); }];
 }
 
 #endif // DI_INTERFACES

@@ -5,24 +5,50 @@ include "di/IR/DiDialect.td"
 include "di/IR/DiAttrs.td"
 include "di/IR/DiInterfaces.td"
 
-// Element types of spec/ops.md: bf16, f32, i32, i64 and raw fp8 cache bytes as ui8.
-def Di_BF16Tensor : RankedTensorOf<[BF16]>;
-def Di_F32Tensor : RankedTensorOf<[F32]>;
-def Di_I32Tensor : RankedTensorOf<[I32]>;
-def Di_I64Tensor : RankedTensorOf<[I64]>;
-def Di_U8Tensor : RankedTensorOf<[UI8]>;
+// A tensor operand or result of a kernel op: its element type (spec/ops.md: bf16, f32, i32, i64
+// and raw fp8 cache bytes as ui8) and the ranks it may have. `diDType` is the element type's
+// name in deepinfer::DType: di-tblgen writes the op signatures the runtime reads (operand names,
+// dtypes, ranks, attributes and defaults) from these definitions, so this file is the only
+// description of an op.
+// Di_TensorOf allows several element types, for a result whose type the op's attributes choose
+// (weight_gemm's `y`: f32 or bf16 by its epilogue): the family's outputs() says which one, and
+// the signature carries `dtype`, the first.
+class Di_TensorOf<list<Type> elts, string dtype, list<int> ranks> : TensorRankOf<elts, ranks> {
+  string diDType = dtype;
+  list<int> diRanks = ranks;
+}
+class Di_Tensor<Type elt, string dtype, list<int> ranks> : Di_TensorOf<[elt], dtype, ranks>;
+class Di_BF16<list<int> ranks> : Di_Tensor<BF16, "BF16", ranks>;
+class Di_F32<list<int> ranks> : Di_Tensor<F32, "F32", ranks>;
+class Di_I32<list<int> ranks> : Di_Tensor<I32, "I32", ranks>;
+class Di_I64<list<int> ranks> : Di_Tensor<I64, "I64", ranks>;
+class Di_U8<list<int> ranks> : Di_Tensor<UI8, "U8", ranks>;
 
-def Di_KvQuantInsertOp : Di_Op<"kv_quant_insert", [DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+// A result that is an operand's buffer updated in place: at run time both are one tensor under
+// the operand's canonical name (spec/ops.md §11).
+class Di_UpdatesInPlace<string resultName, string operandName> {
+  string result = resultName;
+  string operand = operandName;
+}
+
+// A `di` op that lowers to one generated kernel (its family in compiler/kernels).
+class Di_KernelOp<string mnemonic, list<Trait> traits = [], list<Di_UpdatesInPlace> inPlace = []>
+    : Di_Op<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<Di_KernelOpInterface>])> {
+  list<Di_UpdatesInPlace> updatesInPlace = inPlace;
+}
+
+def Di_KvQuantInsertOp : Di_KernelOp<"kv_quant_insert", [],
+    [Di_UpdatesInPlace<"k_cache_out", "k_cache">]> {
   let summary = "Write tokens into the fp8_ds_mla KV cache (ops.md §2)";
   let arguments = (ins
-    Di_BF16Tensor:$k,
-    Di_I64Tensor:$slot_mapping,
-    Di_U8Tensor:$k_cache,
+    Di_BF16<[2]>:$k,
+    Di_I64<[1]>:$slot_mapping,
+    Di_U8<[2]>:$k_cache,
     I64Attr:$block_size,
     DefaultValuedAttr<StrAttr, "\"fp8_ds_mla\"">:$cache_format
   );
   let results = (outs
-    Di_U8Tensor:$k_cache_out
+    Di_U8<[2]>:$k_cache_out
   );
   let assemblyFormat = [{
     `k` `(` $k `:` type($k) `)`
@@ -30,23 +56,23 @@ def Di_KvQuantInsertOp : Di_Op<"kv_quant_insert", [DeclareOpInterfaceMethods<Di_
     `k_cache` `(` $k_cache `:` type($k_cache) `)`
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
-def Di_GatherKcacheOp : Di_Op<"gather_kcache", [DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+def Di_GatherKcacheOp : Di_KernelOp<"gather_kcache", [],
+    [Di_UpdatesInPlace<"out_updated", "out">]> {
   let summary = "Dequantize and gather KV rows into a bf16 workspace (ops.md §3)";
   let arguments = (ins
-    Di_U8Tensor:$k_cache,
-    Di_I32Tensor:$seq_lens,
-    Optional<Di_I32Tensor>:$gather_lens,
-    Di_I32Tensor:$block_table,
-    Di_BF16Tensor:$out,
+    Di_U8<[2]>:$k_cache,
+    Di_I32<[1]>:$seq_lens,
+    Optional<Di_I32<[1]>>:$gather_lens,
+    Di_I32<[2]>:$block_table,
+    Di_BF16<[3]>:$out,
     I64Attr:$block_size,
     DefaultValuedAttr<I64Attr, "0">:$offset,
     DefaultValuedAttr<StrAttr, "\"fp8_ds_mla\"">:$cache_format
   );
   let results = (outs
-    Di_BF16Tensor:$out_updated
+    Di_BF16<[3]>:$out_updated
   );
   let assemblyFormat = [{
     `k_cache` `(` $k_cache `:` type($k_cache) `)`
@@ -56,16 +82,15 @@ def Di_GatherKcacheOp : Di_Op<"gather_kcache", [DeclareOpInterfaceMethods<Di_Ker
     `out` `(` $out `:` type($out) `)`
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
-def Di_CombineTopkSwaOp : Di_Op<"combine_topk_swa", [DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+def Di_CombineTopkSwaOp : Di_KernelOp<"combine_topk_swa"> {
   let summary = "Build top-k + sliding-window index rows (ops.md §4)";
   let arguments = (ins
-    Di_I32Tensor:$topk_indices,
-    Di_I32Tensor:$query_start_loc,
-    Di_I32Tensor:$seq_lens,
-    Di_I32Tensor:$gather_lens,
+    Di_I32<[2]>:$topk_indices,
+    Di_I32<[1]>:$query_start_loc,
+    Di_I32<[1]>:$seq_lens,
+    Di_I32<[1]>:$gather_lens,
     I64Attr:$window,
     I64Attr:$ratio,
     I64Attr:$topk,
@@ -73,8 +98,8 @@ def Di_CombineTopkSwaOp : Di_Op<"combine_topk_swa", [DeclareOpInterfaceMethods<D
     I64Attr:$N
   );
   let results = (outs
-    Di_I32Tensor:$rows,
-    Di_I32Tensor:$lens
+    Di_I32<[2]>:$rows,
+    Di_I32<[1]>:$lens
   );
   let assemblyFormat = [{
     `topk_indices` `(` $topk_indices `:` type($topk_indices) `)`
@@ -83,24 +108,23 @@ def Di_CombineTopkSwaOp : Di_Op<"combine_topk_swa", [DeclareOpInterfaceMethods<D
     `gather_lens` `(` $gather_lens `:` type($gather_lens) `)`
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
-def Di_SparseMlaPrefillOp : Di_Op<"sparse_mla_prefill", [DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+def Di_SparseMlaPrefillOp : Di_KernelOp<"sparse_mla_prefill"> {
   let summary = "Sparse MQA attention over gathered bf16 KV (ops.md §5)";
   let arguments = (ins
-    Di_BF16Tensor:$q,
-    Di_BF16Tensor:$kv,
-    Di_I32Tensor:$indices,
-    Di_I32Tensor:$lens,
-    Di_F32Tensor:$attn_sink,
-    F32Attr:$sm_scale,
+    Di_BF16<[3]>:$q,
+    Di_BF16<[2]>:$kv,
+    Di_I32<[2]>:$indices,
+    Di_I32<[1]>:$lens,
+    Di_F32<[1]>:$attn_sink,
+    DefaultValuedAttr<F32Attr, "0.04419417382415922">:$sm_scale,
     DefaultValuedAttr<I64Attr, "448">:$nope_dim,
     DefaultValuedAttr<I64Attr, "64">:$rope_dim
   );
   let results = (outs
-    Di_BF16Tensor:$out,
-    Di_F32Tensor:$lse
+    Di_BF16<[3]>:$out,
+    Di_F32<[2]>:$lse
   );
   let assemblyFormat = [{
     `q` `(` $q `:` type($q) `)`
@@ -110,21 +134,20 @@ def Di_SparseMlaPrefillOp : Di_Op<"sparse_mla_prefill", [DeclareOpInterfaceMetho
     `attn_sink` `(` $attn_sink `:` type($attn_sink) `)`
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
-def Di_SparseMlaDecodeOp : Di_Op<"sparse_mla_decode", [AttrSizedOperandSegments, DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+def Di_SparseMlaDecodeOp : Di_KernelOp<"sparse_mla_decode", [AttrSizedOperandSegments]> {
   let summary = "Sparse MQA decode attention over fp8 caches (ops.md §6)";
   let arguments = (ins
-    Di_BF16Tensor:$q,
-    Di_U8Tensor:$swa_cache,
-    Di_I32Tensor:$swa_indices,
-    Di_I32Tensor:$swa_lens,
-    Optional<Di_U8Tensor>:$extra_cache,
-    Optional<Di_I32Tensor>:$extra_indices,
-    Optional<Di_I32Tensor>:$extra_lens,
-    Di_F32Tensor:$attn_sink,
-    F32Attr:$sm_scale,
+    Di_BF16<[4]>:$q,
+    Di_U8<[2]>:$swa_cache,
+    Di_I32<[3]>:$swa_indices,
+    Di_I32<[1, 2]>:$swa_lens,
+    Optional<Di_U8<[2]>>:$extra_cache,
+    Optional<Di_I32<[3]>>:$extra_indices,
+    Optional<Di_I32<[1, 2]>>:$extra_lens,
+    Di_F32<[1]>:$attn_sink,
+    DefaultValuedAttr<F32Attr, "0.04419417382415922">:$sm_scale,
     I64Attr:$swa_block_size,
     DefaultValuedAttr<I64Attr, "0">:$extra_block_size,
     DefaultValuedAttr<I64Attr, "448">:$nope_dim,
@@ -132,8 +155,8 @@ def Di_SparseMlaDecodeOp : Di_Op<"sparse_mla_decode", [AttrSizedOperandSegments,
     DefaultValuedAttr<StrAttr, "\"fp8_ds_mla\"">:$cache_format
   );
   let results = (outs
-    Di_BF16Tensor:$out,
-    Di_F32Tensor:$lse
+    Di_BF16<[4]>:$out,
+    Di_F32<[3]>:$lse
   );
   let assemblyFormat = [{
     `q` `(` $q `:` type($q) `)`
@@ -146,22 +169,21 @@ def Di_SparseMlaDecodeOp : Di_Op<"sparse_mla_decode", [AttrSizedOperandSegments,
     `attn_sink` `(` $attn_sink `:` type($attn_sink) `)`
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
-def Di_IndexerLogitsOp : Di_Op<"indexer_logits", [DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+def Di_IndexerLogitsOp : Di_KernelOp<"indexer_logits"> {
   let summary = "Lightning-indexer scores over the fp8 index-key cache (ops.md §7)";
   let arguments = (ins
-    Di_BF16Tensor:$q,
-    Di_F32Tensor:$weights,
-    Di_U8Tensor:$k_cache,
-    Di_I32Tensor:$block_table,
-    Di_I32Tensor:$token_to_req,
-    Di_I32Tensor:$visible,
+    Di_BF16<[3]>:$q,
+    Di_F32<[2]>:$weights,
+    Di_U8<[2]>:$k_cache,
+    Di_I32<[2]>:$block_table,
+    Di_I32<[1]>:$token_to_req,
+    Di_I32<[1]>:$visible,
     I64Attr:$block_size
   );
   let results = (outs
-    Di_F32Tensor:$scores
+    Di_F32<[2]>:$scores
   );
   let assemblyFormat = [{
     `q` `(` $q `:` type($q) `)`
@@ -172,46 +194,44 @@ def Di_IndexerLogitsOp : Di_Op<"indexer_logits", [DeclareOpInterfaceMethods<Di_K
     `visible` `(` $visible `:` type($visible) `)`
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
-def Di_TopkOp : Di_Op<"topk", [DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+def Di_TopkOp : Di_KernelOp<"topk"> {
   let summary = "Per-row top-k indices, sorted ascending, -1 padded (ops.md §7)";
   let arguments = (ins
-    Di_F32Tensor:$scores,
-    Di_I32Tensor:$lens,
+    Di_F32<[2]>:$scores,
+    Di_I32<[1]>:$lens,
     I64Attr:$k
   );
   let results = (outs
-    Di_I32Tensor:$indices
+    Di_I32<[2]>:$indices
   );
   let assemblyFormat = [{
     `scores` `(` $scores `:` type($scores) `)`
     `lens` `(` $lens `:` type($lens) `)`
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
-def Di_MhcPreOp : Di_Op<"mhc_pre", [DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+def Di_MhcPreOp : Di_KernelOp<"mhc_pre"> {
   let summary = "mHC pre step, delayed form: mixes of x, collapse with pre_in, RMSNorm (ops.md §8)";
   let arguments = (ins
-    Di_BF16Tensor:$x,
-    Di_F32Tensor:$fn,
-    Di_F32Tensor:$scale,
-    Di_F32Tensor:$base,
-    Di_F32Tensor:$pre_in,
-    Di_BF16Tensor:$norm_weight,
-    F32Attr:$rms_eps,
-    F32Attr:$hc_eps,
-    I64Attr:$sinkhorn_iters,
-    F32Attr:$norm_eps
+    Di_BF16<[3]>:$x,
+    Di_F32<[2]>:$fn,
+    Di_F32<[1]>:$scale,
+    Di_F32<[1]>:$base,
+    Di_F32<[2]>:$pre_in,
+    Di_BF16<[1]>:$norm_weight,
+    DefaultValuedAttr<F32Attr, "1e-20">:$rms_eps,
+    DefaultValuedAttr<F32Attr, "1e-6">:$hc_eps,
+    DefaultValuedAttr<I64Attr, "20">:$sinkhorn_iters,
+    DefaultValuedAttr<F32Attr, "1e-20">:$norm_eps
   );
   let results = (outs
-    Di_BF16Tensor:$layer_input,
-    Di_F32Tensor:$pre,
-    Di_F32Tensor:$post,
-    Di_F32Tensor:$comb
+    Di_BF16<[2]>:$layer_input,
+    Di_F32<[2]>:$pre,
+    Di_F32<[2]>:$post,
+    Di_F32<[3]>:$comb
   );
   let assemblyFormat = [{
     `x` `(` $x `:` type($x) `)`
@@ -222,20 +242,19 @@ def Di_MhcPreOp : Di_Op<"mhc_pre", [DeclareOpInterfaceMethods<Di_KernelOpInterfa
     `norm_weight` `(` $norm_weight `:` type($norm_weight) `)`
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
-def Di_MhcPostOp : Di_Op<"mhc_post", [DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+def Di_MhcPostOp : Di_KernelOp<"mhc_post"> {
   let summary = "mHC post step; also emits the next pre's sqrsum (ops.md §8)";
   let arguments = (ins
-    Di_BF16Tensor:$f_out,
-    Di_BF16Tensor:$residual,
-    Di_F32Tensor:$post,
-    Di_F32Tensor:$comb
+    Di_BF16<[2]>:$f_out,
+    Di_BF16<[3]>:$residual,
+    Di_F32<[2]>:$post,
+    Di_F32<[3]>:$comb
   );
   let results = (outs
-    Di_BF16Tensor:$x,
-    Di_F32Tensor:$sqrsum
+    Di_BF16<[3]>:$x,
+    Di_F32<[1]>:$sqrsum
   );
   let assemblyFormat = [{
     `f_out` `(` $f_out `:` type($f_out) `)`
@@ -244,32 +263,32 @@ def Di_MhcPostOp : Di_Op<"mhc_post", [DeclareOpInterfaceMethods<Di_KernelOpInter
     `comb` `(` $comb `:` type($comb) `)`
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
-def Di_MhcFusedPostPreOp : Di_Op<"mhc_fused_post_pre", [DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+def Di_MhcFusedPostPreOp : Di_KernelOp<"mhc_fused_post_pre", [],
+    [Di_UpdatesInPlace<"next_post", "post">, Di_UpdatesInPlace<"next_comb", "comb">]> {
   let summary = "mHC post of one sublayer fused with the delayed pre of the next (ops.md §8)";
   let arguments = (ins
-    Di_BF16Tensor:$f_out,
-    Di_BF16Tensor:$residual,
-    Di_F32Tensor:$post,
-    Di_F32Tensor:$comb,
-    Di_F32Tensor:$fn,
-    Di_F32Tensor:$scale,
-    Di_F32Tensor:$base,
-    Di_F32Tensor:$pre_in,
-    Di_BF16Tensor:$norm_weight,
-    F32Attr:$rms_eps,
-    F32Attr:$hc_eps,
-    I64Attr:$sinkhorn_iters,
-    F32Attr:$norm_eps
+    Di_BF16<[2]>:$f_out,
+    Di_BF16<[3]>:$residual,
+    Di_F32<[2]>:$post,
+    Di_F32<[3]>:$comb,
+    Di_F32<[2]>:$fn,
+    Di_F32<[1]>:$scale,
+    Di_F32<[1]>:$base,
+    Di_F32<[2]>:$pre_in,
+    Di_BF16<[1]>:$norm_weight,
+    DefaultValuedAttr<F32Attr, "1e-20">:$rms_eps,
+    DefaultValuedAttr<F32Attr, "1e-6">:$hc_eps,
+    DefaultValuedAttr<I64Attr, "20">:$sinkhorn_iters,
+    DefaultValuedAttr<F32Attr, "1e-20">:$norm_eps
   );
   let results = (outs
-    Di_BF16Tensor:$x,
-    Di_BF16Tensor:$layer_input,
-    Di_F32Tensor:$next_pre,
-    Di_F32Tensor:$next_post,
-    Di_F32Tensor:$next_comb
+    Di_BF16<[3]>:$x,
+    Di_BF16<[2]>:$layer_input,
+    Di_F32<[2]>:$pre,
+    Di_F32<[2]>:$next_post,
+    Di_F32<[3]>:$next_comb
   );
   let assemblyFormat = [{
     `f_out` `(` $f_out `:` type($f_out) `)`
@@ -283,27 +302,25 @@ def Di_MhcFusedPostPreOp : Di_Op<"mhc_fused_post_pre", [DeclareOpInterfaceMethod
     `norm_weight` `(` $norm_weight `:` type($norm_weight) `)`
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
-def Di_MhcCollapseOp : Di_Op<"mhc_collapse", [DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+def Di_MhcCollapseOp : Di_KernelOp<"mhc_collapse"> {
   let summary = "Collapse the 4 residual streams with a pre-mix (ops.md §8)";
   let arguments = (ins
-    Di_BF16Tensor:$x,
-    Di_F32Tensor:$pre
+    Di_BF16<[3]>:$x,
+    Di_F32<[2]>:$pre
   );
   let results = (outs
-    Di_BF16Tensor:$h
+    Di_BF16<[2]>:$h
   );
   let assemblyFormat = [{
     `x` `(` $x `:` type($x) `)`
     `pre` `(` $pre `:` type($pre) `)`
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
-def Di_WeightGemmOp : Di_Op<"weight_gemm", [AttrSizedOperandSegments, DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+def Di_WeightGemmOp : Di_KernelOp<"weight_gemm", [AttrSizedOperandSegments]> {
   let summary = "y = x . dequant(w)^T over fp8/fp4 checkpoint weights, with fused epilogues";
   let description = [{
     `x` [M, K] bf16; `w` holds the checkpoint's bytes (spec/model.md §3): `weight_bits = 8`:
@@ -316,18 +333,18 @@ def Di_WeightGemmOp : Di_Op<"weight_gemm", [AttrSizedOperandSegments, DeclareOpI
     `w_up` (up): y = bf16(silu(min(g, limit)) * clamp(v, -limit, limit)).
   }];
   let arguments = (ins
-    Di_BF16Tensor:$x,
-    Di_U8Tensor:$w,
-    Di_U8Tensor:$w_scale,
-    Optional<Di_U8Tensor>:$w_up,
-    Optional<Di_U8Tensor>:$w_up_scale,
+    Di_BF16<[2]>:$x,
+    Di_U8<[2]>:$w,
+    Di_U8<[2]>:$w_scale,
+    Optional<Di_U8<[2]>>:$w_up,
+    Optional<Di_U8<[2]>>:$w_up_scale,
     I64Attr:$weight_bits,
     DefaultValuedAttr<I64Attr, "1">:$groups,
     DefaultValuedAttr<I64Attr, "0">:$epilogue,
     DefaultValuedAttr<F32Attr, "10.0">:$swiglu_limit
   );
   let results = (outs
-    RankedTensorOf<[F32, BF16]>:$y
+    Di_TensorOf<[F32, BF16], "F32", [2]>:$y
   );
   let assemblyFormat = [{
     `x` `(` $x `:` type($x) `)`
@@ -337,10 +354,9 @@ def Di_WeightGemmOp : Di_Op<"weight_gemm", [AttrSizedOperandSegments, DeclareOpI
     (`w_up_scale` `(` $w_up_scale^ `:` type($w_up_scale) `)`)?
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
-def Di_MoeExpertsOp : Di_Op<"moe_experts", [DeclareOpInterfaceMethods<Di_KernelOpInterface>]> {
+def Di_MoeExpertsOp : Di_KernelOp<"moe_experts"> {
   let summary = "Routed experts of the MoE sublayer over fp4 weights, grouped on the device (model.md §7)";
   let description = [{
     For every token t and rank r with e = ids[t, r] in [0, E):
@@ -351,19 +367,19 @@ def Di_MoeExpertsOp : Di_Op<"moe_experts", [DeclareOpInterfaceMethods<Di_KernelO
     depend on scheduling; the caller sums the ranks in order (CpuLayersMoe.cpp).
   }];
   let arguments = (ins
-    Di_BF16Tensor:$x,
-    Di_I32Tensor:$ids,
-    Di_F32Tensor:$weights,
-    Di_U8Tensor:$w1,
-    Di_U8Tensor:$w1_scale,
-    Di_U8Tensor:$w3,
-    Di_U8Tensor:$w3_scale,
-    Di_U8Tensor:$w2,
-    Di_U8Tensor:$w2_scale,
+    Di_BF16<[2]>:$x,
+    Di_I32<[2]>:$ids,
+    Di_F32<[2]>:$weights,
+    Di_U8<[3]>:$w1,
+    Di_U8<[3]>:$w1_scale,
+    Di_U8<[3]>:$w3,
+    Di_U8<[3]>:$w3_scale,
+    Di_U8<[3]>:$w2,
+    Di_U8<[3]>:$w2_scale,
     DefaultValuedAttr<F32Attr, "10.0">:$swiglu_limit
   );
   let results = (outs
-    Di_F32Tensor:$y
+    Di_F32<[3]>:$y
   );
   let assemblyFormat = [{
     `x` `(` $x `:` type($x) `)`
@@ -377,7 +393,6 @@ def Di_MoeExpertsOp : Di_Op<"moe_experts", [DeclareOpInterfaceMethods<Di_KernelO
     `w2_scale` `(` $w2_scale `:` type($w2_scale) `)`
     attr-dict `->` type(results)
   }];
-  let hasVerifier = 1;
 }
 
 #endif // DI_OPS

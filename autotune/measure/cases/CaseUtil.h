@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cases/OpCases.h"
+#include "cases/CompareOutputs.h"
 #include "deepinfer/Tensor.h"
 
 namespace deepinfer::testing {

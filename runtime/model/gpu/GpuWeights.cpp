@@ -1,4 +1,4 @@
-#include "gpu/GpuWeights.h"
+#include "model/gpu/GpuWeights.h"
 
 #include <fmt/format.h>
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "DiOps.h"
+#include "lib/DiOps.h"
 
 namespace deepinfer {
 

@@ -41,13 +41,6 @@ struct BenchCase {
   CheckPlan check;
 };
 
-// The benchmark shapes of spec/ops.md §10 with the H200 targets (BenchSpecs.cpp).
-const std::vector<BenchSpec>& benchSpecs();
-// The same ops at shapes small enough for the full CPU reference (the self-test).
-std::vector<BenchSpec> selfTestSpecs();
-// The ops that have benchmark shapes, in order.
-std::vector<std::string> benchOps();
-
 // Valid random inputs for a spec (BenchInputs.cpp): an error names the op and the bad parameter.
 Result<BenchCase> buildCase(const BenchSpec& spec, uint64_t seed);
 

@@ -6,8 +6,8 @@
 #include <climits>
 #include <fmt/format.h>
 
-#include "DiOps.h"
-#include "GpuModel.h"
+#include "lib/DiOps.h"
+#include "model/gpu/GpuModel.h"
 #include "deepinfer/Device.h"
 #include "deepinfer/Jit.h"
 #include "model/Sampling.h"

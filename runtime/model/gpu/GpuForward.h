@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "Cublas.h"
+#include "lib/Cublas.h"
 #include "deepinfer/DeviceGraph.h"
-#include "DiOps.h"
+#include "lib/DiOps.h"
 #include "GpuModel.h"
 #include "GpuWeights.h"
 #include "ModelKernels.h"

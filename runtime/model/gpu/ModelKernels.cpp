@@ -33,7 +33,7 @@ const char* const kEntries[] = {
 
 CudaUnit ModelKernels::unit() {
   CudaUnit u;
-  u.source = "// deepinfer model kernels (runtime/gpu/ModelKernels.h), compiled with --fmad=false\n";
+  u.source = "// deepinfer model kernels (runtime/model/gpu/ModelKernels.h), compiled with --fmad=false\n";
   for (const char* h : kHeaders) u.source += fmt::format("#include \"{}\"\n", h);
   u.entries.assign(std::begin(kEntries), std::end(kEntries));
   u.label = "model kernels (embedding, norms, RoPE, router, SwiGLU, ...)";

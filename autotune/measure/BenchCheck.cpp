@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "cases/OpCases.h"
+#include "cases/CompareOutputs.h"
 #include "deepinfer/Reference.h"
 
 namespace deepinfer::bench {

@@ -1,5 +1,5 @@
 // Checking a variant's outputs against the C++ reference (deepinfer/Reference.h) by the op's
-// accuracy rule (tests/cases compareOutputs). The reference runs once per shape, on every row or
+// accuracy rule (cases/CompareOutputs.h, the rule of its kernel family). The reference runs once per shape, on every row or
 // on the rows of the case's check plan; each variant's outputs are compared with it.
 #pragma once
 #include <string>

@@ -1,4 +1,4 @@
-#include "gpu/PagePool.h"
+#include "model/gpu/PagePool.h"
 
 #include <fmt/format.h>
 

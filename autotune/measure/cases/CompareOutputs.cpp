@@ -1,15 +1,6 @@
-// compareOutputs: the accuracy contract of spec/ops.md per op output.
-//   bit-exact:  kv_quant_insert k_cache, gather_kcache out, combine_topk_swa rows/lens, topk
-//   attention:  out max abs error <= 5e-3 on unit-scale outputs: kernel and reference each round
-//               to bf16 once, so the error is measured beyond one bf16 step of the reference value
-//               (at |out| >= 2 one step alone is 0.0156); lse within 1e-3 abs, +inf exactly
-//   indexer:    -inf exactly where expected; else error <= 1e-4 of the row's largest |score|
-//   mHC:        pre/post/comb within 2e-3 abs; bf16 outputs within 2 bf16 ulps of the
-//               correctly rounded reference, or 2^-14 of the row's largest magnitude;
-//               sqrsum within 2e-5 relative
-//   weight_gemm, moe_experts: within the per-element bound derived from fp32 accumulation
-//               (reference/QuantGemmRef.h): f32 outputs tau(K) * sum|x w|; bf16 outputs
-//               bit-exact except at near-ties of the rounding, where one bf16 step
+// compareOutputs: the accuracy contract of spec/ops.md per op output, as each op's kernel family
+// states it (KernelFamily::accuracy): bit-exact, an error measure within a tolerance, or within
+// the per-element bound the op's reference derives from the inputs (referenceErrorBound).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,14 +10,18 @@
 #include <limits>
 #include <mutex>
 
-#include "cases/OpCases.h"
+#include <stdexcept>
+
+#include "cases/CompareOutputs.h"
 #include "deepinfer/Formats.h"
-#include "reference/QuantGemmRef.h"
+#include "deepinfer/KernelFamily.h"
+#include "deepinfer/OpSignature.h"
+#include "deepinfer/Reference.h"
 
 namespace deepinfer::testing {
 namespace {
 
-enum class Rule { Exact, Abs, AttnOut, Lse, RowRelative, Bf16Ulps, Relative, Bound };
+using Rule = AccuracyRule::Kind;
 
 struct RuleSpec {
   Rule rule;
@@ -35,18 +30,9 @@ struct RuleSpec {
 };
 
 RuleSpec ruleFor(const std::string& op, const std::string& out) {
-  if (op == "sparse_mla_prefill" || op == "sparse_mla_decode") {
-    if (out == "lse") return {Rule::Lse, 1e-3, "max abs error (+inf exact)"};
-    return {Rule::AttnOut, 5e-3, "max abs error beyond one bf16 step"};
-  }
-  if (op == "indexer_logits") return {Rule::RowRelative, 1e-4, "error relative to the row's largest |score|"};
-  if (op.rfind("mhc_", 0) == 0) {
-    if (out == "pre" || out == "post" || out == "comb") return {Rule::Abs, 2e-3, "max abs error"};
-    if (out == "sqrsum") return {Rule::Relative, 2e-5, "max relative error"};
-    return {Rule::Bf16Ulps, 2, "bf16 ulps (beyond 2^-14 of the row's max)"};
-  }
-  if (op == "weight_gemm" || op == "moe_experts") return {Rule::Bound, 1.0, "error / derived bound"};
-  return {Rule::Exact, 0, "mismatched elements"};
+  const KernelFamily* fam = findKernelFamily(op);
+  const AccuracyRule r = fam ? fam->accuracy(out) : AccuracyRule{};
+  return {r.kind, r.tol, r.metric};
 }
 
 double valueAt(const HostTensor& t, int64_t i) {
@@ -129,7 +115,7 @@ uint64_t contentHash(const std::string& op, const OpAttrs& attrs, const TensorMa
   return h;
 }
 
-// The error bounds of weight_gemm / moe_experts rerun the reference; benchmarks and tune compare
+// Derived error bounds (weight_gemm, moe_experts) rerun the reference; benchmarks and tune compare
 // many variants with one reference, so the last few bounds are kept by content.
 Result<HostTensor> cachedBound(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs) {
   static std::mutex mu;
@@ -140,7 +126,7 @@ Result<HostTensor> cachedBound(const std::string& op, const OpAttrs& attrs, cons
     for (const auto& [k, t] : recent)
       if (k == key) return t;
   }
-  auto b = op == "weight_gemm" ? ref::weightGemmErrorBound(attrs, inputs) : ref::moeExpertsErrorBound(attrs, inputs);
+  auto b = referenceErrorBound(op, attrs, inputs);
   if (!b.ok()) return b;
   std::lock_guard<std::mutex> lock(mu);
   recent.emplace_front(key, *b);
@@ -263,6 +249,14 @@ CompareReport compareOutputs(const std::string& op, const std::string& outputNam
                              spec.metric, worst, spec.tol, indexString(expected.shape, worstAt),
                              valueString(expected, worstAt), valueString(actual, worstAt));
   return rep;
+}
+
+std::vector<std::string> outputNames(const std::string& op) {
+  const OpSignature* sig = findOpSignature(op);
+  if (!sig) throw std::invalid_argument("outputNames: unknown op '" + op + "'");
+  std::vector<std::string> names;
+  for (const TensorSig& t : sig->outputs) names.push_back(t.name);
+  return names;
 }
 
 }  // namespace deepinfer::testing

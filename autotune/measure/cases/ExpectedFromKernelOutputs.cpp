@@ -2,7 +2,7 @@
 // of the kernel, not of the reference.
 #include <fmt/format.h>
 
-#include "cases/OpCases.h"
+#include "cases/CompareOutputs.h"
 #include "deepinfer/Reference.h"
 
 namespace deepinfer::testing {

@@ -1,4 +1,4 @@
-#include "gpu/Cublas.h"
+#include "lib/Cublas.h"
 
 #include <cublas_v2.h>
 #include <fmt/format.h>
