@@ -17,24 +17,6 @@ namespace {
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The device arrays of the routed experts' weight addresses (pointer-array GEMMs).
-Result<GpuModelImpl::ExpertTables> expertTablesOf(const GpuMoeWeights& ffn) {
-  GpuModelImpl::ExpertTables tables;
-  std::vector<uint64_t> w1, w3, w2;
-  for (const GpuExpertWeights& e : ffn.experts) {
-    w1.push_back(e.w1.addr());
-    w3.push_back(e.w3.addr());
-    w2.push_back(e.w2.addr());
-  }
-  for (auto [dst, src] : {std::pair{&tables.w1, &w1}, std::pair{&tables.w3, &w3}, std::pair{&tables.w2, &w2}}) {
-    auto b = DeviceBuffer::alloc(std::max<size_t>(src->size(), 1) * 8);
-    if (!b.ok()) return b.error();
-    DI_TRY(b->upload(src->data(), src->size() * 8));
-    *dst = std::move(*b);
-  }
-  return tables;
-}
-
 // What the generated kernels accept beyond what both forward passes need.
 Status checkGpuSupported(const ModelConfig& cfg) {
   DI_TRY(checkForwardSupported(cfg, "gpu forward"));
@@ -121,11 +103,6 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
     DI_TRY(b->upload(f.data(), f.size() * 4));
     m.invFreq.push_back(std::move(*b));
   }
-  for (const GpuLayerWeights& lw : m.w.layers) {
-    auto tables = expertTablesOf(lw.ffn);
-    if (!tables.ok()) return tables.error();
-    m.expertTables.push_back(std::move(*tables));
-  }
   // DSpark: on when the checkpoint has the draft and the options allow it.
   m.speculation = m.w.hasDraft && opts.speculative;
   if (m.speculation) {
@@ -134,11 +111,6 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
       return Error{fmt::format("max chunk tokens {} is below the verify chunk of dspark_block_size + 1 = {} (turn "
                                "speculation off or raise the chunk)",
                                opts.maxChunkTokens, B + 1)};
-    for (const GpuLayerWeights& lw : m.w.draft.stages) {
-      auto tables = expertTablesOf(lw.ffn);
-      if (!tables.ok()) return tables.error();
-      m.draftExpertTables.push_back(std::move(*tables));
-    }
     auto table = RopeTable::forLayer(m.cfg, m.cfg.numHiddenLayers);  // the draft stages: ratio 0
     if (!table.ok()) return table.error();
     auto b = DeviceBuffer::alloc(table->invFreq().size() * 4);

@@ -56,7 +56,7 @@ Status GpuForwardPass::commitFeatures() {
   if (!any) return {};
   DI_ASSIGN(mainF, buf("dsparkMainF", size_t(T * C * 4)));
   DI_ASSIGN(mainX, buf("dsparkMainX", size_t(T * C * 2)));
-  DI_LAUNCH(gemm(tapFeatures, taps * C, dw.mainProj, mainF, T));
+  DI_TRY(project(tapFeatures, dw.mainProj, mainF, T));
   DI_LAUNCH(mk.rmsNormF32(mainF, C, dw.mainNorm.addr(), T, C, cfg.rmsNormEps, mainX, C, stream));
   DI_ASSIGN(slotsDev, upload("dsparkSlots", slots.data(), slots.size() * 8));
   DI_ASSIGN(kvF, buf("dsparkKvF", size_t(T * D * 4)));
@@ -68,7 +68,7 @@ Status GpuForwardPass::commitFeatures() {
   insAttrs.setInt("block_size", kGpuPageTokens);
   for (int s = 0; s < S; ++s) {
     const GpuAttentionWeights& aw = dw.stages[size_t(s)].attn;
-    DI_LAUNCH(gemm(mainX, C, aw.wkv, kvF, T));
+    DI_TRY(project(mainX, aw.wkv, kvF, T));
     DI_LAUNCH(mk.rmsNormF32ToF32(kvF, D, aw.kvNorm.addr(), T, D, cfg.rmsNormEps, kvN, D, stream));
     DI_LAUNCH(mk.ropeF32ToBf16(kvN, D, T, D, Rd, m.draftInvFreq.addr(), perToken, kv, D, stream));
     DI_TRY(runOp("kv_quant_insert", insAttrs,
