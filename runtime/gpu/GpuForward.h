@@ -85,8 +85,11 @@ class GpuModelImpl {
   ModelConfig cfg;
   std::shared_ptr<Device> dev;
   TargetProfile target;
-  std::unique_ptr<Checkpoint> ckpt;
+  std::unique_ptr<Checkpoint> ckpt;                    // null for synthetic weights
   GpuWeights w;
+  GpuWeightInfo weightInfo;
+  // Rows of an engram table (the checkpoint's mapping, or synthetic ones): out[n * cols] f32.
+  std::function<Status(const std::string& table, const int64_t* rows, size_t n, int64_t cols, float* out)> engramRows;
   std::unique_ptr<Jit> jit;
   std::unique_ptr<DiOps> ops;
   std::unique_ptr<ModelKernels> mk;

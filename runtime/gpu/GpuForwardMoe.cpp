@@ -52,7 +52,7 @@ Status GpuForwardPass::engram(int layer, uint64_t X) {
   const int maxN = hp.maxNgram;
 
   // Row ids from the class history (pad before the first token), rows gathered on the host
-  // from the checkpoint's mapping, rounded to bf16 (GEMM inputs), uploaded.
+  // from the checkpoint's mapping (or made up, for synthetic weights), rounded to bf16 (GEMM inputs), uploaded.
   std::vector<int64_t> rowIds(size_t(T * lookups));
   std::vector<int64_t> window(static_cast<size_t>(maxN));
   for (const GpuSeq& sq : seqs)
@@ -63,7 +63,7 @@ Status GpuForwardPass::engram(int layer, uint64_t X) {
       engramRowIds(hp, role.engramIndex, window.data(), &rowIds[size_t((sq.offset + t) * lookups)]);
     }
   std::vector<float> rows(size_t(T * lookups * width));
-  Status read = m.ckpt->readEngramRows(ew.tableName, rowIds.data(), rowIds.size(), rows.data());
+  Status read = m.engramRows(ew.tableName, rowIds.data(), rowIds.size(), width, rows.data());
   if (!read.ok()) return Error{fmt::format("engram layer {}: {}", layer, read.error().message)};
   std::vector<uint16_t> rowsBf16(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) rowsBf16[i] = floatToBf16(rows[i]);

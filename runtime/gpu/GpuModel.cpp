@@ -3,9 +3,11 @@
 #include "GpuModel.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fmt/format.h>
 
 #include "GpuForward.h"
+#include "GpuSyntheticWeights.h"
 #include "deepinfer/DeviceCopy.h"
 #include "deepinfer/OpShapes.h"
 #include "model/CpuForward.h"
@@ -39,6 +41,7 @@ Status checkGpuSupported(const ModelConfig& cfg) {
 GpuModel::~GpuModel() = default;
 const ModelConfig& GpuModel::config() const { return impl_->cfg; }
 const GpuKvCapacity& GpuModel::capacity() const { return impl_->capacity; }
+const GpuWeightInfo& GpuModel::weightInfo() const { return impl_->weightInfo; }
 const GpuForwardCounters& GpuModel::counters() const { return impl_->counters; }
 std::string GpuModel::targetName() const { return impl_->target.archName(); }
 GpuDeviceLogits GpuModel::lastDeviceLogits() const { return impl_->lastLogits; }
@@ -52,18 +55,12 @@ int64_t GpuModel::pagesInUse() const {
          impl_->indexPool->pages().usedCount();
 }
 
-Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, std::shared_ptr<Device> dev,
-                                                 const GpuModelOptions& opts) {
-  std::unique_ptr<GpuModel> model(new GpuModel());
-  model->impl_ = std::make_unique<GpuModelImpl>();
-  GpuModelImpl& m = *model->impl_;
+// The options and the target, shared by both loaders.
+Status GpuModel::beginLoad(GpuModelImpl& m, const std::shared_ptr<Device>& dev, const GpuModelOptions& opts) {
   m.dev = dev;
   m.opts = opts;
   if (opts.maxChunkTokens < 1) return Error{fmt::format("max chunk tokens {} must be >= 1", opts.maxChunkTokens)};
   if (opts.maxRequests < 1) return Error{fmt::format("max requests {} must be >= 1", opts.maxRequests)};
-  auto cfg = loadModelConfig(modelDir);
-  if (!cfg.ok()) return cfg.error();
-  m.cfg = std::move(*cfg);
   DI_TRY(checkGpuSupported(m.cfg));
   if (opts.target.empty()) {
     m.target = dev->info().profile;
@@ -75,8 +72,20 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
                                t->archName(), dev->info().profile.archName())};
     m.target = *t;
   }
-  DI_TRY(dev->use());
+  return dev->use();
+}
 
+Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, std::shared_ptr<Device> dev,
+                                                 const GpuModelOptions& opts) {
+  std::unique_ptr<GpuModel> model(new GpuModel());
+  model->impl_ = std::make_unique<GpuModelImpl>();
+  GpuModelImpl& m = *model->impl_;
+  auto cfg = loadModelConfig(modelDir);
+  if (!cfg.ok()) return cfg.error();
+  m.cfg = std::move(*cfg);
+  DI_TRY(beginLoad(m, dev, opts));
+
+  const auto t0 = std::chrono::steady_clock::now();
   auto ckpt = Checkpoint::open(modelDir);
   if (!ckpt.ok()) return ckpt.error();
   m.ckpt = std::make_unique<Checkpoint>(std::move(*ckpt));
@@ -84,7 +93,59 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
   auto weights = loadGpuWeights(m.cfg, *m.ckpt, *dev);
   if (!weights.ok()) return weights.error();
   m.w = std::move(*weights);
+  m.weightInfo.deviceBytes = m.w.deviceBytes;
+  m.weightInfo.loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.engramRows = [ck = m.ckpt.get()](const std::string& table, const int64_t* rows, size_t n, int64_t, float* out) {
+    return ck->readEngramRows(table, rows, n, out);
+  };
+  if (m.cfg.numEngramLayers() > 0) {
+    auto hash = loadEngramHash(modelDir, m.cfg);
+    if (!hash.ok()) return hash.error();
+    m.engramHash = std::make_unique<EngramHashParams>(std::move(*hash));
+    auto map = loadTokenMap(modelDir, m.cfg);
+    if (!map.ok()) return map.error();
+    m.tokenMap = std::move(*map);
+  }
+  DI_TRY(finishLoad(m));
+  return model;
+}
 
+Result<std::unique_ptr<GpuModel>> GpuModel::loadSynthetic(const ModelConfig& cfg, uint64_t seed,
+                                                          std::shared_ptr<Device> dev, const GpuModelOptions& opts) {
+  std::unique_ptr<GpuModel> model(new GpuModel());
+  model->impl_ = std::make_unique<GpuModelImpl>();
+  GpuModelImpl& m = *model->impl_;
+  m.cfg = cfg;
+  DI_TRY(beginLoad(m, dev, opts));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto weights = makeSyntheticGpuWeights(m.cfg, opts.speculative, seed, *dev);
+  if (!weights.ok()) return weights.error();
+  m.w = std::move(*weights);
+  m.weightInfo.deviceBytes = m.w.deviceBytes;
+  m.weightInfo.loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.weightInfo.synthetic = true;
+  m.engramRows = [seed](const std::string& table, const int64_t* rows, size_t n, int64_t cols, float* out) {
+    syntheticEngramRows(seed, table, rows, n, cols, out);
+    return Status{};
+  };
+  if (m.cfg.numEngramLayers() > 0) {
+    auto hash = deriveEngramHash(m.cfg);
+    if (!hash.ok()) return hash.error();
+    m.engramHash = std::make_unique<EngramHashParams>(std::move(*hash));
+    // Token classes: a fixed permutation-free map (token mod the class count); only the row ids
+    // the hash picks depend on it.
+    m.tokenMap.resize(size_t(m.cfg.vocabSize));
+    for (int64_t t = 0; t < m.cfg.vocabSize; ++t)
+      m.tokenMap[size_t(t)] = int32_t(t % std::max<int64_t>(m.cfg.engramCompressedVocabSize, 1));
+  }
+  DI_TRY(finishLoad(m));
+  return model;
+}
+
+// Kernels, RoPE tables, DSpark state and the KV pools, after the weights.
+Status GpuModel::finishLoad(GpuModelImpl& m) {
+  const std::shared_ptr<Device>& dev = m.dev;
+  const GpuModelOptions& opts = m.opts;
   m.jit = std::make_unique<Jit>(dev, opts.jit);
   m.ops = std::make_unique<DiOps>(*m.jit, m.target);
   auto mk = ModelKernels::load(dev, m.target, opts.jit);
@@ -121,15 +182,7 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
     m.draftRingPages = m.draftRingRows / kGpuPageTokens;
     m.tailRegionRows = B + 1;
   }
-  if (m.cfg.numEngramLayers() > 0) {
-    auto hash = loadEngramHash(modelDir, m.cfg);
-    if (!hash.ok()) return hash.error();
-    m.engramHash = std::make_unique<EngramHashParams>(std::move(*hash));
-    auto map = loadTokenMap(modelDir, m.cfg);
-    if (!map.ok()) return map.error();
-    m.tokenMap = std::move(*map);
-    m.padClass = engramPadClass(m.tokenMap, m.cfg);
-  }
+  if (m.cfg.numEngramLayers() > 0) m.padClass = engramPadClass(m.tokenMap, m.cfg);
 
   // KV pools. Window rings hold sliding_window - 1 + one chunk rows, so a chunk never
   // overwrites a row one of its own tokens still reads.
@@ -197,7 +250,7 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
   for (int slot = opts.maxRequests - 1; slot >= 0; --slot) m.freeSlots.push_back(slot);
   cap.totalBytes = m.windowPool->numPages() * pageBytes + m.compPool->numPages() * pageBytes +
                    m.indexPool->numPages() * indexPageBytes;
-  return model;
+  return {};
 }
 
 Result<int64_t> GpuModel::newRequest() { return impl_->newRequest(false); }
