@@ -192,7 +192,7 @@ class MoeExpertsFamily final : public KernelFamily {
     add(narrow);
     add(wide);
     add(deeper);
-    if (q0->bm == 16) {
+    if (q0->bm <= 16) {
       QuantTile two = *q0;
       two.wn = 2;
       two.wk = 2;
@@ -200,6 +200,11 @@ class MoeExpertsFamily final : public KernelFamily {
       QuantTile rows32 = *q0;  // two m16 tiles: experts with 17..32 rows read their weights once
       rows32.bm = 32;
       add(rows32);
+      if (q0->bm < 16) {  // full m16 row blocks (the tile before block_m followed T)
+        QuantTile rows16 = *q0;
+        rows16.bm = 16;
+        add(rows16);
+      }
     } else {
       QuantTile other = *q0;
       other.bm = q0->bm == 128 ? 64 : 128;

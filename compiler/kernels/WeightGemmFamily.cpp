@@ -239,6 +239,11 @@ class WeightGemmFamily final : public KernelFamily {
       wideK.bk = 256;
       wideK.wk = 8;
       add(wideK, sp0);
+      if (q0->bm < 16) {  // a full m16 tile (the decode tile before block_m followed M)
+        QuantTile rows16 = *q0;
+        rows16.bm = 16;
+        add(rows16, sp0);
+      }
       add(*q0, std::max(1, sp0 / 2));
       add(*q0, std::min(kMaxSplits, sp0 * 2));
       if (sp0 > 1) {  // one launch: narrower tiles over the whole K, as deep a pipeline as fits
