@@ -78,7 +78,7 @@ struct GpuSpecOutcome {
   std::vector<float> confidence;    // c_1 .. c_B logits of the draft pass (empty with an override / m = 0)
   int accepted = 0;                 // a
   std::vector<int32_t> emitted;     // d_1 .. d_a, b
-  HostTensor logits;                // [a + 1, V] when keepLogits (or the request samples), else empty
+  HostTensor logits;                // [a + 1, V] when keepLogits, else empty
 };
 
 // One request's draft (tests compare it with the CPU reference's CpuDraftBlock).

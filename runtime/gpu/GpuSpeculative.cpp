@@ -331,9 +331,12 @@ Result<std::vector<GpuSpecOutcome>> GpuModel::speculativeStep(const std::vector<
   };
   auto argmaxDev = m.scratch.get("specArgmax", size_t(rows * 4));
   if (!argmaxDev.ok()) return argmaxDev.error();
-  std::vector<int32_t> best(static_cast<size_t>(rows));
-  Status st = m.mk->argmax(logitsDev, rows, V, *argmaxDev, m.stream);
+  auto finiteDev = m.scratch.get("specFinite", size_t(rows * 4));
+  if (!finiteDev.ok()) return finiteDev.error();
+  std::vector<int32_t> best(static_cast<size_t>(rows)), finite(static_cast<size_t>(rows));
+  Status st = m.mk->argmax(logitsDev, rows, V, *argmaxDev, m.stream, *finiteDev);
   if (st.ok()) st = copyDeviceToHost(best.data(), *argmaxDev, best.size() * 4, m.stream);
+  if (st.ok()) st = copyDeviceToHost(finite.data(), *finiteDev, finite.size() * 4, m.stream);
   if (!st.ok()) {
     markUnusable();
     return Error{fmt::format("speculative step: {} (the requests of this call are no longer usable)", st.error().message)};
@@ -354,13 +357,16 @@ Result<std::vector<GpuSpecOutcome>> GpuModel::speculativeStep(const std::vector<
         return c.error();
       }
     }
-    for (int64_t j = 0; needRows && j < nRows; ++j)
-      if (Status f = checkFiniteLogits(hostRows.data() + j * V, V,
-                                       fmt::format("speculative step: request {}, position {}", s.request, n0[i] + j));
-          !f.ok()) {
-        markUnusable();
-        return f.error();
-      }
+    // Every verified row, greedy ones included (their logits stay on the device): a NaN or
+    // infinite logit is an error, never a token.
+    for (int64_t j = 0; j < nRows; ++j) {
+      if (finite[size_t(offset + j)] != 0) continue;
+      const std::string where = fmt::format("speculative step: request {}, position {}", s.request, n0[i] + j);
+      Status f = needRows ? checkFiniteLogits(hostRows.data() + j * V, V, where) : Status{};
+      markUnusable();
+      if (!f.ok()) return f.error();  // the host copy names the first bad id
+      return Error{fmt::format("{}: logits are not finite (NaN or infinity); generation stopped", where)};
+    }
     SpecAcceptance acc;
     if (s.sampling.temperature == 0) {
       acc = acceptGreedy(best.data() + offset, o.drafts);

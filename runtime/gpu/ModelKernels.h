@@ -154,8 +154,10 @@ class ModelKernels {
   Status streamMean(uint64_t X, int64_t T, int64_t C, uint64_t out, int64_t outStride, void* stream) const;
 
   // out[t] = argmax of logits[t, 0..V) (ties to the lower index; argmaxToken's NaN behaviour:
-  // NaN never wins, and a NaN at index 0 gives 0). logits f32 [T, V], out i32 [T].
-  Status argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream) const;
+  // NaN never wins, and a NaN at index 0 gives 0). logits f32 [T, V], out i32 [T]. With
+  // `finite` (i32 [T], optional) also reports per row whether every logit is finite, so greedy
+  // callers can refuse NaN/inf rows without copying them to the host.
+  Status argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream, uint64_t finite = 0) const;
 
  private:
   ModelKernels() = default;

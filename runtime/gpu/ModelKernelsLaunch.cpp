@@ -374,12 +374,14 @@ Status ModelKernels::selectionToSlots(uint64_t selection, int64_t T, int64_t K, 
   return launch("di_model_selection_to_slots", gridFor(T * K), 0, &p, sizeof(p), stream);
 }
 
-Status ModelKernels::argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream) const {
+Status ModelKernels::argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream,
+                            uint64_t finite) const {
   Check c("argmax");
   c.range("T", T, 0, kI32Max).range("V", V, 1, kI32Max);
   if (T > 0) c.addr("logits", logits, 4).addr("out", out, 4);
+  if (T > 0 && finite != 0) c.addr("finite", finite, 4);
   DI_TRY(c.status());
-  di::ArgmaxParams p{ptr<const float>(logits), ptr<int32_t>(out), T, V};
+  di::ArgmaxParams p{ptr<const float>(logits), ptr<int32_t>(out), ptr<int32_t>(finite), T, V};
   return launch("di_model_argmax", gridForCtas(T), 0, &p, sizeof(p), stream);
 }
 

@@ -818,11 +818,25 @@ TEST(ModelKernelsGpu, Argmax) {
       }
       std::vector<int32_t> want(static_cast<size_t>(T));
       for (int64_t t = 0; t < T; ++t) want[size_t(t)] = argmaxToken(&logits[size_t(t * V)], V);
+      const std::vector<int32_t> want0 = want;
       auto dL = upload(logits);
-      auto dOut = poisoned(size_t(T * 4), 0x5A);
+      // Row 0 gets an infinity where V allows (finite flags: 1 0 0 0; all 1 for V <= 2).
+      if (V > 2) logits[size_t(V / 2)] = -INFINITY;
+      std::vector<int32_t> wantFinite(static_cast<size_t>(T));
+      for (int64_t t = 0; t < T; ++t) {
+        want[size_t(t)] = argmaxToken(&logits[size_t(t * V)], V);
+        wantFinite[size_t(t)] = std::all_of(&logits[size_t(t * V)], &logits[size_t(t * V)] + V,
+                                            [](float x) { return std::isfinite(x); });
+      }
+      auto dL2 = upload(logits);
+      auto dOut = poisoned(size_t(T * 4), 0x5A), dOut2 = poisoned(size_t(T * 4), 0x5A),
+           dFinite = poisoned(size_t(T * 4), 0x5A);
       ASSERT_TRUE(mk.argmax(dL.addr(), T, V, dOut.addr(), nullptr).ok());
+      ASSERT_TRUE(mk.argmax(dL2.addr(), T, V, dOut2.addr(), nullptr, dFinite.addr()).ok());
       sync(env);
-      expectSame(want, download<int32_t>(dOut, size_t(T)), fmt::format("argmax V={}", V));
+      expectSame(want0, download<int32_t>(dOut, size_t(T)), fmt::format("argmax V={}", V));
+      expectSame(want, download<int32_t>(dOut2, size_t(T)), fmt::format("argmax with finite flags V={}", V));
+      expectSame(wantFinite, download<int32_t>(dFinite, size_t(T)), fmt::format("argmax finite flags V={}", V));
     }
   });
 }
