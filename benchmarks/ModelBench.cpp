@@ -17,6 +17,7 @@
 #include "ModelBenchOptions.h"
 #include "ModelBenchReport.h"
 #include "ModelBenchSpec.h"
+#include "ModelFullDepth.h"
 #include "ModelRoofline.h"
 #include "Roofline.h"
 #include "model/gpu/GpuModel.h"
@@ -26,6 +27,12 @@ using namespace deepinfer;
 using namespace deepinfer::bench;
 
 namespace {
+
+// The synthetic full-depth model's defaults: a KV budget far above a 64K context's needs (~1.8 KB
+// per token) and room for prefill workspaces (chunk activations, gathered attention rows, logits),
+// kernels and the CUDA context.
+constexpr int64_t kSyntheticKvBytes = int64_t(4) << 30;
+constexpr int64_t kSyntheticWorkspaceBytes = int64_t(10) << 30;
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -68,7 +75,7 @@ PrefillRow measurePrefill(GpuModel& model, int64_t ctx, const ModelBenchOptions&
   row.chunk = opts.chunk;
   row.flops = prefillFlops(cfg, ctx);
   const int64_t chunks = (ctx + opts.chunk - 1) / opts.chunk;
-  row.weightBytes = tokenWeightBytes(cfg, WeightStorage::Bf16, cfg.numExpertsPerTok).total() * double(chunks);
+  row.weightBytes = tokenWeightBytes(cfg, WeightStorage::Checkpoint, cfg.numExpertsPerTok).total() * double(chunks);
   row.floorSeconds = rooflineFloorUs(ceil, row.weightBytes, row.flops.total()) * 1e-6;
   const auto ids = randomIds(rng, ctx, cfg.vocabSize);
   auto req = model.newRequest();
@@ -98,8 +105,8 @@ void decodeFloor(const ModelConfig& cfg, const Ceilings& ceil, DecodeRow& d) {
   const int64_t mid = (d.firstPosition + d.lastPosition) / 2;
   d.kvPerToken = decodeKvBytes(cfg, mid);
   d.distinctExperts = expectedDistinctExperts(cfg.nRoutedExperts, cfg.numExpertsPerTok, d.streams);
-  d.weightBytesBatched = tokenWeightBytes(cfg, WeightStorage::Bf16, d.distinctExperts).total();
-  d.weightBytesPerToken = tokenWeightBytes(cfg, WeightStorage::Bf16, cfg.numExpertsPerTok).total();
+  d.weightBytesBatched = tokenWeightBytes(cfg, WeightStorage::Checkpoint, d.distinctExperts).total();
+  d.weightBytesPerToken = tokenWeightBytes(cfg, WeightStorage::Checkpoint, cfg.numExpertsPerTok).total();
   const double kv = d.streams * d.kvPerToken.total();
   d.floorSecondsBatched = rooflineFloorUs(ceil, d.weightBytesBatched + kv, 0) * 1e-6;
   d.floorSecondsSerial = rooflineFloorUs(ceil, d.streams * d.weightBytesPerToken + kv, 0) * 1e-6;
@@ -186,8 +193,10 @@ std::vector<std::string> assumptionsFor(const ModelBenchReport& r) {
                   r.opts.promptTokens, r.opts.decodeSteps, r.opts.repeats),
       "Decode roofline: floor time per step = (weights read per step + KV bytes read per step) / the measured "
       "copy bandwidth (a device-to-device copy's read + write bytes per second); fraction = floor / measured.",
-      fmt::format("Weights per step: every matrix one token multiplies, as the runtime stores it (bf16; mHC mixes, "
-                  "sinks and router bias fp32): attention wq_a/wq_b/wkv/wo_a/wo_b, compressor and index-key "
+      fmt::format("Weights per step: every matrix one token multiplies, as the runtime stores it (the checkpoint's "
+                  "formats: fp8 e4m3 + one UE8M0 byte per 32x32 block for the projections, shared expert and engram "
+                  "wkv, fp4 e2m1 + one UE8M0 byte per 32 columns for the routed experts, bf16 for the head, router, "
+                  "compressor and indexer keys and norms; mHC mixes, sinks and router bias fp32): attention wq_a/wq_b/wkv/wo_a/wo_b, compressor and index-key "
                   "projections of the kv sources, indexer wq_b/weights_proj of the index sources, mHC mixes, router, "
                   "the shared expert, the routed experts, engram wkv, the head; one embedding row. One token reads "
                   "{} routed experts per layer; a batched step of S streams reads the expected number of distinct "
@@ -204,8 +213,8 @@ std::vector<std::string> assumptionsFor(const ModelBenchReport& r) {
       "bandwidth); FLOPs = 2 x the matrix operands one token multiplies (routed: num_experts_per_tok experts) x "
       "context + the head once (2 V C) + attention 2 x 2 x H x head_dim x keys per token and layer (keys = the "
       "window + the selected compressed rows, exact per position) + the indexer 2 x Hi x Di (+ 2 Hi) per scored "
-      "key. The runtime's GEMMs go through cuBLAS, which may exceed the mma.sync rate; a fraction above 100% "
-      "would mean that.",
+      "key. The quantized projections and experts run through weight_gemm / moe_experts (mma.sync); the bf16 "
+      "head, router and compressor GEMMs through cuBLAS, which may exceed the mma.sync rate.",
       "KV bytes per token = GpuKvCapacity::bytesPerToken: the compressed cache (584-byte rows in 64-row pages "
       "padded to 576-byte units) and the index keys (132 bytes) of every kv source, divided by its compress "
       "ratio. The window rings (a fixed amount per request, sized for sliding_window - 1 + one chunk rows per "
@@ -216,6 +225,15 @@ std::vector<std::string> assumptionsFor(const ModelBenchReport& r) {
       "Random weights (make-model) and random token ids: routing and index selections are not those of real "
       "text, which may change expert reuse across a batch and the time of data-dependent steps.",
   };
+  if (!r.opts.synthetic.empty())
+    a.push_back(fmt::format(
+        "Synthetic full-depth model (--synthetic flash): V4.1-Flash's config (40 layers, hidden {}, vocab {}, every "
+        "layer role, the engram layers) with {} routed experts per layer instead of 384 (a token reads {} either "
+        "way, so per-token bytes and FLOPs are the real model's; a batch of S streams touches more distinct experts "
+        "of 384 than of {}); no DSpark draft; weights generated on the host in the checkpoint's formats "
+        "(GpuModel::loadSynthetic: random codes, one scale per tensor); engram rows made up on the host from a hash "
+        "of the row id instead of read from ~95 GB tables.",
+        c.hiddenSize, c.vocabSize, c.nRoutedExperts, c.numExpertsPerTok, c.nRoutedExperts));
   if (!r.speculative.empty())
     a.push_back(fmt::format(
         "Speculative decoding (DSpark, block {}): at each stream count, fresh speculative requests prefilled with "
@@ -282,19 +300,51 @@ int runModelBench(const ModelBenchOptions& opts) {
   for (int s : opts.streams) maxStreams = std::max(maxStreams, s);
   mo.maxRequests = std::max(16, maxStreams + 1);
   auto t0 = Clock::now();
-  auto loaded = GpuModel::load(opts.model, *dev, mo);
+  Result<std::unique_ptr<GpuModel>> loaded = Error{""};
+  if (!opts.synthetic.empty()) {
+    // The full-depth model: bytes planned before anything is allocated, so a model that does not
+    // fit is refused with the numbers instead of running out of memory half-way.
+    if (mo.kvCacheBytes <= 0) mo.kvCacheBytes = kSyntheticKvBytes;
+    auto mem = (*dev)->memInfo();
+    if (!mem.ok()) {
+      fmt::print(stderr, "deepinfer-model-bench: {}\n", mem.error().message);
+      return 1;
+    }
+    auto plan = planFullDepth(int64_t(mem->first), mo.kvCacheBytes + kSyntheticWorkspaceBytes, opts.experts);
+    if (!plan.ok()) {
+      fmt::print(stderr, "deepinfer-model-bench: {}\n", plan.error().message);
+      return 1;
+    }
+    auto cfg = fullDepthConfig(plan->experts);
+    if (!cfg.ok()) {
+      fmt::print(stderr, "deepinfer-model-bench: {}\n", cfg.error().message);
+      return 1;
+    }
+    run.modelDir = fmt::format("synthetic V4.1-Flash, 40 layers, {} experts", plan->experts);
+    fmt::print("synthetic full-depth model: {} routed experts per layer, {:.2f} GB of weights ({:.3f} GB per expert in "
+               "every layer), {:.2f} GB free, {:.2f} GB kept for the KV cache and workspaces\n",
+               plan->experts, double(plan->weightBytes) / 1e9, double(plan->bytesPerExpert) / 1e9,
+               double(plan->freeBytes) / 1e9, double(plan->reserveBytes) / 1e9);
+    std::fflush(stdout);
+    mo.speculative = false;
+    loaded = GpuModel::loadSynthetic(*cfg, opts.seed, *dev, mo);
+  } else {
+    loaded = GpuModel::load(opts.model, *dev, mo);
+  }
   if (!loaded.ok()) {
-    fmt::print(stderr, "deepinfer-model-bench: loading {}: {}\n", opts.model, loaded.error().message);
+    fmt::print(stderr, "deepinfer-model-bench: loading {}: {}\n", run.modelDir, loaded.error().message);
     return 1;
   }
   GpuModel& model = **loaded;
   run.loadSeconds = secondsSince(t0);
+  run.weightLoadSeconds = model.weightInfo().loadSeconds;
   run.target = model.targetName();
   rep.cfg = model.config();
   const ModelConfig& cfg = rep.cfg;
   const double embedBytes = double(cfg.vocabSize) * double(cfg.hiddenSize);  // elements of embed
-  rep.deviceWeightBytes = tokenWeightBytes(cfg, WeightStorage::Bf16, cfg.nRoutedExperts).total() -
-                          tokenWeightBytes(cfg, WeightStorage::Bf16, 0).embedRow + 2 * embedBytes;
+  rep.deviceWeightBytes = double(model.weightInfo().deviceBytes);
+  rep.bf16WeightBytes = tokenWeightBytes(cfg, WeightStorage::Bf16, cfg.nRoutedExperts).total() -
+                        tokenWeightBytes(cfg, WeightStorage::Bf16, 0).embedRow + 2 * embedBytes;
   rep.checkpointWeightBytes = tokenWeightBytes(cfg, WeightStorage::Checkpoint, cfg.nRoutedExperts).total() -
                               tokenWeightBytes(cfg, WeightStorage::Checkpoint, 0).embedRow + 2 * embedBytes;
   const GpuKvCapacity& cap = model.capacity();
@@ -307,9 +357,10 @@ int runModelBench(const ModelBenchOptions& opts) {
   kv.totalBytes = cap.totalBytes;
   kv.budgetBytes = opts.kvBytes;
   kv.maxRequests = mo.maxRequests;
-  fmt::print("loaded {} in {:.0f} s (target {}): {} layers, {} experts; KV cache {} tokens, {} bytes per token\n",
-             opts.model, run.loadSeconds, run.target, cfg.numHiddenLayers, cfg.nRoutedExperts, cap.tokens,
-             cap.bytesPerToken);
+  fmt::print("loaded {} in {:.0f} s (target {}): {} layers, {} experts; weights {:.2f} GB on the GPU in {:.1f} s; KV "
+             "cache {} tokens, {} bytes per token\n",
+             run.modelDir, run.loadSeconds, run.target, cfg.numHiddenLayers, cfg.nRoutedExperts,
+             rep.deviceWeightBytes / 1e9, run.weightLoadSeconds, cap.tokens, cap.bytesPerToken);
   std::fflush(stdout);
 
   std::mt19937_64 rng(opts.seed);

@@ -7,7 +7,8 @@
 namespace deepinfer::bench {
 
 std::string modelBenchUsage() {
-  return "usage: deepinfer-model-bench --model DIR [--out FILE] [--contexts N,N] [--streams N,N]\n"
+  return "usage: deepinfer-model-bench (--model DIR | --synthetic flash [--experts N]) [--out FILE]\n"
+         "                             [--contexts N,N] [--streams N,N]\n"
          "                             [--decode-steps N] [--chunk N] [--prompt N] [--kv-bytes B]\n"
          "                             [--repeats N] [--seed N] [--commit SHA] [--quick] [--no-speculative]\n"
          "\n"
@@ -20,6 +21,12 @@ std::string modelBenchUsage() {
          "the draft model's natural acceptance. Prints a table; writes JSON.\n"
          "\n"
          "  --model DIR        model directory (config.json + safetensors), e.g. make-model --preset proxy\n"
+         "  --synthetic flash  no checkpoint: V4.1-Flash's 40 layers and widths with synthetic weights in the\n"
+         "                     checkpoint's formats, generated on the host and uploaded (GpuModel::loadSynthetic);\n"
+         "                     no DSpark draft; KV budget 4 GiB unless --kv-bytes; refused before loading when\n"
+         "                     the weights and a reserve for caches and workspaces do not fit\n"
+         "  --experts N        routed experts per layer of --synthetic (default: the most that fit, a multiple\n"
+         "                     of 16, up to 384)\n"
          "  --out FILE         JSON output (default benchmarks/results/model-<gpu-slug>-<date>.json)\n"
          "  --contexts LIST    prefill contexts in tokens (default 16384,65536)\n"
          "  --streams LIST     decode streams (default 1,4,12); each measured batched (one forward call\n"
@@ -80,13 +87,15 @@ Result<ModelBenchOptions> parseModelBenchOptions(int argc, char** argv) {
       continue;
     }
     static const char* const kValued[] = {"--model", "--out", "--contexts", "--streams", "--decode-steps", "--chunk",
-                                          "--prompt", "--kv-bytes", "--repeats", "--seed", "--commit"};
+                                          "--prompt", "--kv-bytes", "--repeats", "--seed", "--commit",
+                                          "--synthetic", "--experts"};
     bool known = false;
     for (const char* k : kValued) known = known || a == k;
     if (!known) return Error{fmt::format("unknown option '{}'", a)};
     if (i + 1 >= argc) return Error{fmt::format("{} needs a value", a)};
     const std::string v = argv[++i];
     if (a == "--model") o.model = v;
+    else if (a == "--synthetic") o.synthetic = v;
     else if (a == "--out") o.out = v;
     else if (a == "--commit") o.commit = v;
     else if (a == "--contexts") {
@@ -108,10 +117,15 @@ Result<ModelBenchOptions> parseModelBenchOptions(int argc, char** argv) {
       if (a == "--kv-bytes") o.kvBytes = *n;
       if (a == "--repeats") o.repeats = int(*n), setRepeats = true;
       if (a == "--seed") o.seed = uint64_t(*n);
+      if (a == "--experts") o.experts = int(*n);
     }
   }
   if (o.help) return o;
-  if (o.model.empty()) return Error{"--model DIR is required"};
+  if (o.model.empty() == o.synthetic.empty()) return Error{"give either --model DIR or --synthetic flash"};
+  if (!o.synthetic.empty() && o.synthetic != "flash")
+    return Error{fmt::format("--synthetic '{}': the only synthetic model is 'flash' (V4.1-Flash, 40 layers)", o.synthetic)};
+  if (o.experts > 0 && o.synthetic.empty()) return Error{"--experts applies to --synthetic only"};
+  if (!o.synthetic.empty()) o.speculative = false;  // the synthetic model has no draft
   if (o.quick) {
     if (!setContexts) o.contexts = {2048, 8192};
     if (!setStreams) o.streams = {1, 4};

@@ -9,7 +9,9 @@
 namespace deepinfer::bench {
 
 struct ModelBenchOptions {
-  std::string model;                         // --model DIR (required)
+  std::string model;                         // --model DIR (this or --synthetic)
+  std::string synthetic;                     // --synthetic flash: the full-depth model, synthetic weights
+  int experts = 0;                           // --experts N with --synthetic (0: as many as fit)
   std::string out;                           // JSON path (default benchmarks/results/model-<gpu>-<date>.json)
   std::string commit;                        // --commit, else $DI_GIT_COMMIT, else the build's git hash
   std::vector<int64_t> contexts{16384, 65536};

@@ -36,9 +36,10 @@ void printModelReport(const ModelBenchReport& r) {
   fmt::print("\n{} ({}), driver {}, commit {}, {}; model {} ({} layers, {} experts, hidden {}), target {}\n",
              r.run.gpuName, r.run.arch, r.run.driver, r.run.commit, r.run.date, r.run.modelDir, r.cfg.numHiddenLayers,
              r.cfg.nRoutedExperts, r.cfg.hiddenSize, r.run.target);
-  fmt::print("measured ceilings: copy {} GB/s, mma.sync bf16 {} TFLOP/s; weights {:.1f} GB as bf16 on the GPU, "
-             "loaded in {:.0f} s\n",
-             num(c.copyGBs, 0), num(c.mmaTflops, 0), r.deviceWeightBytes / 1e9, r.run.loadSeconds);
+  fmt::print("measured ceilings: copy {} GB/s, mma.sync bf16 {} TFLOP/s; weights {:.2f} GB on the GPU in the "
+             "checkpoint's formats ({:.2f} GB from the config, {:.1f} GB if bf16), loaded in {:.1f} s (model {:.0f} s)\n",
+             num(c.copyGBs, 0), num(c.mmaTflops, 0), r.deviceWeightBytes / 1e9, r.checkpointWeightBytes / 1e9,
+             r.bf16WeightBytes / 1e9, r.run.weightLoadSeconds, r.run.loadSeconds);
 
   fmt::print("\ncold prefill (fresh request, kernels compiled by a warm-up; chunks of {} tokens)\n", r.opts.chunk);
   fmt::print("{:>8} {:>10} {:>10} {:>10} {:>12} {:>10} {:>9}\n", "context", "seconds", "tok/s", "TTFT ms", "TFLOP",
@@ -102,13 +103,14 @@ std::string modelReportJson(const ModelBenchReport& r) {
       "\"vocab\": {}, \"routed_experts\": {}, \"experts_per_token\": {}, \"shared_experts\": {}, "
       "\"moe_intermediate\": {}, \"sliding_window\": {}, \"index_topk\": {}, \"compress_ratios\": {}, "
       "\"kv_source_layers\": {}, \"index_source_layers\": {}, \"engram_layers\": {}, "
-      "\"weight_bytes_bf16\": {}, \"weight_bytes_checkpoint\": {}, \"load_seconds\": {}}},\n",
+      "\"weight_bytes_device\": {}, \"weight_bytes_checkpoint\": {}, \"weight_bytes_bf16\": {}, "
+      "\"weight_load_seconds\": {}, \"load_seconds\": {}}},\n",
       js(r.run.modelDir), js(r.run.target), m.numHiddenLayers, m.hiddenSize, m.numAttentionHeads, m.headDim,
       m.vocabSize, m.nRoutedExperts, m.numExpertsPerTok, m.nSharedExperts, m.moeIntermediateSize, m.slidingWindow,
       m.indexTopk,
       jlist(std::vector<int>(m.compressRatios.begin(), m.compressRatios.begin() + m.numHiddenLayers)),
       jlist(m.kvSourceLayerIds), jlist(m.indexSourceLayerIds), jlist(m.engramLayerIds), jn(r.deviceWeightBytes),
-      jn(r.checkpointWeightBytes), jn(r.run.loadSeconds));
+      jn(r.checkpointWeightBytes), jn(r.bf16WeightBytes), jn(r.run.weightLoadSeconds), jn(r.run.loadSeconds));
   o += fmt::format(
       "  \"options\": {{\"contexts\": {}, \"streams\": {}, \"decode_steps\": {}, \"chunk\": {}, \"prompt\": {}, "
       "\"repeats\": {}, \"kv_bytes\": {}, \"seed\": {}}},\n",

@@ -17,6 +17,7 @@ struct ModelRunInfo {
   int smCount = 0;
   int64_t memoryBytes = 0;
   double loadSeconds = 0, warmupSeconds = 0, totalSeconds = 0;
+  double weightLoadSeconds = 0;        // GpuWeightInfo::loadSeconds (part of loadSeconds)
   int64_t warmupTokens = 0;
   Ceilings ceilings;
 };
@@ -29,7 +30,7 @@ struct PrefillRow {
   double sampleMs = 0;
   std::vector<double> chunkMs;
   PrefillFlops flops;
-  double weightBytes = 0;        // weights read once per chunk (bf16 as the runtime holds them)
+  double weightBytes = 0;        // weights read once per chunk (the checkpoint's formats, as the runtime holds them)
   double floorSeconds = 0;       // rooflineFloorUs(flops, bytes)
   std::string error;
   double tokPerS() const { return seconds > 0 ? double(ctx) / seconds : 0; }
@@ -78,8 +79,9 @@ struct ModelBenchReport {
   ModelRunInfo run;
   ModelBenchOptions opts;
   ModelConfig cfg;
-  double deviceWeightBytes = 0;        // every weight as bf16 (computed from the config)
-  double checkpointWeightBytes = 0;    // the same in the checkpoint's fp8/fp4 formats
+  double deviceWeightBytes = 0;        // the weights on the GPU as loaded (GpuWeightInfo::deviceBytes)
+  double checkpointWeightBytes = 0;    // every weight in the checkpoint's fp8/fp4 formats (from the config)
+  double bf16WeightBytes = 0;          // the same with every matrix bf16 (the runtime before issue 13)
   std::vector<PrefillRow> prefill;
   std::vector<DecodeRow> decode;
   KvReport kv;

@@ -11,8 +11,8 @@ namespace deepinfer::bench {
 
 // How the weights are stored while they are read.
 enum class WeightStorage {
-  Bf16,        // the GPU runtime: every matrix dequantized to bf16 at load (GpuWeights.h)
-  Checkpoint,  // the checkpoint's formats: fp8 + UE8M0 per 32x32, routed experts fp4 + UE8M0 per 32
+  Bf16,        // every matrix as bf16 (the GPU runtime before it kept the formats; for comparison)
+  Checkpoint,  // the checkpoint's formats: fp8 + UE8M0 per 32x32, routed experts fp4 + UE8M0 per 32; the GPU runtime (GpuWeights.h)
 };
 
 // Bytes of the weights one token reads in one forward pass, by part. Vectors (norms, sinks,

@@ -118,7 +118,7 @@ void checkStatistics(Failures& f) {
 
 // The benchmark's own kernels compile for the oldest and a newer target, without spills.
 void checkBenchKernels(Failures& f) {
-  const std::vector<std::string> entries = {"di_bench_copy", "di_bench_mma", "di_bench_delay"};
+  const std::vector<std::string> entries = {"di_bench_copy", "di_bench_mma", "di_bench_flush", "di_bench_delay"};
   for (int arch : {80, 90}) {
     auto c = compileUnit(CudaUnit{std::string(benchKernelsSource()), entries}, "di_bench_kernels.cu", arch, true);
     if (!c.ok()) {

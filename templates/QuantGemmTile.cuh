@@ -44,14 +44,18 @@ struct Operand {
   int32_t scale_rows;     // scale rows of the tensor (ceil(N/32) or N): rows past it read nothing
 };
 
+// BM < 16 (decode: 1, 2, 4 or 8 rows): one m16 tile whose rows past BM are zero registers, so
+// shared memory and the copies hold only the rows the tile has.
 template <bool FP4, int BM, int BN, int BK, int WM, int WN, int WK, int STAGES, bool GATED>
 struct Tile {
-  static_assert(BM % (16 * WM) == 0 && BN % (8 * WN) == 0, "warp tiles must be whole m16 x n8 tiles");
+  static_assert(BM >= 16 ? BM % (16 * WM) == 0 : (WM == 1 && (BM & (BM - 1)) == 0),
+                "warp tiles must be whole m16 tiles (or one partial m16 tile of 1, 2, 4 or 8 rows)");
+  static_assert(BN % (8 * WN) == 0, "warp tiles must be whole n8 tiles");
   static_assert(BK >= 32 && (BK & (BK - 1)) == 0 && (BK / 32) % WK == 0, "BK: a power of two >= 32 split by WK");
   static constexpr int kBM = BM, kBN = BN, kBK = BK, kWM = WM, kWN = WN, kWK = WK, kStages = STAGES;
   static constexpr int kWarps = WM * WN * WK;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int MT = BM / (16 * WM);
+  static constexpr int MT = BM >= 16 ? BM / (16 * WM) : 1;
   static constexpr int NT = BN / (8 * WN);
   static constexpr int KB = BK / 32;      // k32 blocks per stage
   static constexpr int KBW = KB / WK;     // of them per warp
@@ -107,6 +111,33 @@ __device__ __forceinline__ uint8_t* dynamic_smem() {
 #endif
 }
 
+// The scale bytes of one stage: for each matrix, the UE8M0 bytes of the tile's scale rows for the
+// k32 blocks [kb0, kb0 + KB) clipped to kb_limit, copied as aligned 4-byte words clipped to the
+// row (rows past the matrix read nothing).
+template <class T>
+__device__ __forceinline__ void load_scales(uint8_t* st, const Operand* ops, int n0, int n_end, int kb0,
+                                            int kb_limit) {
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int m = 0; m < T::kMats; ++m) {
+    const Operand& op = ops[m];
+    uint8_t* ss = st + T::kABytes + m * T::kMatBytes + T::kWBytes;
+    const int scale_limit = op.scale_cols < kb_limit ? op.scale_cols : kb_limit;
+    const int srow0 = T::kBlockBytes == 16 ? n0 : n0 / 32;
+    const int srow_end = T::kBlockBytes == 16 ? n_end : op.scale_rows;
+#pragma unroll 1
+    for (int c = tid; c < T::kSRows * (T::kSRow / 4); c += T::kThreads) {
+      const int r = c / (T::kSRow / 4), wd = c % (T::kSRow / 4);
+      const int srow = srow0 + r;
+      const int64_t rowbase = int64_t(srow) * op.scale_cols;
+      const int64_t addr = ((rowbase + kb0) & ~int64_t(3)) + 4 * wd;
+      const int64_t left = rowbase + scale_limit - addr;
+      const int bytes = srow < srow_end && srow < op.scale_rows ? int(left < 0 ? 0 : left > 4 ? 4 : left) : 0;
+      cp_async_4(ss + r * T::kSRow + 4 * wd, bytes > 0 ? op.scale + addr : op.scale, bytes);
+    }
+  }
+}
+
 // Copies one stage: A rows (sources a_src[r], -1 = no row), the weight rows [n0, n_end) of each
 // matrix, and their scale bytes, for the k32 blocks [kb0, kb0 + KB) clipped to kb_limit (blocks
 // at or past it, columns at or past acol_limit and rows past the matrix are zero-filled).
@@ -127,7 +158,6 @@ __device__ __forceinline__ void load_stage(uint8_t* st, const int64_t* a_src, co
   for (int m = 0; m < T::kMats; ++m) {
     const Operand& op = ops[m];
     uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
-    uint8_t* ss = ws + T::kWBytes;
     const int64_t wlimit = op.row_bytes < int64_t(kb_limit) * T::kBlockBytes ? op.row_bytes
                                                                              : int64_t(kb_limit) * T::kBlockBytes;
 #pragma unroll 1
@@ -141,21 +171,82 @@ __device__ __forceinline__ void load_stage(uint8_t* st, const int64_t* a_src, co
       cp_async_16(ws + r * T::kWRow + T::w_slot(r, unit) * T::kBlockBytes + half * 16,
                   valid ? op.w + int64_t(n) * op.row_bytes + byte : op.w, valid);
     }
-    const int scale_limit = op.scale_cols < kb_limit ? op.scale_cols : kb_limit;
-    const int srow0 = T::kBlockBytes == 16 ? n0 : n0 / 32;
-    const int srow_end = T::kBlockBytes == 16 ? n_end : op.scale_rows;
-#pragma unroll 1
-    for (int c = tid; c < T::kSRows * (T::kSRow / 4); c += T::kThreads) {
-      const int r = c / (T::kSRow / 4), wd = c % (T::kSRow / 4);
-      const int srow = srow0 + r;
-      const int64_t rowbase = int64_t(srow) * op.scale_cols;
-      const int64_t addr = ((rowbase + kb0) & ~int64_t(3)) + 4 * wd;
-      const int64_t left = rowbase + scale_limit - addr;
-      const int bytes = srow < srow_end && srow < op.scale_rows ? int(left < 0 ? 0 : left > 4 ? 4 : left) : 0;
-      cp_async_4(ss + r * T::kSRow + 4 * wd, bytes > 0 ? op.scale + addr : op.scale, bytes);
+  }
+  load_scales<T>(st, ops, n0, n_end, kb0, kb_limit);
+}
+
+// The same copies for the decode tiles (BM <= 16), with every thread's addresses worked out once
+// per tile rather than once per stage: each thread owns fixed A and W chunks of every stage (at
+// most kAC + kMats * kWC), so a stage costs a few instructions per 16-byte copy. The weight
+// stream of a decode tile is bound by issue slots, not by the copies' latency.
+constexpr int kNoCopy = -2147483647 - 1;  // a limit no offset is below: zero-fill only
+
+template <class T>
+struct StageCopier {
+  static constexpr int kAC = (T::kABytes / 16 + T::kThreads - 1) / T::kThreads;
+  static constexpr int kWC = (T::kBN * T::kWChunks + T::kThreads - 1) / T::kThreads;
+  const uint16_t* a_ptr[kAC];           // chunk start at column 0 (a when the row is absent)
+  int a_lim[kAC];                       // copy while col0 < a_lim (kNoCopy: zero-fill only)
+  int a_dst[kAC];                       // byte offset in the stage, -1 = no chunk for this thread
+  const uint8_t* w_ptr[T::kMats][kWC];  // chunk start at k32 block 0 (op.w when the row is absent)
+  int w_lim[T::kMats][kWC];             // copy while kb0 * kBlockBytes < w_lim
+  int w_dst[T::kMats][kWC];
+
+  __device__ __forceinline__ StageCopier(const int64_t* a_src, const uint16_t* a, int acol_limit, const Operand* ops,
+                                         int n0, int n_end, int kb_limit) {
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < kAC; ++i) {
+      const int c = tid + i * T::kThreads;
+      const int r = c / T::kAChunks, ch = c % T::kAChunks;
+      const bool exists = c < T::kABytes / 16;
+      const int64_t src = exists ? a_src[r] : -1;
+      a_ptr[i] = src >= 0 ? a + src + ch * 8 : a;
+      a_lim[i] = src >= 0 ? acol_limit - ch * 8 : kNoCopy;
+      a_dst[i] = exists ? r * T::kARow + T::a_chunk(r, ch) * 16 : -1;
+    }
+#pragma unroll
+    for (int m = 0; m < T::kMats; ++m) {
+      const Operand& op = ops[m];
+      const int64_t wlimit = op.row_bytes < int64_t(kb_limit) * T::kBlockBytes ? op.row_bytes
+                                                                               : int64_t(kb_limit) * T::kBlockBytes;
+#pragma unroll
+      for (int i = 0; i < kWC; ++i) {
+        const int c = tid + i * T::kThreads;
+        const int r = c / T::kWChunks, ch = c % T::kWChunks;
+        const bool exists = c < T::kBN * T::kWChunks;
+        const bool row = exists && n0 + r < n_end;
+        const int unit = T::kBlockBytes == 16 ? ch : ch >> 1, half = T::kBlockBytes == 16 ? 0 : ch & 1;
+        w_ptr[m][i] = row ? op.w + int64_t(n0 + r) * op.row_bytes + ch * 16 : op.w;
+        w_lim[m][i] = row ? int(wlimit - ch * 16) : kNoCopy;
+        w_dst[m][i] = exists ? T::kABytes + m * T::kMatBytes + r * T::kWRow + T::w_slot(r, unit) * T::kBlockBytes +
+                                   half * 16
+                             : -1;
+      }
     }
   }
-}
+
+  __device__ __forceinline__ void load(uint8_t* st, const uint16_t* a, const Operand* ops, int n0, int n_end,
+                                       int kb0, int kb_limit) const {
+    const int col0 = kb0 * 32;
+#pragma unroll
+    for (int i = 0; i < kAC; ++i) {
+      if (a_dst[i] < 0) continue;
+      const bool valid = col0 < a_lim[i];
+      cp_async_16(st + a_dst[i], valid ? a_ptr[i] + col0 : a, valid);
+    }
+    const int byte0 = kb0 * T::kBlockBytes;
+#pragma unroll
+    for (int m = 0; m < T::kMats; ++m)
+#pragma unroll
+      for (int i = 0; i < kWC; ++i) {
+        if (w_dst[m][i] < 0) continue;
+        const bool valid = byte0 < w_lim[m][i];
+        cp_async_16(st + w_dst[m][i], valid ? w_ptr[m][i] + byte0 : ops[m].w, valid);
+      }
+    load_scales<T>(st, ops, n0, n_end, kb0, kb_limit);
+  }
+};
 
 // Multiplies one landed stage (k32 blocks from kb0) into the warp's accumulators.
 template <class T>
@@ -172,8 +263,11 @@ __device__ __forceinline__ void compute_stage(const uint8_t* st, const Operand* 
 #pragma unroll
     for (int mt = 0; mt < T::MT; ++mt) {
       const int r = (wm * T::MT + mt) * 16 + g;
-      const U32x4 lo = *reinterpret_cast<const U32x4*>(st + r * T::kARow + T::a_chunk(r, kb * 4 + t) * 16);
-      const U32x4 hi = *reinterpret_cast<const U32x4*>(st + (r + 8) * T::kARow + T::a_chunk(r + 8, kb * 4 + t) * 16);
+      U32x4 lo{0u, 0u, 0u, 0u}, hi{0u, 0u, 0u, 0u};  // rows past BM (a partial m16 tile) are zero
+      if (T::kBM >= 16 || r < T::kBM)
+        lo = *reinterpret_cast<const U32x4*>(st + r * T::kARow + T::a_chunk(r, kb * 4 + t) * 16);
+      if (T::kBM >= 16)
+        hi = *reinterpret_cast<const U32x4*>(st + (r + 8) * T::kARow + T::a_chunk(r + 8, kb * 4 + t) * 16);
       qw::activation_fragments<kFp4>(lo, hi, a[mt]);
     }
 #pragma unroll
@@ -208,6 +302,28 @@ __device__ __forceinline__ void compute_stage(const uint8_t* st, const Operand* 
   }
 }
 
+// The cp.async pipeline over `stages` stages of KB k32 blocks from kb_begin: load(buffer, kb0)
+// enqueues one stage's copies.
+template <class T, class Load>
+__device__ __forceinline__ void pipeline(uint8_t* smem, const Operand* ops, int n0, int kb_begin, int stages,
+                                         float (&acc)[T::kMats][T::MT][T::NT][4], const Load& load) {
+  constexpr int S = T::kStages;
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < stages) load(smem + s * T::kStageBytes, kb_begin + s * T::KB);
+    cp_async_commit();
+  }
+#pragma unroll 1
+  for (int it = 0; it < stages; ++it) {
+    cp_async_wait<S - 2>();
+    __syncthreads();  // stage `it` landed for everyone; everyone is done with stage it-1's buffer
+    const int next = it + S - 1;
+    if (next < stages) load(smem + (next % S) * T::kStageBytes, kb_begin + next * T::KB);
+    cp_async_commit();
+    compute_stage<T>(smem + (it % S) * T::kStageBytes, ops, n0, kb_begin + it * T::KB, acc);
+  }
+}
+
 // The whole K loop of a tile over k32 blocks [kb_begin, kb_end); then the WK partials are summed
 // into the wk = 0 warps (the others' accumulators are left unspecified). Shared memory is free
 // again on return (all copies landed, every warp past its last read).
@@ -225,23 +341,16 @@ __device__ __forceinline__ void mainloop(uint8_t* smem, const int64_t* a_src, co
         for (int i = 0; i < 4; ++i) acc[m][mt][nt][i] = 0.f;
   const int acol_limit = acols < kb_end * 32 ? acols : kb_end * 32;
   const int stages = kb_end > kb_begin ? (kb_end - kb_begin + T::KB - 1) / T::KB : 0;
-  constexpr int S = T::kStages;
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    if (s < stages)
-      load_stage<T>(smem + s * T::kStageBytes, a_src, a, acol_limit, ops, n0, n_end, kb_begin + s * T::KB, kb_end);
-    cp_async_commit();
-  }
-#pragma unroll 1
-  for (int it = 0; it < stages; ++it) {
-    cp_async_wait<S - 2>();
-    __syncthreads();  // stage `it` landed for everyone; everyone is done with stage it-1's buffer
-    const int next = it + S - 1;
-    if (next < stages)
-      load_stage<T>(smem + (next % S) * T::kStageBytes, a_src, a, acol_limit, ops, n0, n_end,
-                    kb_begin + next * T::KB, kb_end);
-    cp_async_commit();
-    compute_stage<T>(smem + (it % S) * T::kStageBytes, ops, n0, kb_begin + it * T::KB, acc);
+  // Decode tiles (BM <= 16) hoist the copies' addressing out of the K loop; the prefill tiles'
+  // registers go to their accumulators instead.
+  if constexpr (T::kBM <= 16) {
+    const StageCopier<T> copier(a_src, a, acol_limit, ops, n0, n_end, kb_end);
+    pipeline<T>(smem, ops, n0, kb_begin, stages, acc,
+                [&](uint8_t* st, int kb0) { copier.load(st, a, ops, n0, n_end, kb0, kb_end); });
+  } else {
+    pipeline<T>(smem, ops, n0, kb_begin, stages, acc, [&](uint8_t* st, int kb0) {
+      load_stage<T>(st, a_src, a, acol_limit, ops, n0, n_end, kb0, kb_end);
+    });
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -283,6 +392,7 @@ __device__ __forceinline__ void for_each_pair(const float (&acc)[T::kMats][T::MT
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = (wm * T::MT + mt) * 16 + g + 8 * h;
+        if (T::kBM < 16 && row >= T::kBM) continue;  // the zero rows of a partial m16 tile
         const int col = (wn * T::NT + nt) * 8 + 2 * t;
         const float v0 = T::kMats > 1 ? acc[T::kMats - 1][mt][nt][2 * h] : 0.f;
         const float v1 = T::kMats > 1 ? acc[T::kMats - 1][mt][nt][2 * h + 1] : 0.f;

@@ -74,6 +74,22 @@ __device__ __forceinline__ void weight_gemm_tile(const WeightGemmParams& p) {
   });
 }
 
+// The sum of the `splits` partials at src, src + stride, ... in split order. The loads of up to
+// 8 splits are issued before their adds (a split-order chain of dependent L2 round trips would
+// cost more than the sums).
+__device__ __forceinline__ float sum_splits(const float* src, int64_t stride, int splits) {
+  float g = 0.f;
+  for (int s0 = 0; s0 < splits; s0 += 8) {
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = s0 + j < splits ? src[(s0 + j) * stride] : 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (s0 + j < splits) g = s0 + j == 0 ? v[0] : __fadd_rn(g, v[j]);
+  }
+  return g;
+}
+
 // Split-K: y[m, n] = epilogue(sum over splits s = 0, 1, ... of partial[s][m][n]), in that order.
 template <int EPI>
 __device__ __forceinline__ void weight_gemm_reduce(const WeightGemmParams& p) {
@@ -83,15 +99,13 @@ __device__ __forceinline__ void weight_gemm_reduce(const WeightGemmParams& p) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t m = i / p.N, n = i - m * p.N;
     const float* src = p.partial + m * Nw + n;
-    float g = src[0];
-    for (int s = 1; s < p.splits; ++s) g = __fadd_rn(g, src[s * split_stride]);
+    const float g = sum_splits(src, split_stride, p.splits);
     if constexpr (EPI == kEpiF32) {
       static_cast<float*>(p.y)[m * p.ldy + n] = g;
     } else if constexpr (EPI == kEpiBf16) {
       static_cast<uint16_t*>(p.y)[m * p.ldy + n] = f32_to_bf16(g);
     } else {
-      float v = src[p.N];
-      for (int s = 1; s < p.splits; ++s) v = __fadd_rn(v, src[s * split_stride + p.N]);
+      const float v = sum_splits(src + p.N, split_stride, p.splits);
       static_cast<uint16_t*>(p.y)[m * p.ldy + n] = qg::swiglu_bf16(g, v, p.limit, 1.f);
     }
   }

@@ -25,11 +25,19 @@ std::function<Status(int)> flushAndDelay(const DeviceBuffer& flush, const Device
   struct DelayParams {  // DiBenchDelayParams
     uint64_t nanoseconds;
   };
-  const std::vector<uint8_t> params = paramBytes(DelayParams{uint64_t(delayUs * 1e3)});
-  return [&flush, kernels, params](int sample) -> Status {
-    DI_TRY(flush.fill(uint8_t(0x5A + sample)));
-    if (!kernels) return {};
-    return kernels->launch("di_bench_delay", {1, 1, 1}, {32, 1, 1}, 0, params, nullptr);
+  struct FlushParams {  // DiBenchFlushParams
+    uint64_t buf, vectors;
+  };
+  const std::vector<uint8_t> delay = paramBytes(DelayParams{uint64_t(delayUs * 1e3)});
+  const std::vector<uint8_t> read = paramBytes(FlushParams{flush.addr(), uint64_t(flush.size() / 16)});
+  // The read flush needs the buffer filled once (every byte equal); without the benchmark
+  // kernels, each sample rewrites it instead.
+  const Status filled = kernels ? flush.fill(uint8_t(0x5A)) : Status{};
+  return [&flush, kernels, delay, read, filled](int sample) -> Status {
+    if (!kernels) return flush.fill(uint8_t(0x5A + sample));
+    if (!filled.ok()) return filled;
+    DI_TRY(kernels->launch("di_bench_flush", {1024, 1, 1}, {256, 1, 1}, 0, read, nullptr));
+    return kernels->launch("di_bench_delay", {1, 1, 1}, {32, 1, 1}, 0, delay, nullptr);
   };
 }
 

@@ -1,6 +1,8 @@
 // Device-time measurement (the workplace's method): warm-up calls, then samples each timed with
 // CUDA events around one call on the legacy default stream; before each sample the L2 is flushed
-// by rewriting a buffer of twice its size, and a short spin kernel keeps the GPU busy while the
+// by reading a buffer of twice its size (a read, not a rewrite: a memset flush leaves the L2 full
+// of dirty lines whose write-back the timed kernel would pay, up to its own read bytes for a
+// weight-streaming kernel), and a short spin kernel keeps the GPU busy while the
 // host enqueues the start event and the launch, so no host latency lands inside the events.
 // Median, min and p90 reported.
 #pragma once
@@ -22,8 +24,9 @@ struct TimingOptions {
   std::function<Status(int sample)> beforeSample;  // enqueued before each sample's start event
 };
 
-// The standard preparation of a sample: rewrite `flush` (2x the L2), then run the delay kernel
-// of `kernels` (kernels/BenchKernels.cu) for `delayUs` when available.
+// The standard preparation of a sample: read `flush` (2x the L2; filled once here) with
+// di_bench_flush, then run the delay kernel for `delayUs` (kernels/BenchKernels.cu); without
+// `kernels`, rewrite `flush` (cuMemsetD8) instead and no delay.
 std::function<Status(int)> flushAndDelay(const DeviceBuffer& flush, const DeviceModule* kernels, double delayUs);
 
 struct TimingStats {

@@ -6,9 +6,11 @@
 // block_n counts h columns, so a CTA multiplies 2 * block_n weight rows); the w2 GEMM uses the
 // same tile with 2 * block_n output columns (the same weight bytes per stage). Default heuristic,
 // from the expected rows per expert (T * k / E):
-//  - up to 16 (decode steps, small batches): one m16 tile, 4 warps splitting each stage's K,
-//    block_n 64 (8 KB of weights per stage), as many stages as fit 48 KB (64 KB where the cap is
-//    lifted): every expert's weights are streamed once;
+//  - up to 16 (decode steps, small batches): one m16 tile of block_m = T rounded up to a power of
+//    two (at most 16; shared memory and copies only for those rows), 4 warps splitting each
+//    stage's K, block_n 64 (8 KB of weights per stage; 32 when the active experts' column tiles
+//    would leave SMs idle), as many stages as fit 48 KB (64 KB where the cap is lifted): every
+//    expert's weights are streamed once, spread over all SMs;
 //  - up to 64: 64-row tiles, above: 128-row tiles, on 2 x 2 warps with block_n 64, block_k 32 and
 //    3 stages under a 48 KB cap (64 and 4 where the cap allows): tensor-core bound.
 #include <fmt/format.h>
@@ -103,14 +105,19 @@ QuantTile defaultTile(const Shape& s, const TargetProfile& t) {
   const double rows = double(s.entries()) / double(std::max<int64_t>(s.E, 1));
   q.bn = 64;
   if (rows <= 16) {
-    q.bm = 16;
+    // Rows per row block: up to T (the most one expert gets when a token's ids differ), at most 16.
+    q.bm = decodeBlockM(s.T);
+    // Spread the active experts' weight streams over every SM: narrower column tiles when
+    // block_n 64 gives fewer than two w1/w3 CTAs per SM.
+    const int64_t active = std::min(s.E, s.entries());
+    if (active * cdiv(s.I, 64) < 2 * int64_t(std::max(1, t.smCount))) q.bn = 32;
     q.wm = 1;
     q.wn = 1;
     q.wk = 4;
     q.bk = 128;
     const int64_t budget = std::min<int64_t>(t.smemPerCtaCap, 64 * 1024);
     q.stages = 2;
-    while (q.stages < 6) {
+    while (q.stages < 8) {
       QuantTile more = q;
       ++more.stages;
       if (more.smemBytes() > budget) break;
@@ -198,7 +205,7 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
     add(narrow);
     add(wide);
     add(deeper);
-    if (q0->bm == 16) {
+    if (q0->bm <= 16) {
       QuantTile two = *q0;
       two.wn = 2;
       two.wk = 2;
@@ -206,6 +213,11 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
       QuantTile rows32 = *q0;  // two m16 tiles: experts with 17..32 rows read their weights once
       rows32.bm = 32;
       add(rows32);
+      if (q0->bm < 16) {  // full m16 row blocks (the tile before block_m followed T)
+        QuantTile rows16 = *q0;
+        rows16.bm = 16;
+        add(rows16);
+      }
     } else {
       QuantTile other = *q0;
       other.bm = q0->bm == 128 ? 64 : 128;

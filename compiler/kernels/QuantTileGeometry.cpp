@@ -34,9 +34,16 @@ int64_t QuantTile::smemBytes() const {
 }
 
 // Accumulators, the warp's A fragments (8 registers per m16 tile), one decoded B tile and the
-// addressing; ptxas lands near this for the tiles here, and the cap leaves it a quarter more.
+// addressing (decode tiles, block_m <= 16, keep 4 registers per 16-byte copy of a stage: the
+// hoisted addresses of StageCopier); ptxas lands near this for the tiles here, and the cap leaves
+// it a quarter more.
 int QuantTile::regsCap() const {
-  const int need = accPerThread() + 8 * mTiles() + 56;
+  int need = accPerThread() + 8 * mTiles() + 56;
+  if (bm <= 16) {
+    const int aCopies = (bm * bk / 8 + threads() - 1) / threads();
+    const int wCopies = (bn * (bk / 32) * (fp4 ? 16 : 32) / 16 + threads() - 1) / threads();
+    need += 4 * (aCopies + (gated ? 2 : 1) * wCopies);
+  }
   const int cap = std::min(255, (need * 5 / 4 + 7) / 8 * 8);
   return std::max(cap, 64);
 }
@@ -59,8 +66,8 @@ Result<QuantTile> quantTileOf(const QuantTileKnobs& k, const std::string& cfg, c
   t.wn = int(k.warpsN);
   t.wk = int(k.warpsK);
   t.stages = int(k.stages);
-  if (t.bm < 16 || t.bm > 256 || !pow2(t.bm))
-    return Error{fmt::format("{}: block_m = {} must be a power of two in 16..256 ({})", op, t.bm, cfg)};
+  if (t.bm < 1 || t.bm > 256 || !pow2(t.bm))
+    return Error{fmt::format("{}: block_m = {} must be a power of two in 1..256 ({})", op, t.bm, cfg)};
   if (t.bn < 8 || t.bn > 512 || !pow2(t.bn))
     return Error{fmt::format("{}: block_n = {} must be a power of two in 8..512 ({})", op, t.bn, cfg)};
   if (t.bk < 32 || t.bk > 512 || !pow2(t.bk))
@@ -68,8 +75,9 @@ Result<QuantTile> quantTileOf(const QuantTileKnobs& k, const std::string& cfg, c
   if (t.wm < 1 || t.wn < 1 || t.wk < 1 || !pow2(t.wm) || !pow2(t.wn) || !pow2(t.wk))
     return Error{fmt::format("{}: warps_m/n/k = {}/{}/{} must be powers of two ({})", op, t.wm, t.wn, t.wk, cfg)};
   if (t.warps() > 16) return Error{fmt::format("{}: {} warps per CTA, at most 16 ({})", op, t.warps(), cfg)};
-  if (t.bm % (16 * t.wm) != 0)
-    return Error{fmt::format("{}: block_m = {} is not whole m16 tiles for {} warps_m ({})", op, t.bm, t.wm, cfg)};
+  if (t.bm < 16 ? t.wm != 1 : t.bm % (16 * t.wm) != 0)
+    return Error{fmt::format("{}: block_m = {} is not whole m16 tiles for {} warps_m (block_m under 16 is one "
+                             "partial m16 tile: warps_m = 1) ({})", op, t.bm, t.wm, cfg)};
   if (t.bn % (8 * t.wn) != 0)
     return Error{fmt::format("{}: block_n = {} is not whole n8 tiles for {} warps_n ({})", op, t.bn, t.wn, cfg)};
   if ((t.bk / 32) % t.wk != 0)
@@ -92,6 +100,12 @@ void setTileKnobs(QuantTileKnobs& k, const QuantTile& t) {
   k.warpsN = t.wn;
   k.warpsK = t.wk;
   k.stages = t.stages;
+}
+
+int decodeBlockM(int64_t rows) {
+  int bm = 1;
+  while (bm < 16 && bm < rows) bm *= 2;
+  return bm;
 }
 
 int tileCtasPerSm(const QuantTile& t, const TargetProfile& target) {

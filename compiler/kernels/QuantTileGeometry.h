@@ -18,7 +18,7 @@ struct QuantTile {
 
   int warps() const { return wm * wn * wk; }
   int threads() const { return warps() * 32; }
-  int mTiles() const { return bm / (16 * wm); }  // m16 tiles per warp
+  int mTiles() const { return bm < 16 ? 1 : bm / (16 * wm); }  // m16 tiles per warp (block_m < 16: one partial)
   int nTiles() const { return bn / (8 * wn); }   // n8 tiles per warp (per matrix)
   int accPerThread() const { return (gated ? 2 : 1) * mTiles() * nTiles() * 4; }
   int64_t stageBytes() const;
@@ -45,6 +45,9 @@ Result<QuantTile> quantTileOf(const QuantTileKnobs& k, const std::string& cfg, c
                               bool gated, int bnScale = 1);
 // The knobs of a tile (inverse of the above for bnScale = 1).
 void setTileKnobs(QuantTileKnobs& k, const QuantTile& t);
+
+// block_m of a decode tile for up to `rows` rows (at most 16): the next power of two.
+int decodeBlockM(int64_t rows);
 
 // How many CTAs of this tile the target keeps resident per SM (shared memory, registers, warps).
 int tileCtasPerSm(const QuantTile& t, const TargetProfile& target);

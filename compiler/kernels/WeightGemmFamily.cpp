@@ -4,7 +4,8 @@
 // Knobs: the CTA tile (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages) and `splits`, the
 // number of CTAs that share one output tile's K (their fp32 partials go to the workspace and a
 // second launch sums them in split order). Default heuristic, per target:
-//  - decode (M <= 16, weight-bandwidth bound): one m16 tile, 4 warps splitting each stage's K
+//  - decode (M <= 16, weight-bandwidth bound): one m16 tile holding M rows (block_m = M rounded
+//    up to a power of two: shared memory and copies only for real rows), 4 warps splitting each stage's K
 //    (block_k 128: one k32 block per warp), 8 KB of weights per stage per matrix (block_n 128
 //    for e2m1, 64 for e4m3; halved for a SwiGLU pair), as many stages as fit 48 KB (64 KB where
 //    the target lifts the cap), and splits so that about two CTAs per SM stream weights (each
@@ -94,12 +95,12 @@ Result<Geometry> geometry(const WeightGemmConfig& c, const OpDesc& d) {
   return g;
 }
 
-// The decode tile: 4 warps over K, 8 KB of weights per stage per matrix.
+// The decode tile: 4 warps over K, 8 KB of weights per stage per matrix, only the rows M has.
 QuantTile decodeTile(const Shape& s, const TargetProfile& t) {
   QuantTile q;
   q.fp4 = s.fp4;
   q.gated = s.gated();
-  q.bm = 16;
+  q.bm = decodeBlockM(s.M);
   q.wm = 1;
   q.wn = 1;
   q.wk = 4;
@@ -107,7 +108,7 @@ QuantTile decodeTile(const Shape& s, const TargetProfile& t) {
   q.bn = (s.fp4 ? 128 : 64) / (s.gated() ? 2 : 1);
   const int64_t budget = std::min<int64_t>(t.smemPerCtaCap, 64 * 1024);
   q.stages = 2;
-  while (q.stages < 6) {
+  while (q.stages < 8) {
     QuantTile more = q;
     ++more.stages;
     if (more.smemBytes() > budget) break;
@@ -251,6 +252,11 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       wideK.bk = 256;
       wideK.wk = 8;
       add(wideK, sp0);
+      if (q0->bm < 16) {  // a full m16 tile (the decode tile before block_m followed M)
+        QuantTile rows16 = *q0;
+        rows16.bm = 16;
+        add(rows16, sp0);
+      }
       add(*q0, std::max(1, sp0 / 2));
       add(*q0, std::min(kMaxSplits, sp0 * 2));
       if (sp0 > 1) {  // one launch: narrower tiles over the whole K, as deep a pipeline as fits

@@ -123,25 +123,4 @@ Status Cublas::gemmBf16F32Batched(uint64_t x, int64_t ldx, int64_t strideX, uint
   return {};
 }
 
-Status Cublas::gemmBf16F32Pointers(uint64_t xs, int64_t ldx, uint64_t Ws, int64_t ldw, uint64_t ys, int64_t ldy,
-                                   int64_t M, int64_t N, int64_t K, int64_t batch, void* stream) {
-  const std::string desc = fmt::format("{} batch={}", shapes(M, N, K, ldx, ldw, ldy), batch);
-  if (M < 0 || N < 0 || K < 1 || batch < 0 || ldx < K || ldw < K || ldy < N || M > INT32_MAX || N > INT32_MAX ||
-      K > INT32_MAX || batch > INT32_MAX || ldx > INT32_MAX || ldw > INT32_MAX || ldy > INT32_MAX)
-    return Error{fmt::format("cuBLAS: gemmBf16F32Pointers ({}): bad sizes or leading dimensions", desc)};
-  if (batch > 0 && (xs == 0 || Ws == 0 || ys == 0))
-    return Error{fmt::format("cuBLAS: gemmBf16F32Pointers ({}): null pointer array", desc)};
-  if (M == 0 || N == 0 || batch == 0) return {};
-  DI_TRY(bind(stream, "gemmBf16F32Pointers"));
-  const float alpha = 1.f, beta = 0.f;
-  const cublasComputeType_t compute = pedantic_ ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
-  DI_CUBLAS(cublasGemmBatchedEx(H(handle_), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &alpha,
-                                reinterpret_cast<const void* const*>(Ws), CUDA_R_16BF, int(ldw),
-                                reinterpret_cast<const void* const*>(xs), CUDA_R_16BF, int(ldx), &beta,
-                                reinterpret_cast<void* const*>(ys), CUDA_R_32F, int(ldy), int(batch), compute,
-                                CUBLAS_GEMM_DEFAULT),
-            fmt::format("cublasGemmBatchedEx (gemmBf16F32Pointers {})", desc));
-  return {};
-}
-
 }  // namespace deepinfer

@@ -46,12 +46,6 @@ class Cublas {
                             uint64_t y, int64_t ldy, int64_t strideY, int64_t M, int64_t N, int64_t K,
                             int64_t batch, void* stream);
 
-  // Pointer-array batch: batch b computes y_b[M, N] = x_b[M, K] @ W_b[N, K]^T, where xs, Ws and
-  // ys are device arrays of `batch` device addresses (built on the device, e.g. from routing
-  // decisions, so no host round trip is needed). alpha = 1, beta = 0.
-  Status gemmBf16F32Pointers(uint64_t xs, int64_t ldx, uint64_t Ws, int64_t ldw, uint64_t ys, int64_t ldy, int64_t M,
-                             int64_t N, int64_t K, int64_t batch, void* stream);
-
   void setPedantic(bool on) { pedantic_ = on; }
   bool pedantic() const { return pedantic_; }
   const Device& device() const { return *dev_; }

@@ -61,7 +61,7 @@ struct CodeTables {
   CodeTables() {
     for (int i = 0; i < 256; ++i) {
       e4m3[i] = e4m3ToFloat(uint8_t(i));
-      ue8m0[i] = ue8m0ToFloat(uint8_t(i));
+      ue8m0[i] = weightScaleToFloat(uint8_t(i));
     }
     for (int i = 0; i < 16; ++i) e2m1[i] = e2m1ToFloat(uint8_t(i));
   }
@@ -122,6 +122,18 @@ const char* weightFormatName(WeightFormat f) {
     case WeightFormat::Fp4: return "fp4 (row x 32-column scales)";
   }
   return "?";
+}
+
+float weightScaleToFloat(uint8_t e) {
+  return e == 0 ? bitsToFloat(0x00400000u) : ue8m0ToFloat(e);  // 2^-127: the fp32 subnormal 1 << 22
+}
+
+ScaleByteRange exactScaleBytes(WeightFormat f) {
+  // e4m3: codes m * 2^-9 .. 448 = 1.75 * 2^8 need 2^(s-136) >= 2^-133 (bf16's smallest subnormal
+  // step) and 2^(s-127+8) <= 2^127; e2m1: 0.5 .. 6 = 1.5 * 2^2 need 2^(s-128) >= 2^-133 and
+  // 2^(s-125) <= 2^127.
+  if (f == WeightFormat::Fp4) return {0, 252};
+  return {3, 246};
 }
 
 std::string scaleNameFor(const std::string& weightName) {
@@ -306,6 +318,21 @@ Status rejectNonFinite(const HostTensor& t, const std::string& where, const Tens
                            ti.scaleName.empty() ? "" : fmt::format(", scale '{}'", ti.scaleName))};
 }
 
+// The first byte of an 8-aligned run whose low 7 bits are all ones (the e4m3 NaN codes 0x7F and
+// 0xFF), or -1; 8 bytes per step: a byte's low 7 bits + 1 reach bit 7 only for 0x7F, and carry
+// into no other byte.
+int64_t firstE4m3NaN(const uint8_t* p, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    if (((w & 0x7F7F7F7F7F7F7F7Full) + 0x0101010101010101ull) & 0x8080808080808080ull) break;
+  }
+  for (; i < n; ++i)
+    if ((p[i] & 0x7F) == 0x7F) return i;
+  return -1;
+}
+
 Result<HostTensor> loadDecoded(const Checkpoint& ck, const std::string& name,
                                const std::vector<int64_t>& expectedShape, DType outType, NonFinite nonFinite) {
   auto ti = ck.info(name);
@@ -316,6 +343,8 @@ Result<HostTensor> loadDecoded(const Checkpoint& ck, const std::string& name,
   if (ti->logicalShape != expectedShape)
     return Error{fmt::format("{}: shape {} ({} {}), expected {}", where, shapeStr(ti->logicalShape), ti->dtype,
                              weightFormatName(ti->format), shapeStr(expectedShape))};
+  const bool quantized = ti->format != WeightFormat::Plain;
+  if (quantized && nonFinite == NonFinite::Reject) DI_TRY(ck.checkQuantizedBytes(*ti));
   auto dec = makeDecoder(ck, *ti);
   if (!dec.ok()) return dec.error();
   HostTensor out(outType, expectedShape);
@@ -337,7 +366,8 @@ Result<HostTensor> loadDecoded(const Checkpoint& ck, const std::string& name,
         for (int64_t c = 0; c < cols; ++c) o[r * cols + c] = toBf16Canonical(dec->at(r, c));
     }
   }
-  if (nonFinite == NonFinite::Reject) DI_TRY(rejectNonFinite(out, where, *ti));
+  // Quantized values are finite once their bytes passed the check above.
+  if (!quantized && nonFinite == NonFinite::Reject) DI_TRY(rejectNonFinite(out, where, *ti));
   return out;
 }
 
@@ -373,6 +403,38 @@ Status Checkpoint::readEngramRows(const std::string& name, const int64_t* rows, 
                                  std::isnan(v) ? "NaN" : "infinity", c)};
       out[i * size_t(cols) + size_t(c)] = v;
     }
+  }
+  return {};
+}
+
+Status Checkpoint::checkQuantizedBytes(const TensorInfo& ti) const {
+  if (ti.format == WeightFormat::Plain) return {};
+  const std::string where = fmt::format("{}: tensor '{}'", baseName(ti.file), ti.name);
+  SafetensorsEntry e, se;
+  auto data = rawData(ti.name, &e);
+  if (!data.ok()) return data.error();
+  auto scale = rawData(ti.scaleName, &se);
+  if (!scale.ok()) return scale.error();
+  const int64_t rows = ti.logicalShape[0], cols = ti.logicalShape[1];
+  if (ti.format != WeightFormat::Fp4) {
+    const int64_t i = firstE4m3NaN(*data, rows * cols);
+    if (i >= 0)
+      return Error{fmt::format("{}: holds NaN at element [{}, {}] ({} {}, code 0x{:02X}): weights must be finite (a "
+                               "corrupt file)",
+                               where, i / cols, i % cols, ti.dtype, weightFormatName(ti.format), (*data)[i])};
+  }
+  const ScaleByteRange range = exactScaleBytes(ti.format);
+  const int64_t scaleRows = se.shape[0], scaleCols = se.shape[1];
+  for (int64_t i = 0; i < scaleRows * scaleCols; ++i) {
+    const int b = (*scale)[i];
+    if (b >= range.lo && b <= range.hi) continue;
+    const int64_t sr = i / scaleCols, sc = i % scaleCols;
+    const int64_t r = ti.format == WeightFormat::Fp8Block ? sr * 32 : sr;
+    return Error{fmt::format("{}: scale '{}' holds byte {}{} at [{}, {}] (scaling element [{}, {}] on), outside {}..{}, "
+                             "the bytes whose products with every {} code are exact in bf16 (spec/model.md §3): a "
+                             "corrupt file, or not a V4.1 checkpoint",
+                             where, ti.scaleName, b, b == 0xFF ? " (NaN)" : "", sr, sc, r, sc * 32, range.lo,
+                             range.hi, ti.format == WeightFormat::Fp4 ? "e2m1" : "e4m3")};
   }
   return {};
 }

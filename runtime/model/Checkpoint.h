@@ -42,6 +42,18 @@ enum class NonFinite { Reject, Keep };
 // The scale tensor's name for a quantized weight: "a.b.weight" -> "a.b.scale".
 std::string scaleNameFor(const std::string& weightName);
 
+// A weight's UE8M0 scale byte as a number: 2^(e-127), with e = 0 meaning 2^-127 (spec/model.md §3;
+// not +0 as in the KV-cache formats of docs/ops.md §1.2) and 0xFF NaN.
+float weightScaleToFloat(uint8_t e);
+
+// The scale bytes whose products with every finite code of the format are exact in bf16 (normal
+// or subnormal): fp8 (e4m3) 3..246, fp4 (e2m1) 0..252 (spec/model.md §3). The GPU runtime's
+// kernels dequantize straight to bf16, so the loaders accept only these.
+struct ScaleByteRange {
+  int lo = 0, hi = 0;
+};
+ScaleByteRange exactScaleBytes(WeightFormat f);
+
 class Checkpoint {
  public:
   // Opens `<modelDir>/model.safetensors.index.json` if present, else `<modelDir>/model.safetensors`.
@@ -75,6 +87,13 @@ class Checkpoint {
   // Raw stored bytes of a tensor (inside the mapping, valid while this object lives) for loaders
   // that upload quantized weights as they are.
   Result<const uint8_t*> rawData(const std::string& name, SafetensorsEntry* entryOut) const;
+
+  // The load-time check of a quantized weight's bytes, shared by both loaders (loadF32/loadBf16
+  // with NonFinite::Reject run it; the GPU loader runs it before uploading the bytes as they
+  // are): no NaN code (e4m3 0x7F/0xFF; e2m1 has none) and every scale byte in exactScaleBytes.
+  // The error names the tensor, the element (for a scale byte: the first element it scales) and
+  // the byte. Plain tensors pass (their check is the decoded values' finiteness).
+  Status checkQuantizedBytes(const TensorInfo& ti) const;
 
  private:
   Checkpoint() = default;

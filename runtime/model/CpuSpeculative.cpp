@@ -135,6 +135,12 @@ Result<std::vector<CpuSpecOutcome>> CpuModel::speculativeStep(std::vector<CpuSpe
   if (!blocks.ok()) return blocks.error();
 
   std::vector<CpuSpecOutcome> out(steps.size());
+  // A failure past this point leaves the earlier requests advanced with their outcomes lost and
+  // the failing one mid-verify: every request of the call is unusable (as on the GPU).
+  auto fail = [&](std::string message) -> Error {
+    for (CpuSpecStep& s : steps) s.state->unusable_ = true;
+    return Error{fmt::format("{} (the requests of this call are no longer usable)", message)};
+  };
   for (size_t i = 0; i < steps.size(); ++i) {
     CpuSpecStep& s = steps[i];
     CpuSpecOutcome& o = out[i];
@@ -155,18 +161,18 @@ Result<std::vector<CpuSpecOutcome>> CpuModel::speculativeStep(std::vector<CpuSpe
     ids.insert(ids.end(), o.drafts.begin(), o.drafts.end());
     std::vector<float> mainX;
     auto logits = forward(st, ids, &mainX, 0);
-    if (!logits.ok()) return Error{fmt::format("speculative step: request {}: {}", i, logits.error().message)};
+    if (!logits.ok()) return fail(fmt::format("speculative step: request {}: {}", i, logits.error().message));
     for (size_t j = 0; j < ids.size(); ++j)
-      DI_TRY(checkFiniteLogits(logits->ptr<float>() + j * size_t(V), V,
-                               fmt::format("speculative step: request {}, position {}", i, n + int64_t(j))));
+      if (Status f = checkFiniteLogits(logits->ptr<float>() + j * size_t(V), V,
+                                       fmt::format("speculative step: request {}, position {}", i, n + int64_t(j)));
+          !f.ok())
+        return fail(f.error().message);
     const SpecAcceptance acc = acceptDrafts(logits->ptr<float>(), V, o.drafts, q, s.sampling, n);
     o.accepted = acc.accepted;
     o.emitted.assign(o.drafts.begin(), o.drafts.begin() + acc.accepted);
     o.emitted.push_back(acc.bonus);
-    if (Status r = rollback(st, n + acc.accepted + 1); !r.ok()) {
-      st.unusable_ = true;
-      return Error{fmt::format("speculative step: request {}: {}", i, r.error().message)};
-    }
+    if (Status r = rollback(st, n + acc.accepted + 1); !r.ok())
+      return fail(fmt::format("speculative step: request {}: {}", i, r.error().message));
     commitDraftRows(st, n, mainX.data(), acc.accepted + 1);
     o.logits = HostTensor(DType::F32, {acc.accepted + 1, V});
     std::copy_n(logits->ptr<float>(), size_t((acc.accepted + 1) * V), o.logits.ptr<float>());

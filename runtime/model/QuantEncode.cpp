@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "Checkpoint.h"
 #include "deepinfer/Formats.h"
 
 namespace deepinfer {
@@ -35,7 +36,13 @@ uint8_t encodeE2m1(float x) {
 
 namespace {
 
-uint8_t scaleFor(float amax, float maxCode) { return ue8m0CeilEncode(amax / maxCode); }
+// The smallest power of two >= amax / maxCode, kept inside the bytes the loaders accept (an
+// all-zero block gets 1.0: any scale encodes its zeros, but byte 1 would be refused).
+uint8_t scaleFor(float amax, float maxCode, WeightFormat f) {
+  const ScaleByteRange r = exactScaleBytes(f);
+  if (amax == 0.f) return 127;
+  return uint8_t(std::clamp(int(ue8m0CeilEncode(amax / maxCode)), r.lo, r.hi));
+}
 
 // 1 / 2^(e-127), exact: the quotient w / scale is then a multiply by a power of two.
 float inverseScale(uint8_t e) { return bitsToFloat(uint32_t(254 - e) << 23); }
@@ -51,7 +58,7 @@ void quantizeFp8Blocks(const float* w, int64_t rows, int64_t cols, uint8_t* code
       float amax = 0;
       for (int64_t r = br; r < re; ++r)
         for (int64_t c = bc; c < ce; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
-      const uint8_t s = scaleFor(amax, 448.f);
+      const uint8_t s = scaleFor(amax, 448.f, WeightFormat::Fp8Block);
       scales[(br / 32) * sc + bc / 32] = s;
       const float inv = inverseScale(s);
       for (int64_t r = br; r < re; ++r)
@@ -67,7 +74,7 @@ void quantizeFp8Rows(const float* w, int64_t rows, int64_t cols, uint8_t* codes,
       const int64_t ce = std::min(cols, bc + 32);
       float amax = 0;
       for (int64_t c = bc; c < ce; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
-      const uint8_t s = scaleFor(amax, 448.f);
+      const uint8_t s = scaleFor(amax, 448.f, WeightFormat::Fp8Row);
       scales[r * sc + bc / 32] = s;
       const float inv = inverseScale(s);
       for (int64_t c = bc; c < ce; ++c) codes[r * cols + c] = encodeE4m3(w[r * cols + c] * inv);
@@ -80,7 +87,7 @@ void quantizeFp4Rows(const float* w, int64_t rows, int64_t cols, uint8_t* packed
     for (int64_t bc = 0; bc < cols; bc += 32) {
       float amax = 0;
       for (int64_t c = bc; c < bc + 32; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
-      const uint8_t s = scaleFor(amax, 6.f);
+      const uint8_t s = scaleFor(amax, 6.f, WeightFormat::Fp4);
       scales[r * sc + bc / 32] = s;
       const float inv = inverseScale(s);
       for (int64_t c = bc; c < bc + 32; c += 2) {

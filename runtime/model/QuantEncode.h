@@ -13,12 +13,13 @@ uint8_t encodeE4m3(float x);
 uint8_t encodeE2m1(float x);
 
 // w[rows, cols] -> codes[rows, cols] e4m3 + scales[ceil(rows/32), ceil(cols/32)], one UE8M0
-// scale per 32x32 block: the smallest power of two >= amax / 448.
+// scale per 32x32 block: the smallest power of two >= amax / 448, within the bytes the loaders
+// accept (exactScaleBytes, Checkpoint.h); an all-zero block gets scale byte 127 (1.0).
 void quantizeFp8Blocks(const float* w, int64_t rows, int64_t cols, uint8_t* codes, uint8_t* scales);
 // As above with one scale per row and 32 columns: scales[rows, ceil(cols/32)].
 void quantizeFp8Rows(const float* w, int64_t rows, int64_t cols, uint8_t* codes, uint8_t* scales);
 // w[rows, cols] (cols % 32 == 0) -> packed[rows, cols/2] (low nibble = even column) +
-// scales[rows, cols/32]: the smallest power of two >= amax / 6.
+// scales[rows, cols/32]: the smallest power of two >= amax / 6 (same range rule).
 void quantizeFp4Rows(const float* w, int64_t rows, int64_t cols, uint8_t* packed, uint8_t* scales);
 
 }  // namespace deepinfer

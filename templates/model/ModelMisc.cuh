@@ -50,12 +50,16 @@ __device__ __forceinline__ void argmax_rows(const ArgmaxParams& p) {
   for (int64_t t = blockIdx.x; t < p.T; t += gridDim.x) {  // CTA-uniform
     const float* row = p.logits + t * p.V;
     ArgBest best{0.f, -1};
+    int finite = 1;
     for (int64_t i = threadIdx.x; i < p.V; i += kCtaThreads) {
       const float v = row[i];
+      finite &= (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u ? 1 : 0;  // not inf/NaN
       if (v != v) continue;
       if (best.i < 0 || v > best.v) best = ArgBest{v, i};  // ascending i: ties keep the lower
     }
+    finite = __syncthreads_and(finite);
     best = cta_arg_best(best, sv, si);
+    if (p.finite != nullptr && threadIdx.x == 0) p.finite[t] = finite;
     if (threadIdx.x == 0) {
       const float first = row[0];
       p.out[t] = (first != first || best.i < 0) ? 0 : int32_t(best.i);

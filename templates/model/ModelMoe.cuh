@@ -1,6 +1,6 @@
 // The MoE sublayer's small kernels (oracle: runtime/model/CpuLayersMoe.cpp): the sqrt-softplus
-// router with its biased top-k, the clamped SwiGLU with the routing weight, row gather/scatter
-// for grouping tokens by expert, and the in-order sum of the expert outputs.
+// router with its biased top-k, row gather/scatter, and the in-order sum of the expert outputs
+// (the experts themselves are the moe_experts and weight_gemm ops).
 #pragma once
 #include "common/Mma.cuh"
 #include "model/ModelCommon.cuh"
@@ -70,17 +70,6 @@ __device__ __forceinline__ void router_topk(const RouterTopkParams& p) {
   }
 }
 
-// h = bf16(weight * (silu(min(g, limit)) * clamp(v, -limit, limit))), CpuLayersMoe swigluInPlace.
-__device__ __forceinline__ void swiglu(const SwigluParams& p) {
-  const int64_t total = p.n * p.I;
-  for (int64_t i = flat_thread(); i < total; i += flat_stride()) {
-    const float weight = p.weights != nullptr ? p.weights[i / p.I] : 1.f;
-    const float gi = std_min(p.g[i], p.limit);
-    const float vi = std_clamp(p.v[i], -p.limit, p.limit);
-    p.out[i] = f32_to_bf16(__fmul_rn(weight, __fmul_rn(silu_f32(gi), vi)));
-  }
-}
-
 // out[r] = src[row_idx[r]] (bf16 rows); a negative index writes a zero row.
 __device__ __forceinline__ void gather_rows_bf16(const RowsParams& p) {
   const uint16_t* src = static_cast<const uint16_t*>(p.src);
@@ -128,31 +117,11 @@ __device__ __forceinline__ void moe_sum(const MoeSumParams& p) {
   }
 }
 
-// One thread per routed row. An out-of-range expert id (never produced by the router) points
-// the row at expert 0 rather than at memory outside the tables.
-__device__ __forceinline__ void moe_row_pointers(const MoeRowPointersParams& p) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * blockDim.x) {
-    int32_t e = p.ids[i];
-    if (e < 0 || e >= p.E) e = 0;
-    p.out[0 * p.n + i] = p.x + uint64_t(i / p.k) * uint64_t(p.C) * 2u;
-    p.out[1 * p.n + i] = p.w1[e];
-    p.out[2 * p.n + i] = p.w3[e];
-    p.out[3 * p.n + i] = p.g + uint64_t(i) * uint64_t(p.I) * 4u;
-    p.out[4 * p.n + i] = p.v + uint64_t(i) * uint64_t(p.I) * 4u;
-    p.out[5 * p.n + i] = p.h + uint64_t(i) * uint64_t(p.I) * 2u;
-    p.out[6 * p.n + i] = p.w2[e];
-    p.out[7 * p.n + i] = p.y + uint64_t(i) * uint64_t(p.C) * 4u;
-  }
-}
-
 }  // namespace model
 }  // namespace di
 
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_router_topk(const di::RouterTopkParams p) {
   di::model::router_topk(p);
-}
-extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_swiglu(const di::SwigluParams p) {
-  di::model::swiglu(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_gather_rows_bf16(const di::RowsParams p) {
   di::model::gather_rows_bf16(p);
@@ -162,8 +131,4 @@ extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_sc
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_moe_sum(const di::MoeSumParams p) {
   di::model::moe_sum(p);
-}
-extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
-    di_model_moe_row_pointers(const di::MoeRowPointersParams p) {
-  di::model::moe_row_pointers(p);
 }

@@ -21,7 +21,9 @@
 #include "deepinfer/Engine.h"
 #include "model/gpu/GpuModel.h"
 #include "model/CpuForward.h"
+#include "model/Checkpoint.h"
 #include "model/MakeModel.h"
+#include "model/ModelTensors.h"
 #include "model/SpecAccept.h"
 
 namespace deepinfer {
@@ -167,7 +169,23 @@ Plain plainGreedy(GpuModel& gpu, const std::vector<int32_t>& prompt, int count) 
 // (z_k within the logit tolerance; the drafted chain equal up to its first near-tie).
 TEST(GpuSpeculative, DraftPassMatchesCpu) {
   NEED_GPU();
-  const int64_t V = e.cpu->config().vocabSize, B = e.cpu->draftBlockSize();
+  const ModelConfig& cfg = e.cpu->config();
+  const int64_t V = cfg.vocabSize, B = e.cpu->draftBlockSize(), C = cfg.hiddenSize, R = cfg.dspark.markovRank;
+  auto ck = Checkpoint::open(e.dir);
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  const int S = cfg.numNextnPredictLayers;
+  auto wConf = ck->loadF32(draftTensorName(S - 1, "confidence_head.proj.weight"), {1, C + R});
+  auto wEmbed = ck->loadF32(draftTensorName(S - 1, "markov_head.embed.weight"), {V, R});
+  ASSERT_TRUE(wConf.ok() && wEmbed.ok()) << (wConf.ok() ? wEmbed.error().message : wConf.error().message);
+  const float* w = reinterpret_cast<const float*>(wConf->bytes.data());
+  const float* emb = reinterpret_cast<const float*>(wEmbed->bytes.data());
+  // sum |w_i x_i| over the confidence head's input x = [h row | Markov embedding of the previous token]
+  auto confidenceScale = [&](const float* h, int32_t prev) {
+    double s = 0;
+    for (int64_t i = 0; i < C; ++i) s += std::fabs(double(w[i]) * h[i]);
+    for (int64_t i = 0; i < R; ++i) s += std::fabs(double(w[C + i]) * emb[prev * R + i]);
+    return s;
+  };
   double worstZ = 0, worstConf = 0;
   int chains = 0, fullChains = 0, nearTies = 0, rows = 0, nearTieRows = 0;
   for (int64_t len : {1, 7, 16, 23, 40, 64, 97, 130}) {
@@ -190,8 +208,10 @@ TEST(GpuSpeculative, DraftPassMatchesCpu) {
     for (int64_t k = 0; k < B; ++k) {
       // z_k depends on d_{k-1}: compare while the chains agree.
       const RowCheck r = checkRow(g.z.data() + k * V, c.z.data() + k * V, V);
+      // c_k is a dot product over [h_k | e(d_{k-1})] whose terms cancel: its error is relative
+      // to the sum of the terms' magnitudes (the dot's condition), not to |c_k|.
       const double conf = double(std::fabs(g.confidence[size_t(k)] - c.confidence[size_t(k)])) /
-                          std::max(1.0, double(std::fabs(c.confidence[size_t(k)])));
+                          std::max(1.0, confidenceScale(c.h.data() + k * C, k == 0 ? anchor : c.tokens[size_t(k - 1)]));
       worstZ = std::max(worstZ, r.relErr);
       worstConf = std::max(worstConf, conf);
       ++rows;

@@ -1,8 +1,10 @@
-// loadGpuWeights on the tiny model: every device tensor, downloaded, equals Checkpoint::loadBf16
-// (matrices, norms) or loadF32 (mixes, sinks, router bias) bit for bit; nothing is missed or
-// added (the walk below covers the checkpoint's table minus scales and engram tables); the
-// structure follows the layer roles; deviceBytes equals gpuWeightBytes; a missing tensor fails
-// with loadCpuWeights' message. Skips visibly without a GPU.
+// loadGpuWeights on the tiny model: every quantized device tensor holds the checkpoint's code and
+// scale bytes exactly (fp8 e4m3 + UE8M0 per 32x32, fp4 e2m1 + UE8M0 per 32 columns), every other
+// one equals Checkpoint::loadBf16 (matrices, norms) or loadF32 (mixes, sinks, router bias) bit
+// for bit; nothing is missed or added (the walk below covers the checkpoint's table minus
+// engram tables); the device bytes equal the checkpoint's and gpuWeightBytes; the structure
+// follows the layer roles; a missing tensor, a NaN and a bad scale byte fail naming the tensor.
+// Skips visibly without a GPU.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -88,20 +90,35 @@ class GpuWeightsGpu : public ::testing::Test {
   }
 };
 
-// One device tensor and the checkpoint name it came from.
+// One device tensor and the checkpoint name it came from. Quantized tensors are the
+// checkpoint's code bytes (`buf`) and scale bytes (`scales`) at an offset (routed experts share
+// one buffer per kind); bf16 and f32 ones the loaders' decoded values.
 struct Entry {
+  enum Kind { Bf16, F32, Quant } kind = Bf16;
   std::string name;
-  const DeviceBuffer* buf;
-  bool f32;
+  const DeviceBuffer* buf = nullptr;
   int64_t rows = -1, cols = -1;  // the GpuMatrix's recorded shape, -1 for plain buffers
+  GpuWeightFormat format = GpuWeightFormat::Bf16;
+  const DeviceBuffer* scales = nullptr;
+  size_t codeOffset = 0, scaleOffset = 0;
 };
 
 // The device tensors of `w`, named independently of the loader.
 std::vector<Entry> entries(const ModelConfig& cfg, const GpuWeights& w) {
   std::vector<Entry> out;
-  auto mat = [&](const std::string& n, const GpuMatrix& m) { out.push_back({n, &m.data, false, m.rows, m.cols}); };
-  auto b16 = [&](const std::string& n, const DeviceBuffer& b) { out.push_back({n, &b, false}); };
-  auto f32 = [&](const std::string& n, const DeviceBuffer& b) { out.push_back({n, &b, true}); };
+  auto mat = [&](const std::string& n, const GpuMatrix& m) {
+    Entry e;
+    e.kind = m.quantized() ? Entry::Quant : Entry::Bf16;
+    e.name = n;
+    e.buf = &m.data;
+    e.rows = m.rows;
+    e.cols = m.cols;
+    e.format = m.format;
+    e.scales = &m.scales;
+    out.push_back(e);
+  };
+  auto b16 = [&](const std::string& n, const DeviceBuffer& b) { out.push_back({Entry::Bf16, n, &b}); };
+  auto f32 = [&](const std::string& n, const DeviceBuffer& b) { out.push_back({Entry::F32, n, &b}); };
   mat("embed.weight", w.embed);
   mat("head.weight", w.head);
   b16("norm.weight", w.norm);
@@ -137,13 +154,30 @@ std::vector<Entry> entries(const ModelConfig& cfg, const GpuWeights& w) {
     const std::string pf = p + "ffn.";
     mat(pf + "gate.weight", l.ffn.gate);
     f32(pf + "gate.bias", l.ffn.gateBias);
-    auto expert = [&](const std::string& pe, const GpuExpertWeights& e) {
-      mat(pe + "w1.weight", e.w1);
-      mat(pe + "w3.weight", e.w3);
-      mat(pe + "w2.weight", e.w2);
-    };
-    for (size_t e = 0; e < l.ffn.experts.size(); ++e) expert(fmt::format("{}experts.{}.", pf, e), l.ffn.experts[e]);
-    if (cfg.nSharedExperts > 0) expert(pf + "shared_experts.", l.ffn.shared);
+    // Routed experts: expert e's codes and scales at e times their size in each kind's buffer.
+    const GpuRoutedExperts& r = l.ffn.routed;
+    const int64_t C = r.hidden, I = r.intermediate;
+    for (int64_t e = 0; e < r.experts; ++e)
+      for (const auto& [which, codes, scales, rows, cols] :
+           {std::tuple{"w1", &r.w1, &r.w1Scale, I, C}, std::tuple{"w3", &r.w3, &r.w3Scale, I, C},
+            std::tuple{"w2", &r.w2, &r.w2Scale, C, I}}) {
+        Entry en;
+        en.kind = Entry::Quant;
+        en.name = fmt::format("{}experts.{}.{}.weight", pf, e, which);
+        en.buf = codes;
+        en.scales = scales;
+        en.rows = rows;
+        en.cols = cols;
+        en.format = GpuWeightFormat::Fp4;
+        en.codeOffset = size_t(e * rows * cols / 2);
+        en.scaleOffset = size_t(e * rows * (cols / 32));
+        out.push_back(en);
+      }
+    if (cfg.nSharedExperts > 0) {
+      mat(pf + "shared_experts.w1.weight", l.ffn.shared.w1);
+      mat(pf + "shared_experts.w3.weight", l.ffn.shared.w3);
+      mat(pf + "shared_experts.w2.weight", l.ffn.shared.w2);
+    }
     if (l.hasEngram) {
       mat(p + "engram.wkv.weight", l.engram.wkv);
       b16(p + "engram.q_weight", l.engram.qWeight);
@@ -165,40 +199,88 @@ std::vector<Entry> entries(const ModelConfig& cfg, const GpuWeights& w) {
   return out;
 }
 
+std::vector<uint8_t> downloadBytes(const DeviceBuffer& b, size_t offset, size_t n) {
+  std::vector<uint8_t> got(n);
+  auto st = b.download(got.data(), n, offset);
+  EXPECT_TRUE(st.ok()) << st.error().message;
+  return got;
+}
+
+// The raw bytes of a checkpoint tensor as stored.
+std::vector<uint8_t> rawBytes(const Checkpoint& ck, const std::string& name) {
+  SafetensorsEntry en;
+  auto p = ck.rawData(name, &en);
+  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
+  if (!p.ok()) return {};
+  return std::vector<uint8_t>(*p, *p + en.byteSize());
+}
+
+// Every buffer of the weights once (routed experts' kinds are shared by their experts).
+int64_t bufferBytes(const std::vector<Entry>& list) {
+  std::set<const DeviceBuffer*> seen;
+  int64_t n = 0;
+  for (const Entry& en : list)
+    for (const DeviceBuffer* b : {en.buf, en.scales})
+      if (b && seen.insert(b).second) n += int64_t(b->size());
+  return n;
+}
+
 TEST_F(GpuWeightsGpu, EveryTensorEqualsTheCheckpointBitForBit) {
+  // Quantized tensors: the checkpoint's code and scale bytes exactly, in the checkpoint's format;
+  // bf16/f32 ones: Checkpoint::loadBf16 / loadF32 exactly.
   Env& e = env();
   auto list = entries(e.cfg, *e.w);
-  int64_t bytes = 0;
   std::set<std::string> seen;
+  int quantized = 0;
   for (const Entry& en : list) {
     SCOPED_TRACE(en.name);
     ASSERT_TRUE(seen.insert(en.name).second) << "listed twice";
     auto ti = e.ckpt->info(en.name);
     ASSERT_TRUE(ti.ok()) << ti.error().message;
-    auto want = en.f32 ? e.ckpt->loadF32(en.name, ti->logicalShape) : e.ckpt->loadBf16(en.name, ti->logicalShape);
-    ASSERT_TRUE(want.ok()) << want.error().message;
-    ASSERT_EQ(en.buf->size(), want->bytes.size());
     ASSERT_NE(en.buf->addr(), 0u);
     if (en.rows >= 0) {
       ASSERT_EQ(ti->logicalShape.size(), 2u);
       EXPECT_EQ(en.rows, ti->logicalShape[0]);
       EXPECT_EQ(en.cols, ti->logicalShape[1]);
     }
-    std::vector<uint8_t> got(want->bytes.size());
-    auto st = en.buf->download(got.data(), got.size());
-    ASSERT_TRUE(st.ok()) << st.error().message;
-    ASSERT_TRUE(got == want->bytes) << "device copy differs from Checkpoint::" << (en.f32 ? "loadF32" : "loadBf16");
-    bytes += int64_t(got.size());
+    if (en.kind == Entry::Quant) {
+      ++quantized;
+      ASSERT_NE(ti->format, WeightFormat::Plain) << "a bf16 checkpoint tensor was stored as quantized";
+      EXPECT_EQ(en.format, ti->format == WeightFormat::Fp4 ? GpuWeightFormat::Fp4 : GpuWeightFormat::Fp8);
+      const auto codes = rawBytes(*e.ckpt, en.name), scales = rawBytes(*e.ckpt, ti->scaleName);
+      ASSERT_FALSE(codes.empty());
+      ASSERT_FALSE(scales.empty());
+      ASSERT_LE(en.codeOffset + codes.size(), en.buf->size());
+      ASSERT_LE(en.scaleOffset + scales.size(), en.scales->size());
+      EXPECT_TRUE(downloadBytes(*en.buf, en.codeOffset, codes.size()) == codes) << "code bytes differ";
+      EXPECT_TRUE(downloadBytes(*en.scales, en.scaleOffset, scales.size()) == scales) << "scale bytes differ";
+      continue;
+    }
+    // The spec's bf16/f32 tensors stay as decoded; a quantized checkpoint tensor must not land here.
+    EXPECT_EQ(ti->format, WeightFormat::Plain) << "a quantized checkpoint tensor was dequantized";
+    auto want = en.kind == Entry::F32 ? e.ckpt->loadF32(en.name, ti->logicalShape)
+                                      : e.ckpt->loadBf16(en.name, ti->logicalShape);
+    ASSERT_TRUE(want.ok()) << want.error().message;
+    ASSERT_EQ(en.buf->size(), want->bytes.size());
+    ASSERT_TRUE(downloadBytes(*en.buf, 0, want->bytes.size()) == want->bytes)
+        << "device copy differs from Checkpoint::" << (en.kind == Entry::F32 ? "loadF32" : "loadBf16");
   }
+  EXPECT_GT(quantized, 100);
   // Nothing left out: the checkpoint holds exactly these plus scales and engram tables.
   std::set<std::string> scales;
   for (const auto& n : e.ckpt->names())
     if (auto ti = e.ckpt->info(n); ti.ok() && !ti->scaleName.empty()) scales.insert(ti->scaleName);
+  int64_t fileBytes = 0;  // the checkpoint's bytes of the same tensors (scales included)
   for (const auto& n : e.ckpt->names()) {
-    if (scales.count(n) || n.find(".engram.embed.") != std::string::npos) continue;
-    EXPECT_TRUE(seen.count(n)) << n << " is in the checkpoint but not on the device";
+    if (n.find(".engram.embed.") != std::string::npos) continue;
+    if (!scales.count(n)) EXPECT_TRUE(seen.count(n)) << n << " is in the checkpoint but not on the device";
+    fileBytes += int64_t(rawBytes(*e.ckpt, n).size());
   }
+  // Every buffer is one tensor's (or one expert kind's) exact size: the device holds what the
+  // checkpoint stores (fp32 vectors as fp32, bf16 as bf16, quantized tensors with their scales).
+  const int64_t bytes = bufferBytes(list);
   EXPECT_EQ(e.w->deviceBytes, bytes);
+  EXPECT_EQ(bytes, fileBytes);
   auto planned = gpuWeightBytes(e.cfg, *e.ckpt);
   ASSERT_TRUE(planned.ok()) << planned.error().message;
   EXPECT_EQ(*planned, bytes);
@@ -227,9 +309,12 @@ TEST_F(GpuWeightsGpu, StructureFollowsTheLayerRoles) {
     EXPECT_EQ(l.attn.compWgate.empty(), !(role.isKvSource && role.ratio == 2));
     EXPECT_EQ(l.attn.idxWqB.empty(), !role.isIndexSource);
     EXPECT_EQ(l.attn.idxWeightsProj.empty(), !role.isIndexSource);
-    ASSERT_EQ(int64_t(l.ffn.experts.size()), cfg.nRoutedExperts);
-    EXPECT_EQ(l.ffn.experts[0].w1.rows, cfg.moeIntermediateSize);
-    EXPECT_EQ(l.ffn.experts[0].w2.cols, cfg.moeIntermediateSize);
+    EXPECT_EQ(l.ffn.routed.experts, cfg.nRoutedExperts);
+    EXPECT_EQ(l.ffn.routed.hidden, cfg.hiddenSize);
+    EXPECT_EQ(l.ffn.routed.intermediate, cfg.moeIntermediateSize);
+    EXPECT_EQ(int64_t(l.ffn.routed.w2.size()), cfg.nRoutedExperts * cfg.hiddenSize * cfg.moeIntermediateSize / 2);
+    EXPECT_EQ(l.attn.wqA.format, GpuWeightFormat::Fp8);
+    EXPECT_EQ(l.ffn.gate.format, GpuWeightFormat::Bf16);
     EXPECT_EQ(l.ffn.shared.w1.empty(), cfg.nSharedExperts == 0);
     EXPECT_EQ(l.hasEngram, role.isEngram);
     if (l.hasEngram) {
@@ -297,6 +382,60 @@ TEST_F(GpuWeightsGpu, NaNWeightFailsLikeTheCpuLoader) {
   auto cpu = loadCpuWeights(e.cfg, *ck);
   ASSERT_FALSE(cpu.ok());
   EXPECT_EQ(w.error().message, cpu.error().message);
+}
+
+// A copy of the checkpoint with one byte of tensor `name` (element `index` of its stored bytes)
+// replaced; returns the copy's directory.
+std::unique_ptr<ScratchDir> corruptCopy(Env& e, const std::string& tag, const std::string& name, uint64_t index,
+                                        uint8_t byte) {
+  auto dir = std::make_unique<ScratchDir>(tag);
+  const std::string st = dir->file("model.safetensors");
+  std::filesystem::copy_file(e.dir->file("model.safetensors"), st);
+  uint64_t at = 0;
+  {
+    auto f = SafetensorsFile::open(st);
+    EXPECT_TRUE(f.ok()) << f.error().message;
+    if (!f.ok()) return dir;
+    const SafetensorsEntry* en = (*f)->find(name);
+    EXPECT_NE(en, nullptr) << name;
+    if (!en) return dir;
+    at = std::filesystem::file_size(st) - (*f)->dataSectionSize() + en->begin + index;
+  }
+  std::vector<uint8_t> bytes = testing_util::readBytes(st);
+  bytes[at] = byte;
+  testing_util::writeBytes(st, bytes);
+  return dir;
+}
+
+TEST_F(GpuWeightsGpu, BadQuantizedBytesFailNamingTheTensor) {
+  // The GPU loader uploads quantized bytes as stored, so it must refuse what the CPU loader
+  // refuses: an e4m3 NaN code, a NaN (0xFF) scale byte of an fp8 weight, a scale byte of a
+  // routed expert outside the exact range. Same messages as the CPU loader.
+  Env& e = env();
+  struct Case {
+    std::string tensor, corrupt;
+    uint64_t index;
+    uint8_t byte;
+    std::vector<std::string> expect;
+  };
+  const std::vector<Case> cases = {
+      {"layers.1.attn.wq_b.weight", "layers.1.attn.wq_b.weight", 5, 0x7F, {"holds NaN at element [0, 5]"}},
+      {"layers.2.ffn.shared_experts.w2.weight", "layers.2.ffn.shared_experts.w2.scale", 1, 0xFF, {"byte 255 (NaN)"}},
+      {"layers.3.ffn.experts.5.w1.weight", "layers.3.ffn.experts.5.w1.scale", 2, 253, {"byte 253"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.corrupt);
+    auto dir = corruptCopy(e, "gpu_weights_bad_bytes", c.corrupt, c.index, c.byte);
+    auto ck = Checkpoint::open(dir->path());
+    ASSERT_TRUE(ck.ok()) << ck.error().message;
+    auto w = loadGpuWeights(e.cfg, *ck, *e.dev);
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.error().message.find("'" + c.tensor + "'"), std::string::npos) << w.error().message;
+    for (const std::string& x : c.expect) EXPECT_NE(w.error().message.find(x), std::string::npos) << w.error().message;
+    auto cpu = loadCpuWeights(e.cfg, *ck);
+    ASSERT_FALSE(cpu.ok());
+    EXPECT_EQ(w.error().message, cpu.error().message);
+  }
 }
 
 }  // namespace

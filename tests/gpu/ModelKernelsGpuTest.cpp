@@ -198,7 +198,7 @@ void expectBf16Close(const std::vector<uint16_t>& want, const std::vector<uint16
   EXPECT_LE(double(differ), maxFrac * double(want.size()) + 1.0) << what << ": too many differing elements";
 }
 
-// Elementwise kernels with exp in them (swiglu, pair pool): the GPU evaluates exp in fp64 and
+// Elementwise kernels with exp in them (pair pool): the GPU evaluates exp in fp64 and
 // rounds once (the nearest fp32), glibc's expf is within 0.502 ulp of it, so a rare fp32 one-ulp
 // difference can survive the bf16 rounding. Allowed: at most 1 bf16 step, in at most 1e-4 of
 // the elements (in practice none).
@@ -467,34 +467,6 @@ TEST(ModelKernelsGpu, RouterTopk) {
         EXPECT_NEAR(gotW[i], wantW[i], 4e-7 * std::fabs(wantW[i])) << what << " weight " << i;
       }
       fmt::print("  {} weights: {} of {} differ\n", what, differ, wantW.size());
-    }
-  });
-}
-
-TEST(ModelKernelsGpu, Swiglu) {
-  DI_GPU_PRELUDE();
-  auto rng = rngFor("Swiglu");
-  struct Case { int64_t n, I; bool weights; double limit; };
-  const Case cases[] = {{37, 2304, true, 10.0}, {1, 2304, false, 10.0}, {6, 13, true, 10.0}, {3, 101, false, 0.5}};
-  forEachTarget(env, [&](const ModelKernels& mk, const std::string&) {
-    for (const Case& c : cases) {
-      const auto g = randomF32(rng, size_t(c.n * c.I), 0.001f, 15.f);  // beyond the limit too
-      const auto v = randomF32(rng, size_t(c.n * c.I), 0.001f, 15.f);
-      const auto w = randomF32(rng, size_t(c.n), 0.05f, 1.5f);
-      const float limit = float(c.limit);
-      std::vector<uint16_t> want(size_t(c.n * c.I));
-      for (int64_t r = 0; r < c.n; ++r)
-        for (int64_t i = 0; i < c.I; ++i) {  // CpuLayersMoe swigluInPlace
-          const size_t at = size_t(r * c.I + i);
-          const float gi = std::min(g[at], limit), vi = std::clamp(v[at], -limit, limit);
-          want[at] = floatToBf16((c.weights ? w[size_t(r)] : 1.f) * (silu(gi) * vi));
-        }
-      auto dg = upload(g), dv = upload(v), dw = upload(w);
-      auto dOut = poisoned(want.size() * 2);
-      ASSERT_TRUE(mk.swiglu(dg.addr(), dv.addr(), c.weights ? dw.addr() : 0, c.n, c.I, c.limit, dOut.addr(), nullptr).ok());
-      sync(env);
-      expectBf16NearlySame(want, download<uint16_t>(dOut, want.size()),
-                           fmt::format("swiglu n={} I={} weights={}", c.n, c.I, c.weights));
     }
   });
 }
@@ -846,11 +818,25 @@ TEST(ModelKernelsGpu, Argmax) {
       }
       std::vector<int32_t> want(static_cast<size_t>(T));
       for (int64_t t = 0; t < T; ++t) want[size_t(t)] = argmaxToken(&logits[size_t(t * V)], V);
+      const std::vector<int32_t> want0 = want;
       auto dL = upload(logits);
-      auto dOut = poisoned(size_t(T * 4), 0x5A);
+      // Row 0 gets an infinity where V allows (finite flags: 1 0 0 0; all 1 for V <= 2).
+      if (V > 2) logits[size_t(V / 2)] = -INFINITY;
+      std::vector<int32_t> wantFinite(static_cast<size_t>(T));
+      for (int64_t t = 0; t < T; ++t) {
+        want[size_t(t)] = argmaxToken(&logits[size_t(t * V)], V);
+        wantFinite[size_t(t)] = std::all_of(&logits[size_t(t * V)], &logits[size_t(t * V)] + V,
+                                            [](float x) { return std::isfinite(x); });
+      }
+      auto dL2 = upload(logits);
+      auto dOut = poisoned(size_t(T * 4), 0x5A), dOut2 = poisoned(size_t(T * 4), 0x5A),
+           dFinite = poisoned(size_t(T * 4), 0x5A);
       ASSERT_TRUE(mk.argmax(dL.addr(), T, V, dOut.addr(), nullptr).ok());
+      ASSERT_TRUE(mk.argmax(dL2.addr(), T, V, dOut2.addr(), nullptr, dFinite.addr()).ok());
       sync(env);
-      expectSame(want, download<int32_t>(dOut, size_t(T)), fmt::format("argmax V={}", V));
+      expectSame(want0, download<int32_t>(dOut, size_t(T)), fmt::format("argmax V={}", V));
+      expectSame(want, download<int32_t>(dOut2, size_t(T)), fmt::format("argmax with finite flags V={}", V));
+      expectSame(wantFinite, download<int32_t>(dFinite, size_t(T)), fmt::format("argmax finite flags V={}", V));
     }
   });
 }
@@ -895,7 +881,6 @@ TEST(ModelKernelsGpu, BadSizesAreErrorsNamingTheKernel) {
   expectError(mk.ropeF32ToBf16(a, 64, 2, 64, 63, a, {}, a, 64, nullptr), "ropeF32ToBf16", "ropeDim = 63");
   expectError(mk.ropeBf16InPlace(a, 64, 2, 64, 128, a, {}, false, nullptr), "ropeBf16InPlace", "ropeDim = 128");
   expectError(mk.routerTopk(a, a, 1, 8, 9, true, 1.5, a, a, nullptr), "routerTopk", "k = 9");
-  expectError(mk.swiglu(a, a, 0, 1, 0, 10, a, nullptr), "swiglu", "I = 0");
   expectError(mk.pairPool(a, a, 0, 0, -1, 1, 8, a, nullptr), "pairPool", "tailKv");
   expectError(mk.indexKeyInsert(a, a, 1, 30, a, 64, nullptr), "indexKeyInsert", "Di = 30");
   expectError(mk.argmax(a, 1, 0, a, nullptr), "argmax", "V = 0");

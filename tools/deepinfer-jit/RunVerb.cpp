@@ -182,8 +182,9 @@ int verbRun(const std::vector<std::string>& argv) {
                         "of drafts accepted per step.\n"
                         "Speculative decoding (DSpark, on by default when the model has draft layers): each "
                         "step drafts dspark_block_size tokens with the draft heads and verifies them in one "
-                        "target forward, emitting 1 .. block + 1 tokens. Greedy output is identical to "
-                        "non-speculative decoding; sampled output has the same distribution (its random "
+                        "target forward, emitting 1 .. block + 1 tokens. Greedy output equals "
+                        "non-speculative decoding (exactly on the CPU; on the GPU up to near-ties between "
+                        "top logits, as batched rows round differently); sampled output has the same distribution (its random "
                         "draws are keyed by position, so the tokens differ from --no-speculative's).\n"
                         "--dump-logits writes one F32 tensor `logits` [prompt + generated, vocab]: row i holds "
                         "the logits at position i of the prompt followed by the generated tokens.");

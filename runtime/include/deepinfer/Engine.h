@@ -11,8 +11,8 @@
 // that advances every live request by one prefill chunk or one decode token). With speculative
 // decoding (DSpark, on by default when the model has draft layers), a step in which every live
 // request is past its prompt drafts up to dspark_block_size tokens per request and verifies them
-// in one target forward: each request gains 1 .. block + 1 tokens (greedy output is identical
-// to one token per step; sampled output has the same distribution). Work is enqueued on the
+// in one target forward: each request gains 1 .. block + 1 tokens (greedy output equals one
+// token per step, exactly on the CPU and up to near-ties between top logits on the GPU; sampled output has the same distribution). Work is enqueued on the
 // caller's stream (a CUstream; nullptr = the legacy default stream) and the step returns once
 // its tokens are known. For engines that bring their own model code, runOp launches one `di`
 // op (spec/ops.md §11 names) on caller-owned device buffers.

@@ -2,7 +2,7 @@
 // kernels: per stage the delayed-mHC block (mhc_pre / mhc_fused_post_pre), the window attention
 // as sparse_mla_decode over the stage's ring (committed context rows) plus the block's own rows
 // (written through kv_quant_insert into a scratch cache: the fp8 round trip the spec asks for),
-// the draft MoE through the backbone's MoE path (routed on the device), then the shared head, the
+// the draft MoE through the backbone's MoE path (moe_experts), then the shared head, the
 // Markov head's picks and the confidence head.
 //
 // Rows are in k-major order (row i * R + b is block row i of request b, at position n_b + i), so
@@ -21,7 +21,6 @@ Status GpuForwardPass::runDraft(const std::vector<int32_t>& anchors, bool device
   const int64_t C = cfg.hiddenSize, V = cfg.vocabSize, B = cfg.dsparkBlockSize;
   const GpuDsparkWeights& dw = w.draft;
   const int32_t noise = int32_t(cfg.dspark.noiseTokenId);
-  rowWise = true;  // the draft MoE routes on the device (graph-capturable)
   // k-major rows (the constructor laid the rows out per sequence; the draft re-lays them).
   std::vector<int32_t> ids(static_cast<size_t>(T));
   for (int64_t i = 0; i < B; ++i)
@@ -40,13 +39,13 @@ Status GpuForwardPass::runDraft(const std::vector<int32_t>& anchors, bool device
   DI_TRY(upload("preF", oneHot.data(), oneHot.size() * 4));
 
   const int S = int(dw.stages.size());
-  const int64_t E = cfg.draftRoutedExperts(), k = cfg.draftExpertsPerTok();
+  const int64_t k = cfg.draftExpertsPerTok();
   for (int s = 0; s < S; ++s) {
     const GpuLayerWeights& lw = dw.stages[size_t(s)];
     if (s == 0) DI_TRY(mhcPre(lw.hcAttn, st.preF, lw.attnNorm.addr(), st.preA));
     DI_TRY(draftAttention(s, st.u, st.f));
     DI_TRY(mhcFusedPostPre(lw.hcFfn, st.preA, lw.ffnNorm.addr(), st.preF));
-    DI_TRY(moeBlock(lw.ffn, m.draftExpertTables[size_t(s)], E, k, st.u, st.f));
+    DI_TRY(moeBlock(lw.ffn, k, st.u, st.f));
     if (s + 1 < S) {
       const GpuLayerWeights& nw = dw.stages[size_t(s + 1)];
       DI_TRY(mhcFusedPostPre(nw.hcAttn, st.preF, nw.attnNorm.addr(), st.preA));

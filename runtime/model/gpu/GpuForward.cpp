@@ -88,7 +88,25 @@ int64_t GpuForwardPass::windowSlot(const GpuRequest& rq, int layer, int64_t pos)
 }
 
 Status GpuForwardPass::gemm(uint64_t x, int64_t ldx, const GpuMatrix& W, uint64_t y, int64_t M) {
+  if (W.quantized()) return Error{"forward: a quantized weight went to the bf16 GEMM (cuBLAS); weight_gemm reads it"};
   return blas.gemmBf16F32(x, ldx, W.addr(), W.cols, y, W.rows, M, W.rows, W.cols, stream);
+}
+
+Status GpuForwardPass::project(uint64_t x, const GpuMatrix& W, uint64_t y, int64_t M, GemmEpilogue epilogue,
+                               int64_t groups, const GpuMatrix* up) {
+  sig += fmt::format("weight_gemm,{}x{}x{},bits{},e{},g{};", M, W.rows, W.cols, W.quant().bits, int(epilogue), groups);
+  if (!launching()) return {};
+  if (!W.quantized() || (up && !up->quantized()))
+    return Error{"forward: a bf16 weight went to weight_gemm; cuBLAS multiplies it"};
+  const DeviceQuantWeight upQ = up ? up->quant() : DeviceQuantWeight{};
+  return weightGemm(ops, x, M, W.quant(), y, epilogue, stream, groups, up ? &upQ : nullptr, cfg.swigluLimit);
+}
+
+Status GpuForwardPass::routedExperts(const GpuRoutedExperts& experts, uint64_t u, uint64_t ids, uint64_t weights,
+                                     int64_t k, uint64_t routed) {
+  sig += fmt::format("moe_experts,T{},k{},E{};", T, k, experts.experts);
+  if (!launching()) return {};
+  return moeExperts(ops, u, ids, weights, T, k, experts.view(), routed, stream, cfg.swigluLimit);
 }
 
 Status GpuForwardPass::allocStreams(int64_t rows) {

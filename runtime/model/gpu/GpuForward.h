@@ -85,17 +85,16 @@ class GpuModelImpl {
   ModelConfig cfg;
   std::shared_ptr<Device> dev;
   TargetProfile target;
-  std::unique_ptr<Checkpoint> ckpt;
+  std::unique_ptr<Checkpoint> ckpt;                    // null for synthetic weights
   GpuWeights w;
+  GpuWeightInfo weightInfo;
+  // Rows of an engram table (the checkpoint's mapping, or synthetic ones): out[n * cols] f32.
+  std::function<Status(const std::string& table, const int64_t* rows, size_t n, int64_t cols, float* out)> engramRows;
   std::unique_ptr<Jit> jit;
   std::unique_ptr<DiOps> ops;
   std::unique_ptr<ModelKernels> mk;
   std::unique_ptr<Cublas> blas;
   std::vector<DeviceBuffer> invFreq;                   // [layer] f32 [rope/2]
-  struct ExpertTables {
-    DeviceBuffer w1, w3, w2;                           // u64 [E]: the routed experts' weight addresses
-  };
-  std::vector<ExpertTables> expertTables;              // [layer]
   // Ratio-2 compressor tails: per kv source layer f32 [maxRequests * tailRegionRows, 512] for kv
   // and gate; a request's region holds its open pair's first token and, for speculative
   // requests, every row of its last short call (so a rollback can pick any of them).
@@ -108,7 +107,6 @@ class GpuModelImpl {
   // every row it computed (rejected ones too; they are never read, dspark.md §3 / §5).
   bool speculation = false;
   DeviceBuffer draftInvFreq;                           // f32 [rope/2]: the ratio-0 table
-  std::vector<ExpertTables> draftExpertTables;         // [stage]
   int64_t draftRingRows = 0, draftRingPages = 0;
   std::unique_ptr<EngramHashParams> engramHash;
   std::vector<int32_t> tokenMap;
@@ -189,9 +187,8 @@ struct GpuForwardPass {
   std::vector<int64_t> positions;         // [T] absolute position of every row
   uint64_t positionsDev = 0;              // i64 [T]
   bool lastRowsOnly = false;              // logits of each sequence's last row only
-  // Every row attends through sparse_mla_decode with its own index lists and the routed experts
-  // run on the device, as in a one-row decode step (decode steps and verify chunks). Else the
-  // prefill path (gathered workspace, experts grouped on the host).
+  // Every row attends through sparse_mla_decode with its own index lists, as in a one-row decode
+  // step (decode steps and verify chunks). Else the prefill path (gathered workspace).
   bool rowWise = false;
   // DSpark target features for the speculative requests among `seqs`: taps, main_x and the
   // draft-ring rows of their positions (spec/dspark.md §2, §3).
@@ -253,14 +250,10 @@ struct GpuForwardPass {
   Status compress(int layer, uint64_t u);
   Status index(int layer, uint64_t u, uint64_t qr);
   Status moe(int layer, uint64_t u, uint64_t fOut);
-  // The MoE sublayer with E routed experts, top-k (backbone layers and draft stages).
-  Status moeBlock(const GpuMoeWeights& mw, const GpuModelImpl::ExpertTables& tables, int64_t E, int64_t k,
-                  uint64_t u, uint64_t fOut);
-  // Row-wise passes: routed rows through pointer-array GEMMs built on the device (no host trip).
-  Status moeRoutedOnDevice(const GpuModelImpl::ExpertTables& tables, int64_t E, int64_t k, uint64_t u, uint64_t ids,
-                           uint64_t wts, uint64_t routed);
-  Result<uint64_t> moeRoutedOnHost(const GpuMoeWeights& mw, int64_t E, int64_t k, uint64_t u, uint64_t ids,
-                                   uint64_t wts);
+  // The MoE sublayer with the routed experts of `mw`, top-k (backbone layers and draft stages):
+  // router, one moe_experts launch sequence (grouping on the device), the shared expert through
+  // weight_gemm, the ordered sum.
+  Status moeBlock(const GpuMoeWeights& mw, int64_t k, uint64_t u, uint64_t fOut);
 
   // DSpark (GpuSpeculative.cpp): the taps (streams entering a tapped layer) into G, then
   // main_x and the draft-ring rows of the speculative sequences' positions.
@@ -285,7 +278,17 @@ struct GpuForwardPass {
   }
   Result<uint64_t> upload(const std::string& name, const void* data, size_t bytes);
   int64_t windowSlot(const GpuRequest& rq, int layer, int64_t pos) const;
+  // cuBLAS for bf16 weights: y[M, W.rows] f32 = x[M, W.cols] (row stride ldx) . W^T.
   Status gemm(uint64_t x, int64_t ldx, const GpuMatrix& W, uint64_t y, int64_t M);
+  // weight_gemm for quantized weights (dense x rows): y[M, W.rows] = x[M, groups * W.cols] .
+  // dequant(W)^T with the epilogue (f32, bf16, or bf16 SwiGLU with `up` as w3); recorded in the
+  // step's signature like every op.
+  Status project(uint64_t x, const GpuMatrix& W, uint64_t y, int64_t M, GemmEpilogue epilogue = GemmEpilogue::F32,
+                 int64_t groups = 1, const GpuMatrix* up = nullptr);
+  // moe_experts over the T rows of u: routed f32 [T, k, C] (row t * k + r: rank r's expert output
+  // with its routing weight applied), ids/weights [T, k] from the router.
+  Status routedExperts(const GpuRoutedExperts& experts, uint64_t u, uint64_t ids, uint64_t weights, int64_t k,
+                       uint64_t routed);
   // [R, width] page table: row b maps logical page p < pagesOf(b) to pageOf(b, p); the rest
   // repeat the row's first page (never read).
   template <class PagesOf, class PageOf>

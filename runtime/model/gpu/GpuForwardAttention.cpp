@@ -1,5 +1,6 @@
 // The attention sublayer on the GPU (spec/model.md §6), following CpuLayersAttention.cpp:
-// projections through cuBLAS, RMSNorm/RoPE kernels, the window write (kv_quant_insert), the
+// projections through weight_gemm (fp8 weights as stored; the bf16 compressor and indexer
+// weights through cuBLAS), RMSNorm/RoPE kernels, the window write (kv_quant_insert), the
 // compressor and indexer of source layers, then the prefill-form sparse attention over a
 // gathered workspace (gather_kcache + combine_topk_swa + sparse_mla_prefill), inverse RoPE and
 // the grouped output projection.
@@ -45,18 +46,18 @@ Status GpuForwardPass::attnProject(const GpuAttentionWeights& aw, uint64_t invFr
   // qr = rmsnorm(wq_a u); q = rope(wq_b qr) rounded once per vector.
   DI_ASSIGN(qrF, buf("qrF", size_t(T * qL * 4)));
   DI_ASSIGN(qr, buf("qr", size_t(T * qL * 2)));
-  DI_LAUNCH(gemm(u, C, aw.wqA, qrF, T));
+  DI_TRY(project(u, aw.wqA, qrF, T));
   DI_LAUNCH(mk.rmsNormF32(qrF, qL, aw.qNorm.addr(), T, qL, eps, qr, qL, stream));
   DI_ASSIGN(qF, buf("qF", size_t(T * H * D * 4)));
   DI_ASSIGN(q, buf("q", size_t(T * H * D * 2)));
-  DI_LAUNCH(gemm(qr, qL, aw.wqB, qF, T));
+  DI_TRY(project(qr, aw.wqB, qF, T));
   DI_LAUNCH(mk.ropeF32ToBf16(qF, D, T * H, D, Rd, invFreq, perHead, q, D, stream));
 
   // kv = rope(rmsnorm(wkv u)): key and value of each row.
   DI_ASSIGN(kvF, buf("kvF", size_t(T * D * 4)));
   DI_ASSIGN(kvN, buf("kvN", size_t(T * D * 4)));
   DI_ASSIGN(kv, buf("kv", size_t(T * D * 2)));
-  DI_LAUNCH(gemm(u, C, aw.wkv, kvF, T));
+  DI_TRY(project(u, aw.wkv, kvF, T));
   DI_LAUNCH(mk.rmsNormF32ToF32(kvF, D, aw.kvNorm.addr(), T, D, eps, kvN, D, stream));
   DI_LAUNCH(mk.ropeF32ToBf16(kvN, D, T, D, Rd, invFreq, perToken, kv, D, stream));
   *qOut = q;
@@ -66,19 +67,15 @@ Status GpuForwardPass::attnProject(const GpuAttentionWeights& aw, uint64_t invFr
 }
 
 Status GpuForwardPass::attnOutput(const GpuAttentionWeights& aw, uint64_t invFreq, uint64_t o, uint64_t fOut) {
-  const int64_t C = cfg.hiddenSize, H = cfg.numAttentionHeads, D = cfg.headDim;
+  const int64_t H = cfg.numAttentionHeads, D = cfg.headDim;
   const int64_t Rd = cfg.qkRopeHeadDim, G = cfg.oGroups, oL = cfg.oLoraRank;
   const ModelKernels::RopePositions perHead{H, 0, 1, positionsDev};
   DI_LAUNCH(mk.ropeBf16InPlace(o, D, T * H, D, Rd, invFreq, perHead, /*inverse=*/true, stream));
-  // z[g] = o[g] @ wo_a[g]^T (groups of H/G heads), rounded; y = wo_b z, rounded.
-  const int64_t gw = (H / G) * D;
-  DI_ASSIGN(zF, buf("zF", size_t(T * G * oL * 4)));
+  // z[g] = o[g] @ wo_a[g]^T (groups of H/G heads, one grouped launch), rounded once; y = wo_b z,
+  // rounded once.
   DI_ASSIGN(z, buf("z", size_t(T * G * oL * 2)));
-  DI_LAUNCH(blas.gemmBf16F32Batched(o, H * D, gw, aw.woA.addr(), gw, oL * gw, zF, G * oL, oL, T, oL, gw, G, stream));
-  DI_LAUNCH(mk.roundToBf16(zF, z, T * G * oL, stream));
-  DI_ASSIGN(yF, buf("yF", size_t(T * C * 4)));
-  DI_LAUNCH(gemm(z, G * oL, aw.woB, yF, T));
-  DI_LAUNCH(mk.roundToBf16(yF, fOut, T * C, stream));
+  DI_TRY(project(o, aw.woA, z, T, GemmEpilogue::Bf16, G));
+  DI_TRY(project(z, aw.woB, fOut, T, GemmEpilogue::Bf16));
   return {};
 }
 
@@ -480,7 +477,7 @@ Status GpuForwardPass::index(int layer, uint64_t u, uint64_t qr) {
   DI_ASSIGN(qiF, buf("qiF", size_t(T * Hi * Di * 4)));
   DI_ASSIGN(qi, buf("qi", size_t(T * Hi * Di * 2)));
   DI_ASSIGN(wts, buf("iw", size_t(T * Hi * 4)));
-  DI_LAUNCH(gemm(qr, qL, aw.idxWqB, qiF, T));
+  DI_TRY(project(qr, aw.idxWqB, qiF, T));
   DI_LAUNCH(gemm(u, C, aw.idxWeightsProj, wts, T));
   const ModelKernels::RopePositions perHead{Hi, 0, 1, positionsDev};
   DI_LAUNCH(mk.ropeF32ToBf16(qiF, Di, T * Hi, Di, Rd, invFreq, perHead, qi, Di, stream));

@@ -3,9 +3,11 @@
 #include "GpuModel.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fmt/format.h>
 
 #include "GpuForward.h"
+#include "GpuSyntheticWeights.h"
 #include "deepinfer/DeviceCopy.h"
 #include "deepinfer/OpShapes.h"
 #include "model/CpuForward.h"
@@ -16,24 +18,6 @@ namespace deepinfer {
 namespace {
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// The device arrays of the routed experts' weight addresses (pointer-array GEMMs).
-Result<GpuModelImpl::ExpertTables> expertTablesOf(const GpuMoeWeights& ffn) {
-  GpuModelImpl::ExpertTables tables;
-  std::vector<uint64_t> w1, w3, w2;
-  for (const GpuExpertWeights& e : ffn.experts) {
-    w1.push_back(e.w1.addr());
-    w3.push_back(e.w3.addr());
-    w2.push_back(e.w2.addr());
-  }
-  for (auto [dst, src] : {std::pair{&tables.w1, &w1}, std::pair{&tables.w3, &w3}, std::pair{&tables.w2, &w2}}) {
-    auto b = DeviceBuffer::alloc(std::max<size_t>(src->size(), 1) * 8);
-    if (!b.ok()) return b.error();
-    DI_TRY(b->upload(src->data(), src->size() * 8));
-    *dst = std::move(*b);
-  }
-  return tables;
-}
 
 // What the generated kernels accept beyond what both forward passes need.
 Status checkGpuSupported(const ModelConfig& cfg) {
@@ -57,6 +41,7 @@ Status checkGpuSupported(const ModelConfig& cfg) {
 GpuModel::~GpuModel() = default;
 const ModelConfig& GpuModel::config() const { return impl_->cfg; }
 const GpuKvCapacity& GpuModel::capacity() const { return impl_->capacity; }
+const GpuWeightInfo& GpuModel::weightInfo() const { return impl_->weightInfo; }
 const GpuForwardCounters& GpuModel::counters() const { return impl_->counters; }
 std::string GpuModel::targetName() const { return impl_->target.archName(); }
 GpuDeviceLogits GpuModel::lastDeviceLogits() const { return impl_->lastLogits; }
@@ -70,18 +55,12 @@ int64_t GpuModel::pagesInUse() const {
          impl_->indexPool->pages().usedCount();
 }
 
-Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, std::shared_ptr<Device> dev,
-                                                 const GpuModelOptions& opts) {
-  std::unique_ptr<GpuModel> model(new GpuModel());
-  model->impl_ = std::make_unique<GpuModelImpl>();
-  GpuModelImpl& m = *model->impl_;
+// The options and the target, shared by both loaders.
+Status GpuModel::beginLoad(GpuModelImpl& m, const std::shared_ptr<Device>& dev, const GpuModelOptions& opts) {
   m.dev = dev;
   m.opts = opts;
   if (opts.maxChunkTokens < 1) return Error{fmt::format("max chunk tokens {} must be >= 1", opts.maxChunkTokens)};
   if (opts.maxRequests < 1) return Error{fmt::format("max requests {} must be >= 1", opts.maxRequests)};
-  auto cfg = loadModelConfig(modelDir);
-  if (!cfg.ok()) return cfg.error();
-  m.cfg = std::move(*cfg);
   DI_TRY(checkGpuSupported(m.cfg));
   if (opts.target.empty()) {
     m.target = dev->info().profile;
@@ -93,8 +72,20 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
                                t->archName(), dev->info().profile.archName())};
     m.target = *t;
   }
-  DI_TRY(dev->use());
+  return dev->use();
+}
 
+Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, std::shared_ptr<Device> dev,
+                                                 const GpuModelOptions& opts) {
+  std::unique_ptr<GpuModel> model(new GpuModel());
+  model->impl_ = std::make_unique<GpuModelImpl>();
+  GpuModelImpl& m = *model->impl_;
+  auto cfg = loadModelConfig(modelDir);
+  if (!cfg.ok()) return cfg.error();
+  m.cfg = std::move(*cfg);
+  DI_TRY(beginLoad(m, dev, opts));
+
+  const auto t0 = std::chrono::steady_clock::now();
   auto ckpt = Checkpoint::open(modelDir);
   if (!ckpt.ok()) return ckpt.error();
   m.ckpt = std::make_unique<Checkpoint>(std::move(*ckpt));
@@ -102,7 +93,59 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
   auto weights = loadGpuWeights(m.cfg, *m.ckpt, *dev);
   if (!weights.ok()) return weights.error();
   m.w = std::move(*weights);
+  m.weightInfo.deviceBytes = m.w.deviceBytes;
+  m.weightInfo.loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.engramRows = [ck = m.ckpt.get()](const std::string& table, const int64_t* rows, size_t n, int64_t, float* out) {
+    return ck->readEngramRows(table, rows, n, out);
+  };
+  if (m.cfg.numEngramLayers() > 0) {
+    auto hash = loadEngramHash(modelDir, m.cfg);
+    if (!hash.ok()) return hash.error();
+    m.engramHash = std::make_unique<EngramHashParams>(std::move(*hash));
+    auto map = loadTokenMap(modelDir, m.cfg);
+    if (!map.ok()) return map.error();
+    m.tokenMap = std::move(*map);
+  }
+  DI_TRY(finishLoad(m));
+  return model;
+}
 
+Result<std::unique_ptr<GpuModel>> GpuModel::loadSynthetic(const ModelConfig& cfg, uint64_t seed,
+                                                          std::shared_ptr<Device> dev, const GpuModelOptions& opts) {
+  std::unique_ptr<GpuModel> model(new GpuModel());
+  model->impl_ = std::make_unique<GpuModelImpl>();
+  GpuModelImpl& m = *model->impl_;
+  m.cfg = cfg;
+  DI_TRY(beginLoad(m, dev, opts));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto weights = makeSyntheticGpuWeights(m.cfg, opts.speculative, seed, *dev);
+  if (!weights.ok()) return weights.error();
+  m.w = std::move(*weights);
+  m.weightInfo.deviceBytes = m.w.deviceBytes;
+  m.weightInfo.loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m.weightInfo.synthetic = true;
+  m.engramRows = [seed](const std::string& table, const int64_t* rows, size_t n, int64_t cols, float* out) {
+    syntheticEngramRows(seed, table, rows, n, cols, out);
+    return Status{};
+  };
+  if (m.cfg.numEngramLayers() > 0) {
+    auto hash = deriveEngramHash(m.cfg);
+    if (!hash.ok()) return hash.error();
+    m.engramHash = std::make_unique<EngramHashParams>(std::move(*hash));
+    // Token classes: a fixed permutation-free map (token mod the class count); only the row ids
+    // the hash picks depend on it.
+    m.tokenMap.resize(size_t(m.cfg.vocabSize));
+    for (int64_t t = 0; t < m.cfg.vocabSize; ++t)
+      m.tokenMap[size_t(t)] = int32_t(t % std::max<int64_t>(m.cfg.engramCompressedVocabSize, 1));
+  }
+  DI_TRY(finishLoad(m));
+  return model;
+}
+
+// Kernels, RoPE tables, DSpark state and the KV pools, after the weights.
+Status GpuModel::finishLoad(GpuModelImpl& m) {
+  const std::shared_ptr<Device>& dev = m.dev;
+  const GpuModelOptions& opts = m.opts;
   m.jit = std::make_unique<Jit>(dev, opts.jit);
   m.ops = std::make_unique<DiOps>(*m.jit, m.target);
   auto mk = ModelKernels::load(dev, m.target, opts.jit);
@@ -121,11 +164,6 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
     DI_TRY(b->upload(f.data(), f.size() * 4));
     m.invFreq.push_back(std::move(*b));
   }
-  for (const GpuLayerWeights& lw : m.w.layers) {
-    auto tables = expertTablesOf(lw.ffn);
-    if (!tables.ok()) return tables.error();
-    m.expertTables.push_back(std::move(*tables));
-  }
   // DSpark: on when the checkpoint has the draft and the options allow it.
   m.speculation = m.w.hasDraft && opts.speculative;
   if (m.speculation) {
@@ -134,11 +172,6 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
       return Error{fmt::format("max chunk tokens {} is below the verify chunk of dspark_block_size + 1 = {} (turn "
                                "speculation off or raise the chunk)",
                                opts.maxChunkTokens, B + 1)};
-    for (const GpuLayerWeights& lw : m.w.draft.stages) {
-      auto tables = expertTablesOf(lw.ffn);
-      if (!tables.ok()) return tables.error();
-      m.draftExpertTables.push_back(std::move(*tables));
-    }
     auto table = RopeTable::forLayer(m.cfg, m.cfg.numHiddenLayers);  // the draft stages: ratio 0
     if (!table.ok()) return table.error();
     auto b = DeviceBuffer::alloc(table->invFreq().size() * 4);
@@ -149,15 +182,7 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
     m.draftRingPages = m.draftRingRows / kGpuPageTokens;
     m.tailRegionRows = B + 1;
   }
-  if (m.cfg.numEngramLayers() > 0) {
-    auto hash = loadEngramHash(modelDir, m.cfg);
-    if (!hash.ok()) return hash.error();
-    m.engramHash = std::make_unique<EngramHashParams>(std::move(*hash));
-    auto map = loadTokenMap(modelDir, m.cfg);
-    if (!map.ok()) return map.error();
-    m.tokenMap = std::move(*map);
-    m.padClass = engramPadClass(m.tokenMap, m.cfg);
-  }
+  if (m.cfg.numEngramLayers() > 0) m.padClass = engramPadClass(m.tokenMap, m.cfg);
 
   // KV pools. Window rings hold sliding_window - 1 + one chunk rows, so a chunk never
   // overwrites a row one of its own tokens still reads.
@@ -225,7 +250,7 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
   for (int slot = opts.maxRequests - 1; slot >= 0; --slot) m.freeSlots.push_back(slot);
   cap.totalBytes = m.windowPool->numPages() * pageBytes + m.compPool->numPages() * pageBytes +
                    m.indexPool->numPages() * indexPageBytes;
-  return model;
+  return {};
 }
 
 Result<int64_t> GpuModel::newRequest() { return impl_->newRequest(false); }

@@ -1,7 +1,9 @@
 // DeepSeek-V4.1 on the GPU (spec/model.md) through generated kernels: the `di` ops for the
 // KV-cache writer, gather, index combine, sparse attention, lightning indexer, top-k and mHC;
-// cuBLAS for the dense projections and experts (bf16 weights dequantized exactly at load); the
-// model kernels of templates/model/ for the small ops. Numerics follow the CPU reference
+// the weights in the checkpoint's formats (GpuWeights.h): `weight_gemm` for the fp8/fp4
+// projections, one `moe_experts` launch sequence per MoE for the routed experts, cuBLAS only for
+// the bf16 matrices (head, router, compressor and indexer keys); the model kernels of
+// templates/model/ for the small ops. Numerics follow the CPU reference
 // (runtime/model/CpuForward.h) rounding point for rounding point.
 //
 //   auto model = GpuModel::load(dir, device, {});       // target: the local GPU (cubin)
@@ -76,7 +78,7 @@ struct GpuSpecOutcome {
   std::vector<float> confidence;    // c_1 .. c_B logits of the draft pass (empty with an override / m = 0)
   int accepted = 0;                 // a
   std::vector<int32_t> emitted;     // d_1 .. d_a, b
-  HostTensor logits;                // [a + 1, V] when keepLogits (or the request samples), else empty
+  HostTensor logits;                // [a + 1, V] when keepLogits, else empty
 };
 
 // One request's draft (tests compare it with the CPU reference's CpuDraftBlock).
@@ -84,6 +86,13 @@ struct GpuDraftBlock {
   std::vector<int32_t> tokens;      // d_1 .. d_B
   std::vector<float> z;             // [B, V] fp32 logits z_k (Markov bias included)
   std::vector<float> confidence;    // [B]
+};
+
+// The weights on the device and what loading them took.
+struct GpuWeightInfo {
+  int64_t deviceBytes = 0;          // every weight buffer (the checkpoint's formats), cuMemAlloc rounding not included
+  double loadSeconds = 0;           // planning, byte checks, reads (or generation) and uploads
+  bool synthetic = false;           // loadSynthetic: generated, not read from a checkpoint
 };
 
 struct GpuKvCapacity {
@@ -106,10 +115,17 @@ class GpuModel {
  public:
   static Result<std::unique_ptr<GpuModel>> load(const std::string& modelDir, std::shared_ptr<Device> dev,
                                                 const GpuModelOptions& opts = {});
+  // The model of `cfg` with synthetic weights in the checkpoint's formats, generated on the host
+  // (GpuSyntheticWeights.h): no checkpoint on disk. Engram rows come from a hash of the row id.
+  // The DSpark draft is built when the config has one and opts.speculative is set. For
+  // benchmarks of models larger than the machine's disk; the outputs are those of random weights.
+  static Result<std::unique_ptr<GpuModel>> loadSynthetic(const ModelConfig& cfg, uint64_t seed,
+                                                         std::shared_ptr<Device> dev, const GpuModelOptions& opts = {});
   ~GpuModel();
 
   const ModelConfig& config() const;
   const GpuKvCapacity& capacity() const;
+  const GpuWeightInfo& weightInfo() const;
   const GpuForwardCounters& counters() const;
   int64_t pagesInUse() const;       // KV pages held by live requests (0 after all are released)
   std::string targetName() const;
@@ -155,6 +171,8 @@ class GpuModel {
 
  private:
   GpuModel() = default;
+  static Status beginLoad(GpuModelImpl& m, const std::shared_ptr<Device>& dev, const GpuModelOptions& opts);
+  static Status finishLoad(GpuModelImpl& m);
   std::unique_ptr<GpuModelImpl> impl_;
 };
 

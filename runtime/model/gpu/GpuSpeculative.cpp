@@ -56,7 +56,7 @@ Status GpuForwardPass::commitFeatures() {
   if (!any) return {};
   DI_ASSIGN(mainF, buf("dsparkMainF", size_t(T * C * 4)));
   DI_ASSIGN(mainX, buf("dsparkMainX", size_t(T * C * 2)));
-  DI_LAUNCH(gemm(tapFeatures, taps * C, dw.mainProj, mainF, T));
+  DI_TRY(project(tapFeatures, dw.mainProj, mainF, T));
   DI_LAUNCH(mk.rmsNormF32(mainF, C, dw.mainNorm.addr(), T, C, cfg.rmsNormEps, mainX, C, stream));
   DI_ASSIGN(slotsDev, upload("dsparkSlots", slots.data(), slots.size() * 8));
   DI_ASSIGN(kvF, buf("dsparkKvF", size_t(T * D * 4)));
@@ -68,7 +68,7 @@ Status GpuForwardPass::commitFeatures() {
   insAttrs.setInt("block_size", kGpuPageTokens);
   for (int s = 0; s < S; ++s) {
     const GpuAttentionWeights& aw = dw.stages[size_t(s)].attn;
-    DI_LAUNCH(gemm(mainX, C, aw.wkv, kvF, T));
+    DI_TRY(project(mainX, aw.wkv, kvF, T));
     DI_LAUNCH(mk.rmsNormF32ToF32(kvF, D, aw.kvNorm.addr(), T, D, cfg.rmsNormEps, kvN, D, stream));
     DI_LAUNCH(mk.ropeF32ToBf16(kvN, D, T, D, Rd, m.draftInvFreq.addr(), perToken, kv, D, stream));
     DI_TRY(runOp("kv_quant_insert", insAttrs,
@@ -331,9 +331,12 @@ Result<std::vector<GpuSpecOutcome>> GpuModel::speculativeStep(const std::vector<
   };
   auto argmaxDev = m.scratch.get("specArgmax", size_t(rows * 4));
   if (!argmaxDev.ok()) return argmaxDev.error();
-  std::vector<int32_t> best(static_cast<size_t>(rows));
-  Status st = m.mk->argmax(logitsDev, rows, V, *argmaxDev, m.stream);
+  auto finiteDev = m.scratch.get("specFinite", size_t(rows * 4));
+  if (!finiteDev.ok()) return finiteDev.error();
+  std::vector<int32_t> best(static_cast<size_t>(rows)), finite(static_cast<size_t>(rows));
+  Status st = m.mk->argmax(logitsDev, rows, V, *argmaxDev, m.stream, *finiteDev);
   if (st.ok()) st = copyDeviceToHost(best.data(), *argmaxDev, best.size() * 4, m.stream);
+  if (st.ok()) st = copyDeviceToHost(finite.data(), *finiteDev, finite.size() * 4, m.stream);
   if (!st.ok()) {
     markUnusable();
     return Error{fmt::format("speculative step: {} (the requests of this call are no longer usable)", st.error().message)};
@@ -354,13 +357,16 @@ Result<std::vector<GpuSpecOutcome>> GpuModel::speculativeStep(const std::vector<
         return c.error();
       }
     }
-    for (int64_t j = 0; needRows && j < nRows; ++j)
-      if (Status f = checkFiniteLogits(hostRows.data() + j * V, V,
-                                       fmt::format("speculative step: request {}, position {}", s.request, n0[i] + j));
-          !f.ok()) {
-        markUnusable();
-        return f.error();
-      }
+    // Every verified row, greedy ones included (their logits stay on the device): a NaN or
+    // infinite logit is an error, never a token.
+    for (int64_t j = 0; j < nRows; ++j) {
+      if (finite[size_t(offset + j)] != 0) continue;
+      const std::string where = fmt::format("speculative step: request {}, position {}", s.request, n0[i] + j);
+      Status f = needRows ? checkFiniteLogits(hostRows.data() + j * V, V, where) : Status{};
+      markUnusable();
+      if (!f.ok()) return f.error();  // the host copy names the first bad id
+      return Error{fmt::format("{}: logits are not finite (NaN or infinity); generation stopped", where)};
+    }
     SpecAcceptance acc;
     if (s.sampling.temperature == 0) {
       acc = acceptGreedy(best.data() + offset, o.drafts);

@@ -20,36 +20,77 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Where each tensor goes. The walk below visits the tensors of loadCpuWeights in its order;
-// one sink only checks and counts (planning), the other loads and uploads.
-class Sink {
- public:
-  virtual ~Sink() = default;
-  virtual Status matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out) = 0;
-  virtual Status bf16(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) = 0;
-  virtual Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) = 0;
-};
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Checks a tensor as Checkpoint::loadBf16 / loadF32 would before decoding it, with their
-// messages, and counts the bytes of its device copy.
-class PlanSink : public Sink {
+// Bytes of a quantized [rows, cols] matrix's codes and scales as the checkpoint stores them.
+int64_t codeBytes(GpuWeightFormat f, int64_t rows, int64_t cols) {
+  return f == GpuWeightFormat::Fp4 ? rows * cols / 2 : rows * cols;
+}
+int64_t scaleBytes(GpuWeightFormat f, int64_t rows, int64_t cols) {
+  return f == GpuWeightFormat::Fp4 ? rows * (cols / 32) : ceilDiv(rows, 32) * ceilDiv(cols, 32);
+}
+
+// The formats weight_gemm and moe_experts read (Fp8Row is the engram tables', never uploaded).
+bool gemmFormat(WeightFormat f) { return f == WeightFormat::Fp8Block || f == WeightFormat::Fp4; }
+GpuWeightFormat gpuFormat(WeightFormat f) {
+  return f == WeightFormat::Fp4 ? GpuWeightFormat::Fp4 : GpuWeightFormat::Fp8;
+}
+
+// Checks each tensor as Checkpoint::loadBf16 / loadF32 would before decoding it (with their
+// messages) and that the GEMM slots hold a format their op reads, and counts the device bytes.
+class PlanSink : public GpuWeightSink {
  public:
-  explicit PlanSink(const Checkpoint& ckpt) : ckpt_(ckpt) {}
-  Status matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix&) override {
-    return check(name, {rows, cols}, 2);
+  explicit PlanSink(const GpuWeightTable& table) : table_(table) {}
+  Status bf16Matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix&) override {
+    auto ti = check(name, {rows, cols});
+    if (!ti.ok()) return ti.error();
+    bytes += rows * cols * 2;
+    return {};
+  }
+  Status projection(const std::string& name, int64_t rows, int64_t cols, GpuMatrix&) override {
+    auto ti = check(name, {rows, cols});
+    if (!ti.ok()) return ti.error();
+    if (!gemmFormat(ti->format))
+      return Error{fmt::format("{}: tensor '{}' is {} ({}); the GPU runtime multiplies it by weight_gemm, which reads "
+                               "the checkpoint's fp8 (e4m3 + UE8M0 per 32x32 block) or fp4 (e2m1 + UE8M0 per 32 "
+                               "columns) formats",
+                               baseName(ti->file), name, ti->dtype, weightFormatName(ti->format))};
+    const GpuWeightFormat f = gpuFormat(ti->format);
+    bytes += codeBytes(f, rows, cols) + scaleBytes(f, rows, cols);
+    return {};
+  }
+  Status experts(const std::string& prefix, int64_t E, int64_t C, int64_t I, GpuRoutedExperts&) override {
+    for (int64_t e = 0; e < E; ++e)
+      for (const auto& [which, rows, cols] : {std::tuple{"w1", I, C}, std::tuple{"w3", I, C}, std::tuple{"w2", C, I}}) {
+        const std::string name = fmt::format("{}experts.{}.{}.weight", prefix, e, which);
+        auto ti = check(name, {rows, cols});
+        if (!ti.ok()) return ti.error();
+        if (ti->format != WeightFormat::Fp4)
+          return Error{fmt::format("{}: tensor '{}' is {} ({}); the GPU runtime runs the routed experts through "
+                                   "moe_experts, which reads fp4 (e2m1 + UE8M0 per 32 columns) experts",
+                                   baseName(ti->file), name, ti->dtype, weightFormatName(ti->format))};
+        bytes += codeBytes(GpuWeightFormat::Fp4, rows, cols) + scaleBytes(GpuWeightFormat::Fp4, rows, cols);
+      }
+    return {};
   }
   Status bf16(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer&) override {
-    return check(name, shape, 2);
+    auto ti = check(name, shape);
+    if (!ti.ok()) return ti.error();
+    bytes += numel(shape) * 2;
+    return {};
   }
   Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer&) override {
-    return check(name, shape, 4);
+    auto ti = check(name, shape);
+    if (!ti.ok()) return ti.error();
+    bytes += numel(shape) * 4;
+    return {};
   }
   int64_t bytes = 0;
   int64_t tensors = 0;
 
  private:
-  Status check(const std::string& name, const std::vector<int64_t>& shape, int64_t elemBytes) {
-    auto ti = ckpt_.info(name);
+  Result<TensorInfo> check(const std::string& name, const std::vector<int64_t>& shape) {
+    auto ti = table_.info(name);
     if (!ti.ok()) return ti.error();
     const std::string where = fmt::format("{}: tensor '{}'", baseName(ti->file), name);
     if (ti->logicalShape != shape)
@@ -58,56 +99,103 @@ class PlanSink : public Sink {
     if (ti->format == WeightFormat::Plain && ti->dtype != "BF16" && ti->dtype != "F16" && ti->dtype != "F32")
       return Error{fmt::format("{}: tensor '{}' has dtype {}, which is not a floating-point weight",
                                baseName(ti->file), name, ti->dtype)};
-    bytes += numel(shape) * elemBytes;
     ++tensors;
-    return {};
+    return ti;
   }
-  const Checkpoint& ckpt_;
+  const GpuWeightTable& table_;
 };
 
-// Dequantizes one tensor on the host, uploads it and drops the host copy.
-class UploadSink : public Sink {
+// Uploads each tensor from the checkpoint: quantized ones byte-checked and as stored, bf16 ones
+// through Checkpoint::loadBf16 (a host copy, uploaded and dropped).
+class UploadSink : public GpuWeightSink {
  public:
   explicit UploadSink(const Checkpoint& ckpt) : ckpt_(ckpt) {}
-  Status matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out) override {
-    DI_TRY(upload(name, ckpt_.loadBf16(name, {rows, cols}), out.data));
+  Status bf16Matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out) override {
+    DI_TRY(uploadHost(name, ckpt_.loadBf16(name, {rows, cols}), out.data));
     out.rows = rows;
     out.cols = cols;
+    out.format = GpuWeightFormat::Bf16;
+    return {};
+  }
+  Status projection(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out) override {
+    auto ti = ckpt_.info(name);
+    if (!ti.ok()) return ti.error();
+    const GpuWeightFormat f = gpuFormat(ti->format);
+    DI_TRY(alloc(name, codeBytes(f, rows, cols), out.data));
+    DI_TRY(alloc(ti->scaleName, scaleBytes(f, rows, cols), out.scales));
+    DI_TRY(uploadRaw(*ti, out.data, 0, out.scales, 0));
+    out.rows = rows;
+    out.cols = cols;
+    out.format = f;
+    return {};
+  }
+  Status experts(const std::string& prefix, int64_t E, int64_t C, int64_t I, GpuRoutedExperts& out) override {
+    const GpuWeightFormat f = GpuWeightFormat::Fp4;
+    const int64_t c13 = codeBytes(f, I, C), s13 = scaleBytes(f, I, C), c2 = codeBytes(f, C, I), s2 = scaleBytes(f, C, I);
+    const std::string what = prefix + "experts";
+    DI_TRY(alloc(what + " w1", E * c13, out.w1));
+    DI_TRY(alloc(what + " w1 scales", E * s13, out.w1Scale));
+    DI_TRY(alloc(what + " w3", E * c13, out.w3));
+    DI_TRY(alloc(what + " w3 scales", E * s13, out.w3Scale));
+    DI_TRY(alloc(what + " w2", E * c2, out.w2));
+    DI_TRY(alloc(what + " w2 scales", E * s2, out.w2Scale));
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string p = fmt::format("{}experts.{}.", prefix, e);
+      for (const auto& [which, codes, scales, cb, sb] :
+           {std::tuple{"w1", &out.w1, &out.w1Scale, c13, s13}, std::tuple{"w3", &out.w3, &out.w3Scale, c13, s13},
+            std::tuple{"w2", &out.w2, &out.w2Scale, c2, s2}}) {
+        auto ti = ckpt_.info(p + which + ".weight");
+        if (!ti.ok()) return ti.error();
+        DI_TRY(uploadRaw(*ti, *codes, size_t(e * cb), *scales, size_t(e * sb)));
+      }
+    }
+    out.experts = E;
+    out.hidden = C;
+    out.intermediate = I;
     return {};
   }
   Status bf16(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) override {
-    return upload(name, ckpt_.loadBf16(name, shape), out);
+    return uploadHost(name, ckpt_.loadBf16(name, shape), out);
   }
   Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) override {
-    return upload(name, ckpt_.loadF32(name, shape), out);
+    return uploadHost(name, ckpt_.loadF32(name, shape), out);
   }
   int64_t bytes = 0;
 
  private:
-  Status upload(const std::string& name, Result<HostTensor> t, DeviceBuffer& out) {
-    if (!t.ok()) return t.error();
-    const size_t n = t->bytes.size();
-    auto buf = DeviceBuffer::alloc(n);
-    if (!buf.ok()) return Error{fmt::format("weight '{}' ({} bytes): {}", name, n, buf.error().message)};
-    auto st = buf->upload(t->bytes.data(), n);
-    if (!st.ok()) return Error{fmt::format("weight '{}': {}", name, st.error().message)};
+  Status alloc(const std::string& what, int64_t n, DeviceBuffer& out) {
+    auto buf = DeviceBuffer::alloc(size_t(n));
+    if (!buf.ok()) return Error{fmt::format("weight '{}' ({} bytes): {}", what, n, buf.error().message)};
     out = std::move(*buf);
-    bytes += int64_t(n);
+    bytes += n;
+    return {};
+  }
+  // The checkpoint's code and scale bytes of `ti`, checked, to the buffers at the offsets.
+  Status uploadRaw(const TensorInfo& ti, const DeviceBuffer& codes, size_t codeOffset, const DeviceBuffer& scales,
+                   size_t scaleOffset) {
+    DI_TRY(ckpt_.checkQuantizedBytes(ti));
+    SafetensorsEntry ce, se;
+    auto c = ckpt_.rawData(ti.name, &ce);
+    if (!c.ok()) return c.error();
+    auto s = ckpt_.rawData(ti.scaleName, &se);
+    if (!s.ok()) return s.error();
+    if (auto st = codes.upload(*c, size_t(ce.byteSize()), codeOffset); !st.ok())
+      return Error{fmt::format("weight '{}': {}", ti.name, st.error().message)};
+    if (auto st = scales.upload(*s, size_t(se.byteSize()), scaleOffset); !st.ok())
+      return Error{fmt::format("weight '{}': {}", ti.scaleName, st.error().message)};
+    return {};
+  }
+  Status uploadHost(const std::string& name, Result<HostTensor> t, DeviceBuffer& out) {
+    if (!t.ok()) return t.error();
+    DI_TRY(alloc(name, int64_t(t->bytes.size()), out));
+    if (auto st = out.upload(t->bytes.data(), t->bytes.size()); !st.ok())
+      return Error{fmt::format("weight '{}': {}", name, st.error().message)};
     return {};
   }
   const Checkpoint& ckpt_;
 };
 
-// The row count of a 2-D tensor whose column count is known (shared experts' width).
-Result<int64_t> rowsOf(const Checkpoint& ckpt, const std::string& name) {
-  auto info = ckpt.info(name);
-  if (!info.ok()) return info.error();
-  if (info->logicalShape.size() != 2)
-    return Error{fmt::format("checkpoint: tensor '{}' has rank {}, expected 2", name, info->logicalShape.size())};
-  return info->logicalShape[0];
-}
-
-Status walkMhc(Sink& s, const std::string& p, const std::string& which, int64_t C, GpuMhcWeights& w) {
+Status walkMhc(GpuWeightSink& s, const std::string& p, const std::string& which, int64_t C, GpuMhcWeights& w) {
   DI_TRY(s.f32(p + "hc_" + which + "_fn", {24, 4 * C}, w.fn));
   DI_TRY(s.f32(p + "hc_" + which + "_base", {24}, w.base));
   DI_TRY(s.f32(p + "hc_" + which + "_scale", {3}, w.scale));
@@ -116,63 +204,60 @@ Status walkMhc(Sink& s, const std::string& p, const std::string& which, int64_t 
 
 // The attention tensors under `p` ("layers.L.attn." or "mtp.s.attn."); `role` says which
 // compressor/indexer tensors the layer owns (none for draft stages).
-Status walkAttention(Sink& s, const ModelConfig& cfg, const std::string& p, const LayerRole& role,
+Status walkAttention(GpuWeightSink& s, const ModelConfig& cfg, const std::string& p, const LayerRole& role,
                      GpuAttentionWeights& w) {
   const int64_t C = cfg.hiddenSize, H = cfg.numAttentionHeads, D = cfg.headDim;
   const int64_t G = cfg.oGroups, qL = cfg.qLoraRank, oL = cfg.oLoraRank;
-  DI_TRY(s.matrix(p + "wq_a.weight", qL, C, w.wqA));
+  DI_TRY(s.projection(p + "wq_a.weight", qL, C, w.wqA));
   DI_TRY(s.bf16(p + "q_norm.weight", {qL}, w.qNorm));
-  DI_TRY(s.matrix(p + "wq_b.weight", H * D, qL, w.wqB));
-  DI_TRY(s.matrix(p + "wkv.weight", D, C, w.wkv));
+  DI_TRY(s.projection(p + "wq_b.weight", H * D, qL, w.wqB));
+  DI_TRY(s.projection(p + "wkv.weight", D, C, w.wkv));
   DI_TRY(s.bf16(p + "kv_norm.weight", {D}, w.kvNorm));
-  DI_TRY(s.matrix(p + "wo_a.weight", G * oL, (H / G) * D, w.woA));
-  DI_TRY(s.matrix(p + "wo_b.weight", C, G * oL, w.woB));
+  DI_TRY(s.projection(p + "wo_a.weight", G * oL, (H / G) * D, w.woA));
+  DI_TRY(s.projection(p + "wo_b.weight", C, G * oL, w.woB));
   DI_TRY(s.f32(p + "attn_sink", {H}, w.attnSink));
   const int64_t Hi = cfg.indexNHeads, Di = cfg.indexHeadDim;
   if (role.isKvSource) {
-    DI_TRY(s.matrix(p + "compressor.wkv.weight", D, C, w.compWkv));
+    DI_TRY(s.bf16Matrix(p + "compressor.wkv.weight", D, C, w.compWkv));
     DI_TRY(s.bf16(p + "compressor.norm.weight", {D}, w.compNorm));
-    if (role.ratio == 2) DI_TRY(s.matrix(p + "compressor.wgate.weight", D, C, w.compWgate));
-    DI_TRY(s.matrix(p + "indexer.wk.weight", Di, D, w.idxWk));
+    if (role.ratio == 2) DI_TRY(s.bf16Matrix(p + "compressor.wgate.weight", D, C, w.compWgate));
+    DI_TRY(s.bf16Matrix(p + "indexer.wk.weight", Di, D, w.idxWk));
     DI_TRY(s.bf16(p + "indexer.k_norm.weight", {Di}, w.idxKNorm));
   }
   if (role.isIndexSource) {
-    DI_TRY(s.matrix(p + "indexer.wq_b.weight", Hi * Di, qL, w.idxWqB));
-    DI_TRY(s.matrix(p + "indexer.weights_proj.weight", Hi, C, w.idxWeightsProj));
+    DI_TRY(s.projection(p + "indexer.wq_b.weight", Hi * Di, qL, w.idxWqB));
+    DI_TRY(s.bf16Matrix(p + "indexer.weights_proj.weight", Hi, C, w.idxWeightsProj));
   }
-  return {};
-}
-
-Status walkExpert(Sink& s, const std::string& p, int64_t C, int64_t I, GpuExpertWeights& w) {
-  DI_TRY(s.matrix(p + "w1.weight", I, C, w.w1));
-  DI_TRY(s.matrix(p + "w3.weight", I, C, w.w3));
-  DI_TRY(s.matrix(p + "w2.weight", C, I, w.w2));
   return {};
 }
 
 // The MoE tensors under `p` ("layers.L.ffn." or "mtp.s.ffn.") with E routed experts.
-Status walkMoe(Sink& s, const Checkpoint& ckpt, const ModelConfig& cfg, const std::string& p, int64_t E,
+Status walkMoe(GpuWeightSink& s, const GpuWeightTable& table, const ModelConfig& cfg, const std::string& p, int64_t E,
                GpuMoeWeights& w) {
   const int64_t C = cfg.hiddenSize, I = cfg.moeIntermediateSize;
-  DI_TRY(s.matrix(p + "gate.weight", E, C, w.gate));
+  DI_TRY(s.bf16Matrix(p + "gate.weight", E, C, w.gate));
   DI_TRY(s.f32(p + "gate.bias", {E}, w.gateBias));
-  w.experts.resize(size_t(E));
-  for (int64_t e = 0; e < E; ++e)
-    DI_TRY(walkExpert(s, fmt::format("{}experts.{}.", p, e), C, I, w.experts[size_t(e)]));
+  DI_TRY(s.experts(p, E, C, I, w.routed));
   if (cfg.nSharedExperts > 0) {
-    auto Is = rowsOf(ckpt, p + "shared_experts.w1.weight");
-    if (!Is.ok()) return Is.error();
-    DI_TRY(walkExpert(s, p + "shared_experts.", C, *Is, w.shared));
+    // The shared experts' width comes from the table (loadCpuWeights reads it the same way).
+    const std::string w1 = p + "shared_experts.w1.weight";
+    auto info = table.info(w1);
+    if (!info.ok()) return info.error();
+    if (info->logicalShape.size() != 2)
+      return Error{fmt::format("checkpoint: tensor '{}' has rank {}, expected 2", w1, info->logicalShape.size())};
+    const int64_t Is = info->logicalShape[0];
+    DI_TRY(s.projection(w1, Is, C, w.shared.w1));
+    DI_TRY(s.projection(p + "shared_experts.w3.weight", Is, C, w.shared.w3));
+    DI_TRY(s.projection(p + "shared_experts.w2.weight", C, Is, w.shared.w2));
   }
   return {};
 }
 
-Status walkEngram(Sink& s, const ModelConfig& cfg, int layer, GpuEngramWeights& w) {
+Status walkEngram(GpuWeightSink& s, const ModelConfig& cfg, int layer, GpuEngramWeights& w) {
   const std::string p = fmt::format("layers.{}.engram.", layer);
   const int64_t C = cfg.hiddenSize;
-  const int64_t lookups = int64_t(cfg.engramMaxNgramSize - 1) * cfg.engramNHeads;
   w.tableName = p + "embed.weight";
-  DI_TRY(s.matrix(p + "wkv.weight", 5 * C, lookups * cfg.engramHeadDim, w.wkv));
+  DI_TRY(s.projection(p + "wkv.weight", 5 * C, engramConcatWidth(cfg), w.wkv));
   DI_TRY(s.bf16(p + "q_weight", {4, C}, w.qWeight));
   DI_TRY(s.bf16(p + "k_weight", {4, C}, w.kWeight));
   return {};
@@ -180,7 +265,7 @@ Status walkEngram(Sink& s, const ModelConfig& cfg, int layer, GpuEngramWeights& 
 
 // The DSpark tensors (spec/dspark.md §1), in loadCpuWeights' order: the stages (window-only
 // blocks with the draft MoE), stage 0's main_proj/main_norm, the last stage's heads.
-Status walkDspark(Sink& s, const Checkpoint& ckpt, const ModelConfig& cfg, GpuDsparkWeights& w) {
+Status walkDspark(GpuWeightSink& s, const GpuWeightTable& table, const ModelConfig& cfg, GpuDsparkWeights& w) {
   const int64_t C = cfg.hiddenSize, V = cfg.vocabSize, r = cfg.dspark.markovRank;
   const int64_t taps = int64_t(cfg.dsparkTargetLayerIds.size());
   const int S = cfg.numNextnPredictLayers;
@@ -193,22 +278,84 @@ Status walkDspark(Sink& s, const Checkpoint& ckpt, const ModelConfig& cfg, GpuDs
     DI_TRY(walkMhc(s, p, "attn", C, lw.hcAttn));
     DI_TRY(walkMhc(s, p, "ffn", C, lw.hcFfn));
     DI_TRY(walkAttention(s, cfg, p + "attn.", cfg.role(cfg.numHiddenLayers + st), lw.attn));
-    DI_TRY(walkMoe(s, ckpt, cfg, p + "ffn.", cfg.draftRoutedExperts(), lw.ffn));
+    DI_TRY(walkMoe(s, table, cfg, p + "ffn.", cfg.draftRoutedExperts(), lw.ffn));
   }
-  DI_TRY(s.matrix(draftTensorName(0, "main_proj.weight"), C, taps * C, w.mainProj));
+  DI_TRY(s.projection(draftTensorName(0, "main_proj.weight"), C, taps * C, w.mainProj));
   DI_TRY(s.bf16(draftTensorName(0, "main_norm.weight"), {C}, w.mainNorm));
   DI_TRY(s.bf16(draftTensorName(S - 1, "norm.weight"), {C}, w.norm));
-  DI_TRY(s.matrix(draftTensorName(S - 1, "markov_head.embed.weight"), V, r, w.markovEmbed));
-  DI_TRY(s.matrix(draftTensorName(S - 1, "markov_head.head.weight"), V, r, w.markovHead));
+  DI_TRY(s.bf16Matrix(draftTensorName(S - 1, "markov_head.embed.weight"), V, r, w.markovEmbed));
+  DI_TRY(s.bf16Matrix(draftTensorName(S - 1, "markov_head.head.weight"), V, r, w.markovHead));
   DI_TRY(s.bf16(draftTensorName(S - 1, "confidence_head.proj.weight"), {1, C + r}, w.confidence));
   return {};
 }
 
-// Every tensor of the forward pass, in loadCpuWeights' order.
-Status walk(const ModelConfig& cfg, const Checkpoint& ckpt, Sink& s, GpuWeights& w) {
+struct Plan {
+  int64_t bytes = 0;
+  int64_t tensors = 0;
+};
+
+Result<Plan> plan(const ModelConfig& cfg, const GpuWeightTable& table) {
+  PlanSink s(table);
+  GpuWeights unused;
+  DI_TRY(walkGpuWeights(cfg, table, s, unused));
+  return Plan{s.bytes, s.tensors};
+}
+
+double gib(int64_t bytes) { return double(bytes) / double(int64_t(1) << 30); }
+
+}  // namespace
+
+DeviceQuantWeight GpuMatrix::quant() const {
+  DeviceQuantWeight q;
+  q.codes = data.addr();
+  q.scales = scales.addr();
+  q.rows = rows;
+  q.cols = cols;
+  q.bits = format == GpuWeightFormat::Fp4 ? 4 : 8;
+  return q;
+}
+
+DeviceExpertWeights GpuRoutedExperts::view() const {
+  DeviceExpertWeights v;
+  v.w1 = w1.addr();
+  v.w1Scale = w1Scale.addr();
+  v.w3 = w3.addr();
+  v.w3Scale = w3Scale.addr();
+  v.w2 = w2.addr();
+  v.w2Scale = w2Scale.addr();
+  v.experts = experts;
+  v.hidden = hidden;
+  v.intermediate = intermediate;
+  return v;
+}
+
+bool CheckpointWeightTable::hasDraft() const { return checkpointHasDraft(ckpt_); }
+
+ConfigWeightTable::ConfigWeightTable(const ModelConfig& cfg, bool draft) : draft_(draft && cfg.dsparkConfigured()) {
+  for (const ModelTensorSpec& t : modelTensorSpecs(cfg)) {
+    if (!draft_ && t.name.rfind("mtp.", 0) == 0) continue;
+    TensorInfo ti;
+    ti.name = t.name;
+    ti.dtype = t.dtype;
+    ti.storedShape = t.storedShape();
+    ti.logicalShape = t.shape;
+    ti.format = t.format;
+    ti.scaleName = t.hasScale() ? scaleNameFor(t.name) : "";
+    ti.file = "config";
+    infos_.emplace(t.name, std::move(ti));
+  }
+}
+
+Result<TensorInfo> ConfigWeightTable::info(const std::string& name) const {
+  auto it = infos_.find(name);
+  if (it == infos_.end()) return Error{fmt::format("config: the model has no tensor '{}'", name)};
+  return it->second;
+}
+
+Status walkGpuWeights(const ModelConfig& cfg, const GpuWeightTable& table, GpuWeightSink& s, GpuWeights& w) {
   const int64_t V = cfg.vocabSize, C = cfg.hiddenSize;
-  DI_TRY(s.matrix("embed.weight", V, C, w.embed));
-  DI_TRY(s.matrix("head.weight", V, C, w.head));
+  DI_TRY(s.bf16Matrix("embed.weight", V, C, w.embed));
+  DI_TRY(s.bf16Matrix("head.weight", V, C, w.head));
   DI_TRY(s.bf16("norm.weight", {C}, w.norm));
   w.layers.resize(size_t(cfg.numHiddenLayers));
   for (int L = 0; L < cfg.numHiddenLayers; ++L) {
@@ -219,39 +366,28 @@ Status walk(const ModelConfig& cfg, const Checkpoint& ckpt, Sink& s, GpuWeights&
     DI_TRY(walkMhc(s, p, "attn", C, lw.hcAttn));
     DI_TRY(walkMhc(s, p, "ffn", C, lw.hcFfn));
     DI_TRY(walkAttention(s, cfg, p + "attn.", cfg.role(L), lw.attn));
-    DI_TRY(walkMoe(s, ckpt, cfg, p + "ffn.", cfg.nRoutedExperts, lw.ffn));
+    DI_TRY(walkMoe(s, table, cfg, p + "ffn.", cfg.nRoutedExperts, lw.ffn));
     lw.hasEngram = cfg.role(L).isEngram;
     if (lw.hasEngram) DI_TRY(walkEngram(s, cfg, L, lw.engram));
   }
-  w.hasDraft = cfg.dsparkConfigured() && checkpointHasDraft(ckpt);
-  if (w.hasDraft) DI_TRY(walkDspark(s, ckpt, cfg, w.draft));
+  w.hasDraft = cfg.dsparkConfigured() && table.hasDraft();
+  if (w.hasDraft) DI_TRY(walkDspark(s, table, cfg, w.draft));
   return {};
 }
 
-struct Plan {
-  int64_t bytes = 0;
-  int64_t tensors = 0;
-};
-
-Result<Plan> plan(const ModelConfig& cfg, const Checkpoint& ckpt) {
-  PlanSink s(ckpt);
-  GpuWeights unused;
-  DI_TRY(walk(cfg, ckpt, s, unused));
-  return Plan{s.bytes, s.tensors};
-}
-
-double gib(int64_t bytes) { return double(bytes) / double(int64_t(1) << 30); }
-
-}  // namespace
-
-Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const Checkpoint& ckpt) {
-  auto p = plan(cfg, ckpt);
+Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const GpuWeightTable& table) {
+  auto p = plan(cfg, table);
   if (!p.ok()) return p.error();
   return p->bytes;
 }
 
+Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const Checkpoint& ckpt) {
+  return gpuWeightBytes(cfg, CheckpointWeightTable(ckpt));
+}
+
 Result<GpuWeights> loadGpuWeights(const ModelConfig& cfg, const Checkpoint& ckpt, const Device& dev) {
-  auto p = plan(cfg, ckpt);
+  const CheckpointWeightTable table(ckpt);
+  auto p = plan(cfg, table);
   if (!p.ok()) return p.error();
   DI_TRY(dev.use());
   auto mem = dev.memInfo();
@@ -263,7 +399,7 @@ Result<GpuWeights> loadGpuWeights(const ModelConfig& cfg, const Checkpoint& ckpt
                              dev.ordinal())};
   UploadSink s(ckpt);
   GpuWeights w;
-  DI_TRY(walk(cfg, ckpt, s, w));
+  DI_TRY(walkGpuWeights(cfg, table, s, w));
   // A pageable host-to-device copy may return before its DMA lands; kernels on non-blocking
   // streams would not wait for it.
   DI_TRY(dev.synchronize());

@@ -1,13 +1,17 @@
-// The model's weights on the device for the GPU forward pass (spec/model.md §3): every matrix
-// and norm as bf16 (quantized tensors dequantized exactly by Checkpoint::loadBf16), the fp32
-// vectors (hyper-connection mixes, attention sinks, router bias) as fp32. The same tensors,
+// The model's weights on the device for the GPU forward pass (spec/model.md §3), in the
+// checkpoint's own formats: fp8 tensors (e4m3 + UE8M0 per 32x32 block) and fp4 tensors (e2m1 +
+// UE8M0 per row and 32 columns) keep their bytes and scale bytes, read by the `weight_gemm` and
+// `moe_experts` ops (QuantGemmOps.h); bf16 tensors stay bf16 (cuBLAS GEMMs, norms); fp32
+// vectors (hyper-connection mixes, attention sinks, router bias) stay fp32. The same tensors,
 // shapes and checks as loadCpuWeights (runtime/model/CpuForwardWeights.cpp). Engram tables stay
 // in the checkpoint's mapping (read row by row on the host); only their name is kept.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "QuantGemmOps.h"
 #include "deepinfer/Device.h"
 #include "deepinfer/Error.h"
 #include "model/Checkpoint.h"
@@ -15,11 +19,22 @@
 
 namespace deepinfer {
 
+enum class GpuWeightFormat {
+  Bf16,  // bf16 [rows, cols]
+  Fp8,   // e4m3 [rows, cols] + UE8M0 [ceil(rows/32), ceil(cols/32)]
+  Fp4,   // e2m1 [rows, cols/2] (low nibble = even column) + UE8M0 [rows, cols/32]
+};
+
+// One weight matrix of logical shape [rows, cols].
 struct GpuMatrix {
   int64_t rows = 0, cols = 0;
-  DeviceBuffer data;  // bf16 row-major [rows, cols]
+  GpuWeightFormat format = GpuWeightFormat::Bf16;
+  DeviceBuffer data;    // the bf16 values or the checkpoint's codes
+  DeviceBuffer scales;  // UE8M0 bytes (quantized formats only)
   uint64_t addr() const { return data.addr(); }
   bool empty() const { return rows == 0; }
+  bool quantized() const { return format != GpuWeightFormat::Bf16; }
+  DeviceQuantWeight quant() const;  // the weight_gemm operand of a quantized matrix
 };
 
 // One hyper-connection sublayer's mixing parameters (ops.md §8).
@@ -29,35 +44,46 @@ struct GpuMhcWeights {
   DeviceBuffer base;   // f32 [24]
 };
 
+// Weights multiplied by `weight_gemm` are quantized GpuMatrix (wq_a, wq_b, wkv, wo_a, wo_b,
+// indexer wq_b, engram wkv, shared experts, DSpark main_proj); the others are bf16 (cuBLAS).
 struct GpuAttentionWeights {
   GpuMatrix wqA, wqB, wkv, woA, woB;  // [qLora, C], [H*512, qLora], [512, C], [G*oLora, (H/G)*512], [C, G*oLora]
   DeviceBuffer qNorm, kvNorm;         // bf16 [qLora], [512]
   DeviceBuffer attnSink;              // f32 [H]
-  // kv sources: the compressor (wgate only for ratio 2) and the index-key projection.
+  // kv sources: the compressor (wgate only for ratio 2) and the index-key projection (bf16).
   GpuMatrix compWkv, compWgate;       // [512, C]
   DeviceBuffer compNorm;              // bf16 [512]
   GpuMatrix idxWk;                    // [Di, 512]
   DeviceBuffer idxKNorm;              // bf16 [Di]
   // index sources: the query side.
-  GpuMatrix idxWqB;                   // [Hi*Di, qLora]
-  GpuMatrix idxWeightsProj;           // [Hi, C]
+  GpuMatrix idxWqB;                   // [Hi*Di, qLora] (quantized)
+  GpuMatrix idxWeightsProj;           // [Hi, C] (bf16)
 };
 
-// SwiGLU expert: w1 (gate) and w3 (up) [I, C], w2 (down) [C, I].
+// SwiGLU expert: w1 (gate) and w3 (up) [I, C], w2 (down) [C, I] (the shared expert, fp8).
 struct GpuExpertWeights {
   GpuMatrix w1, w3, w2;
 };
 
+// The routed experts of one MoE, fp4 as in the checkpoint, each kind in one buffer with the
+// experts one after another (expert e's bytes at e times its size: a copy per expert, not a
+// repack): w1/w3 e2m1 [E, I, C/2] + UE8M0 [E, I, C/32], w2 [E, C, I/2] + [E, C, I/32].
+struct GpuRoutedExperts {
+  int64_t experts = 0, hidden = 0, intermediate = 0;  // E, C, I
+  DeviceBuffer w1, w1Scale, w3, w3Scale, w2, w2Scale;
+  DeviceExpertWeights view() const;                   // the moe_experts operands
+};
+
 struct GpuMoeWeights {
-  GpuMatrix gate;                         // [E, C]
-  DeviceBuffer gateBias;                  // f32 [E]
-  std::vector<GpuExpertWeights> experts;  // E
-  GpuExpertWeights shared;                // n_shared_experts fused into one wider expert (empty if none)
+  GpuMatrix gate;              // [E, C] bf16
+  DeviceBuffer gateBias;       // f32 [E]
+  GpuRoutedExperts routed;     // E experts
+  GpuExpertWeights shared;     // n_shared_experts fused into one wider expert (empty if none)
 };
 
 struct GpuEngramWeights {
   std::string tableName;           // "layers.L.engram.embed.weight", read row by row on the host
-  GpuMatrix wkv;                   // [5C, lookups*headDim]
+  GpuMatrix wkv;                   // [5C, lookups*headDim] (quantized)
   DeviceBuffer qWeight, kWeight;   // bf16 [4, C]
 };
 
@@ -73,33 +99,86 @@ struct GpuLayerWeights {
 // The DSpark draft heads (spec/dspark.md §1); embed and head are the backbone's.
 struct GpuDsparkWeights {
   std::vector<GpuLayerWeights> stages;  // mtp.s.*: window-only blocks with the draft MoE (no engram)
-  GpuMatrix mainProj;                   // [C, taps * C] (stage 0)
+  GpuMatrix mainProj;                   // [C, taps * C] (quantized, stage 0)
   DeviceBuffer mainNorm;                // bf16 [C] (stage 0)
   DeviceBuffer norm;                    // bf16 [C] (last stage)
-  GpuMatrix markovEmbed, markovHead;    // [V, r] (last stage)
+  GpuMatrix markovEmbed, markovHead;    // [V, r] bf16 (last stage)
   DeviceBuffer confidence;              // bf16 [C + r] (last stage's confidence_head.proj)
 };
 
 struct GpuWeights {
-  GpuMatrix embed, head;                // [V, C]
+  GpuMatrix embed, head;                // [V, C] bf16
   DeviceBuffer norm;                    // bf16 [C]
   std::vector<GpuLayerWeights> layers;  // executed layers only
-  bool hasDraft = false;                // DSpark configured and its mtp.* tensors in the checkpoint
+  bool hasDraft = false;                // DSpark configured and its mtp.* tensors present
   GpuDsparkWeights draft;
   int64_t deviceBytes = 0;              // sum of the buffers' sizes
 };
 
-// The device bytes loadGpuWeights will allocate for `cfg` (sum of the buffers' sizes, cuMemAlloc
-// rounding not included), from the checkpoint's tensor table alone: nothing is read or
-// dequantized. Checks every tensor the way loading does (present, logical shape, a floating-
-// point or quantized dtype) and fails with the same message.
+// Where the weights' tensors are described: a checkpoint's table, or the tensor list the config
+// implies (modelTensorSpecs, for models built on the device without a checkpoint).
+class GpuWeightTable {
+ public:
+  virtual ~GpuWeightTable() = default;
+  // Dtype, format and shapes of a tensor, with Checkpoint::info's checks and messages.
+  virtual Result<TensorInfo> info(const std::string& name) const = 0;
+  virtual bool hasDraft() const = 0;  // the mtp.* tensors are present
+};
+
+// The checkpoint's table.
+class CheckpointWeightTable : public GpuWeightTable {
+ public:
+  explicit CheckpointWeightTable(const Checkpoint& ckpt) : ckpt_(ckpt) {}
+  Result<TensorInfo> info(const std::string& name) const override { return ckpt_.info(name); }
+  bool hasDraft() const override;
+
+ private:
+  const Checkpoint& ckpt_;
+};
+
+// The tensors of modelTensorSpecs(cfg), in the formats spec/model.md §3 gives them (the draft's
+// only with `draft`).
+class ConfigWeightTable : public GpuWeightTable {
+ public:
+  ConfigWeightTable(const ModelConfig& cfg, bool draft);
+  Result<TensorInfo> info(const std::string& name) const override;
+  bool hasDraft() const override { return draft_; }
+
+ private:
+  std::map<std::string, TensorInfo> infos_;
+  bool draft_;
+};
+
+// The device bytes loading `cfg` from `table` allocates (sum of the buffers' sizes, cuMemAlloc
+// rounding not included): nothing is read. Checks every tensor the way loading does (present,
+// logical shape, a format the GPU runtime can multiply: fp8/fp4 for the weight_gemm
+// projections, fp4 for routed experts, a floating-point or quantized dtype for the bf16 ones)
+// and fails with the same message.
+Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const GpuWeightTable& table);
 Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const Checkpoint& ckpt);
 
 // Loads every tensor the forward pass of `cfg` reads onto `dev` (made current here), one tensor
-// at a time (dequantized to a host bf16 copy, uploaded, freed). All tensors are checked first
-// (as gpuWeightBytes), and the total is compared with the device's free memory, so a bad
-// checkpoint or a model that does not fit fails before anything is allocated. Errors name the
-// tensor.
+// at a time: quantized tensors are byte-checked (Checkpoint::checkQuantizedBytes) and uploaded
+// as stored, bf16 ones as stored (a quantized tensor in a bf16 slot is dequantized exactly, a
+// float one rounded once), fp32 vectors as fp32. All tensor tables are checked first (as
+// gpuWeightBytes), and the total is compared with the device's free memory, so a bad table or a
+// model that does not fit fails before anything is allocated. Errors name the tensor.
 Result<GpuWeights> loadGpuWeights(const ModelConfig& cfg, const Checkpoint& ckpt, const Device& dev);
+
+// The walk over the weights of `cfg` in loadCpuWeights' order, for loaders of other sources
+// (GpuSyntheticWeights.cpp). Each call fills one tensor (or one MoE's routed experts).
+class GpuWeightSink {
+ public:
+  virtual ~GpuWeightSink() = default;
+  virtual Status bf16Matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out) = 0;
+  virtual Status projection(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out) = 0;
+  // `prefix` + "experts.e.w1.weight" etc. for e < E.
+  virtual Status experts(const std::string& prefix, int64_t E, int64_t C, int64_t I, GpuRoutedExperts& out) = 0;
+  virtual Status bf16(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) = 0;
+  virtual Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) = 0;
+};
+// Hands every tensor to `sink` (run gpuWeightBytes on the same table first: the walk itself only
+// asks the table for the shared experts' width and whether the draft is present).
+Status walkGpuWeights(const ModelConfig& cfg, const GpuWeightTable& table, GpuWeightSink& sink, GpuWeights& w);
 
 }  // namespace deepinfer

@@ -23,7 +23,7 @@ const char* const kEntries[] = {
     "di_model_embed_streams",     "di_model_round_bf16",         "di_model_round_f32_inplace",
     "di_model_argmax",            "di_model_rms_norm_bf16_warp", "di_model_rms_norm_f32_warp",
     "di_model_rms_norm_bf16_cta", "di_model_rms_norm_f32_cta",   "di_model_rope_f32_to_bf16",
-    "di_model_rope_bf16_inplace", "di_model_router_topk",        "di_model_swiglu",
+    "di_model_rope_bf16_inplace", "di_model_router_topk",
     "di_model_gather_rows_bf16",  "di_model_scatter_rows_f32",   "di_model_moe_sum",
     "di_model_engram_gate",       "di_model_pair_pool",          "di_model_index_query_quant",
     "di_model_index_key_insert",  "di_model_candidate_block_scores", "di_model_mask_to_blocks",
@@ -36,7 +36,7 @@ CudaUnit ModelKernels::unit() {
   u.source = "// deepinfer model kernels (runtime/model/gpu/ModelKernels.h), compiled with --fmad=false\n";
   for (const char* h : kHeaders) u.source += fmt::format("#include \"{}\"\n", h);
   u.entries.assign(std::begin(kEntries), std::end(kEntries));
-  u.label = "model kernels (embedding, norms, RoPE, router, SwiGLU, ...)";
+  u.label = "model kernels (embedding, norms, RoPE, router, MoE sum, ...)";
   return u;
 }
 

@@ -84,11 +84,6 @@ class ModelKernels {
   Status routerTopk(uint64_t logits, uint64_t bias, int64_t T, int64_t E, int64_t k, bool normTopk,
                     double scaling, uint64_t ids, uint64_t weights, void* stream) const;
 
-  // out[r, i] = bf16(weight[r] * (silu(min(g, limit)) * clamp(v, -limit, limit))) with
-  // weight = weights ? weights[r] : 1. g, v f32 [n, I]; weights f32 [n] or 0; out bf16 [n, I].
-  Status swiglu(uint64_t g, uint64_t v, uint64_t weights, int64_t n, int64_t I, double limit, uint64_t out,
-                void* stream) const;
-
   // out[r, :] = src[rowIdx[r], :] for r < n. bf16 rows of width C (src stride C). rowIdx i32 [n];
   // a negative index writes a zero row.
   Status gatherRowsBf16(uint64_t src, uint64_t rowIdx, int64_t n, int64_t C, uint64_t out, void* stream) const;
@@ -154,20 +149,15 @@ class ModelKernels {
   Status selectionToSlots(uint64_t selection, int64_t T, int64_t K, uint64_t pageTable, int64_t width,
                           uint64_t tokenReq, int64_t blockSize, uint64_t slots, void* stream) const;
 
-  // Operand addresses for pointer-array GEMMs over n = T*k routed rows (row i: token i / k,
-  // expert ids[i]): out u64 [8, n] = x rows (x + (i/k)*C bf16), w1[e], w3[e], g/v rows (f32
-  // [n, I]), h rows (bf16 [n, I]), w2[e], y rows (f32 [n, C]). w1/w3/w2: u64 [E] tables.
-  Status moeRowPointers(uint64_t ids, int64_t n, int64_t k, int64_t E, uint64_t w1, uint64_t w3, uint64_t w2,
-                        uint64_t x, int64_t C, uint64_t g, uint64_t v, uint64_t h, uint64_t y, int64_t I, uint64_t out,
-                        void* stream) const;
-
   // DSpark's target feature (CpuForward.cpp captureTap): out[t, 0..C) = bf16(((X[t,0] + X[t,1]) +
   // X[t,2] + X[t,3]) * 0.25) in fp32. X bf16 [T, 4, C], out bf16 rows of stride outStride >= C.
   Status streamMean(uint64_t X, int64_t T, int64_t C, uint64_t out, int64_t outStride, void* stream) const;
 
   // out[t] = argmax of logits[t, 0..V) (ties to the lower index; argmaxToken's NaN behaviour:
-  // NaN never wins, and a NaN at index 0 gives 0). logits f32 [T, V], out i32 [T].
-  Status argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream) const;
+  // NaN never wins, and a NaN at index 0 gives 0). logits f32 [T, V], out i32 [T]. With
+  // `finite` (i32 [T], optional) also reports per row whether every logit is finite, so greedy
+  // callers can refuse NaN/inf rows without copying them to the host.
+  Status argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream, uint64_t finite = 0) const;
 
  private:
   ModelKernels() = default;

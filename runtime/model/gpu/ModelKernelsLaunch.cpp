@@ -222,21 +222,6 @@ Status ModelKernels::routerTopk(uint64_t logits, uint64_t bias, int64_t T, int64
   return launch("di_model_router_topk", gridForCtas(T), uint32_t(8 * E), &p, sizeof(p), stream);
 }
 
-Status ModelKernels::swiglu(uint64_t g, uint64_t v, uint64_t weights, int64_t n, int64_t I, double limit,
-                            uint64_t out, void* stream) const {
-  Check c("swiglu");
-  c.range("n", n, 0, kI32Max).range("I", I, 1, kI32Max).finite("limit", limit);
-  c.that(limit > 0, fmt::format("limit = {} must be positive", limit));
-  if (n > 0) {
-    c.addr("g", g, 4).addr("v", v, 4).addr("out", out, 2);
-    if (weights != 0) c.addr("weights", weights, 4);
-  }
-  DI_TRY(c.status());
-  di::SwigluParams p{ptr<const float>(g), ptr<const float>(v), ptr<const float>(weights), ptr<uint16_t>(out), n, I,
-                     float(limit), 0};
-  return launch("di_model_swiglu", gridFor(n * I), 0, &p, sizeof(p), stream);
-}
-
 Status ModelKernels::gatherRowsBf16(uint64_t src, uint64_t rowIdx, int64_t n, int64_t C, uint64_t out,
                                     void* stream) const {
   Check c("gatherRowsBf16");
@@ -389,28 +374,14 @@ Status ModelKernels::selectionToSlots(uint64_t selection, int64_t T, int64_t K, 
   return launch("di_model_selection_to_slots", gridFor(T * K), 0, &p, sizeof(p), stream);
 }
 
-Status ModelKernels::moeRowPointers(uint64_t ids, int64_t n, int64_t k, int64_t E, uint64_t w1, uint64_t w3,
-                                    uint64_t w2, uint64_t x, int64_t C, uint64_t g, uint64_t v, uint64_t h, uint64_t y,
-                                    int64_t I, uint64_t out, void* stream) const {
-  Check c("moeRowPointers");
-  c.range("n", n, 0, kI32Max).range("k", k, 1, kI32Max).range("E", E, 1, kI32Max).range("C", C, 1, kI32Max)
-      .range("I", I, 1, kI32Max);
-  if (n > 0)
-    c.addr("ids", ids, 4).addr("w1", w1, 8).addr("w3", w3, 8).addr("w2", w2, 8).addr("x", x, 2).addr("g", g, 4)
-        .addr("v", v, 4).addr("h", h, 2).addr("y", y, 4).addr("out", out, 8);
-  DI_TRY(c.status());
-  if (n == 0) return {};
-  di::MoeRowPointersParams p{ptr<const int32_t>(ids), ptr<const uint64_t>(w1), ptr<const uint64_t>(w3),
-                             ptr<const uint64_t>(w2), x, g, v, h, y, ptr<uint64_t>(out), n, int32_t(k), int32_t(E), C, I};
-  return launch("di_model_moe_row_pointers", gridFor(n), 0, &p, sizeof(p), stream);
-}
-
-Status ModelKernels::argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream) const {
+Status ModelKernels::argmax(uint64_t logits, int64_t T, int64_t V, uint64_t out, void* stream,
+                            uint64_t finite) const {
   Check c("argmax");
   c.range("T", T, 0, kI32Max).range("V", V, 1, kI32Max);
   if (T > 0) c.addr("logits", logits, 4).addr("out", out, 4);
+  if (T > 0 && finite != 0) c.addr("finite", finite, 4);
   DI_TRY(c.status());
-  di::ArgmaxParams p{ptr<const float>(logits), ptr<int32_t>(out), T, V};
+  di::ArgmaxParams p{ptr<const float>(logits), ptr<int32_t>(out), ptr<int32_t>(finite), T, V};
   return launch("di_model_argmax", gridForCtas(T), 0, &p, sizeof(p), stream);
 }
 

@@ -33,10 +33,11 @@ static_assert(sizeof(RoundF32Params) == 16, "RoundF32Params layout");
 struct ArgmaxParams {
   const float* logits;     // [T, V]
   int32_t* out;            // [T]
+  int32_t* finite;         // [T] or null: 1 when every logit of the row is finite, else 0
   int64_t T;
   int64_t V;
 };
-static_assert(sizeof(ArgmaxParams) == 32, "ArgmaxParams layout");
+static_assert(sizeof(ArgmaxParams) == 40, "ArgmaxParams layout");
 
 struct StreamMeanParams {
   const uint16_t* X;       // bf16 [T, 4, C]

@@ -18,18 +18,6 @@ struct RouterTopkParams {
 };
 static_assert(sizeof(RouterTopkParams) == 56, "RouterTopkParams layout");
 
-struct SwigluParams {
-  const float* g;        // [n, I]
-  const float* v;        // [n, I]
-  const float* weights;  // [n] or null (weight 1)
-  uint16_t* out;         // bf16 [n, I]
-  int64_t n;
-  int64_t I;
-  float limit;
-  int32_t pad_;
-};
-static_assert(sizeof(SwigluParams) == 56, "SwigluParams layout");
-
 struct RowsParams {
   const void* src;       // gather: bf16 [*, C]; scatter: f32 [n, C]
   void* dst;             // gather: bf16 [n, C]; scatter: f32 [*, C]
@@ -51,21 +39,5 @@ struct MoeSumParams {
   int32_t pad_;
 };
 static_assert(sizeof(MoeSumParams) == 48, "MoeSumParams layout");
-
-// Per-row operand addresses for cuBLAS pointer-array GEMMs over routed rows without a trip to
-// the host: row i = (token i / k, rank i % k) reads expert ids[i]'s weights.
-struct MoeRowPointersParams {
-  const int32_t* ids;            // [n] expert of each row
-  const uint64_t* w1;            // [E] expert weight addresses
-  const uint64_t* w3;
-  const uint64_t* w2;
-  uint64_t x;                    // bf16 [n / k, C] token rows
-  uint64_t g, v, h, y;           // f32 [n, I], f32 [n, I], bf16 [n, I], f32 [n, C]
-  uint64_t* out;                 // [8, n]: x, w1, w3, g, v, h, w2, y
-  int64_t n;
-  int32_t k, E;
-  int64_t C, I;
-};
-static_assert(sizeof(MoeRowPointersParams) == 112, "MoeRowPointersParams layout");
 
 }  // namespace di

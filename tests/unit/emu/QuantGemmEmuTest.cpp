@@ -72,6 +72,13 @@ const std::map<std::string, WgFn>& wgTiles() {
       DI_WG_SPLITS(false, 16, 16, 128, 1, 1, 4, 2, 0), DI_WG_SPLITS(true, 32, 64, 64, 1, 2, 1, 2, 2),
       DI_WG_SPLITS(false, 32, 64, 64, 1, 2, 1, 2, 2),
       DI_WG_SPLITS(false, 64, 64, 64, 2, 2, 1, 2, 1),
+      // decode tiles of 1..8 rows (sm_80 defaults for M = 1..8, and alternatives)
+      DI_WG_SPLITS(false, 1, 64, 128, 1, 1, 4, 5, 0), DI_WG_SPLITS(false, 8, 64, 128, 1, 1, 4, 4, 1),
+      DI_WG_SPLITS(false, 8, 32, 128, 1, 1, 4, 4, 2), DI_WG_SPLITS(false, 4, 64, 128, 1, 1, 4, 5, 1),
+      DI_WG_SPLITS(true, 1, 128, 128, 1, 1, 4, 5, 0), DI_WG_SPLITS(false, 2, 32, 128, 1, 1, 4, 4, 0),
+      DI_WG_SPLITS(false, 4, 64, 256, 1, 1, 8, 2, 0), DI_WG_SPLITS(true, 1, 64, 128, 1, 2, 2, 3, 1),
+      DI_WG_SPLITS(false, 4, 32, 128, 1, 1, 4, 3, 2), DI_WG_SPLITS(true, 4, 32, 128, 1, 1, 4, 3, 2),
+      DI_WG_SPLITS(false, 8, 64, 128, 1, 1, 4, 3, 1),
   };
   return m;
 }
@@ -82,6 +89,9 @@ const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeTiles() {
   static const std::map<std::string, std::pair<MoeFn, MoeFn>> m = {
       DI_MOE(16, 64, 128, 1, 1, 4, 3), DI_MOE(64, 64, 32, 2, 2, 1, 3), DI_MOE(128, 64, 32, 2, 2, 1, 3),
       DI_MOE(16, 32, 128, 1, 2, 2, 2), DI_MOE(32, 64, 64, 1, 2, 1, 2),
+      // decode tiles: block_m = T rounded up (sm_80 defaults), block_n 32 for few active experts
+      DI_MOE(1, 32, 128, 1, 1, 4, 8), DI_MOE(4, 32, 128, 1, 1, 4, 8), DI_MOE(8, 32, 128, 1, 1, 4, 7),
+      DI_MOE(16, 32, 128, 1, 1, 4, 5), DI_MOE(2, 32, 128, 1, 1, 4, 3), DI_MOE(4, 64, 128, 1, 2, 2, 2),
   };
   return m;
 }
@@ -158,7 +168,11 @@ RunResult runEmulated(const std::string& op, const OpAttrs& attrs, const TensorM
       if (it == moeTiles().end()) return {"the emulator test has no instantiation of moe w13<" + args + ">", {}};
       const std::string tail = st.entry.substr(st.entry.rfind('_'));
       if (tail == "_route") {
-        MoeFn fn = bm == "16" ? &moeRoute<16> : bm == "32" ? &moeRoute<32> : bm == "64" ? &moeRoute<64> : &moeRoute<128>;
+        const std::map<std::string, MoeFn> routes = {{"1", &moeRoute<1>},   {"2", &moeRoute<2>},   {"4", &moeRoute<4>},
+                                                     {"8", &moeRoute<8>},   {"16", &moeRoute<16>}, {"32", &moeRoute<32>},
+                                                     {"64", &moeRoute<64>}, {"128", &moeRoute<128>}};
+        if (!routes.count(bm)) return {"the emulator test has no instantiation of moe route<" + bm + ">", {}};
+        MoeFn fn = routes.at(bm);
         body = [fn, p] { fn(*p); };
       } else {
         body = [fn = tail == "_w13" ? it->second.first : it->second.second, p] { fn(*p); };
@@ -234,16 +248,25 @@ TEST(QuantGemmEmu, WeightGemmMatchesReference) {
     std::vector<KernelConfig> v;
     if (work > (int64_t(1) << 26)) return v;  // large cases: the default config only
     if (epi == 0 && !fp4) {
+      v.push_back(tile(2, 32, 128, 1, 1, 4, 4, 3));   // 2-row tiles (several per M), split-K
+      v.push_back(tile(4, 64, 256, 1, 1, 8, 2, 2));   // 4-row tiles, block_k 256 over 8 warps
       v.push_back(tile(16, 64, 128, 1, 2, 2, 3, 3));  // 2 x 2 warps, split-K
       v.push_back(tile(16, 16, 128, 1, 1, 4, 2, 1));  // a 16-row tile inside a 32-row scale block
       v.push_back(tile(128, 128, 32, 2, 2, 1, 3, 2));
     }
     if (epi == 1 && fp4) {
+      v.push_back(tile(1, 64, 128, 1, 2, 2, 3, 2));   // one-row tiles on 2 x 2 warps
       v.push_back(tile(16, 64, 256, 1, 1, 8, 2, 2));  // block_k 256 over 8 warps
       v.push_back(tile(64, 128, 32, 2, 2, 1, 3, 1));
     }
-    if (epi == 1 && !fp4) v.push_back(tile(64, 64, 64, 2, 2, 1, 2, 2));
-    if (epi == 2) v.push_back(tile(32, 64, 64, 1, 2, 1, 2, 2));
+    if (epi == 1 && !fp4) {
+      v.push_back(tile(64, 64, 64, 2, 2, 1, 2, 2));
+      v.push_back(tile(8, 64, 128, 1, 1, 4, 3, 2));  // 8-row tiles, split-K
+    }
+    if (epi == 2) {
+      v.push_back(tile(32, 64, 64, 1, 2, 1, 2, 2));
+      v.push_back(tile(4, 32, 128, 1, 1, 4, 3, 2));  // 4-row SwiGLU pairs, split-K
+    }
     return v;
   });
 }
@@ -252,6 +275,8 @@ TEST(QuantGemmEmu, MoeExpertsMatchesReference) {
   checkOp("moe_experts", [](const OpDesc& d) {
     std::vector<KernelConfig> v;
     if (d.dim("x", 0) * d.dim("ids", 1) > 200) return v;
+    v.push_back(tile(2, 32, 128, 1, 1, 4, 3));  // 2-row blocks: experts of several blocks
+    v.push_back(tile(4, 64, 128, 1, 2, 2, 2));
     v.push_back(tile(16, 32, 128, 1, 2, 2, 2));
     v.push_back(tile(32, 64, 64, 1, 2, 1, 2));
     v.push_back(tile(64, 64, 32, 2, 2, 1, 3));

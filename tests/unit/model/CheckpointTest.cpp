@@ -1,5 +1,6 @@
 // Model-directory weights: exact fp8 / fp4 dequantization for every code, row gathers from
 // engram tables, shards, and every error case (naming tensor and file).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -88,8 +89,9 @@ TEST(CheckpointDequant, Fp8BlockEveryCodeAndScale) {
 
 TEST(CheckpointDequant, Fp8PartialBlocksAndSpecialScales) {
   ScratchDir dir("ck_fp8_edge");
-  // [40, 50]: blocks of 32 with ragged edges -> scale [2, 2]. Scale 0 decodes to +0 and 0xFF
-  // to NaN (bf16 canonical 0x7FC0 even for negative codes).
+  // [40, 50]: blocks of 32 with ragged edges -> scale [2, 2]. Scale 0 decodes to 2^-127 (a
+  // weight scale, spec/model.md §3) and 0xFF to NaN (bf16 canonical 0x7FC0 even for negative
+  // codes).
   std::mt19937 rng(7);
   std::vector<uint8_t> codes(40 * 50);
   for (uint8_t& c : codes) c = uint8_t(rng());
@@ -108,8 +110,9 @@ TEST(CheckpointDequant, Fp8PartialBlocksAndSpecialScales) {
         ASSERT_TRUE(std::isnan(got));
         ASSERT_EQ(gotB, 0x7FC0);
       } else if (s == 0) {
-        ASSERT_EQ(got, 0.f);
-        ASSERT_EQ(gotB & 0x7FFF, 0);
+        // code * 2^-127 is an fp32 subnormal with at most 4 significant bits: exact.
+        ASSERT_EQ(got, float(e4m3Ref(code) * std::ldexp(1.0, -127))) << r << "," << c;
+        ASSERT_EQ(gotB, floatToBf16(got)) << r << "," << c;
       } else {
         ASSERT_EQ(got, float(e4m3Ref(code)) * float(ue8m0Ref(s))) << r << "," << c;
       }
@@ -204,8 +207,8 @@ TEST(CheckpointNonFinite, RejectedNamingTheTensorAndElement) {
   EXPECT_TRUE(failsWith(ck->loadF32("nan", {2, 3}), {"model.safetensors", "'nan'", "NaN", "[1, 1]", "finite"}));
   EXPECT_TRUE(failsWith(ck->loadBf16("nan", {2, 3}), {"'nan'", "NaN", "[1, 1]"}));
   EXPECT_TRUE(failsWith(ck->loadF32("inf", {6}), {"'inf'", "infinity", "[0, 1]"}));
-  EXPECT_TRUE(failsWith(ck->loadBf16("q.weight", {32, 32}), {"'q.weight'", "NaN", "[1, 1]", "F8_E4M3"}));
-  EXPECT_TRUE(failsWith(ck->loadF32("s.weight", {32, 32}), {"'s.weight'", "NaN", "[0, 0]", "'s.scale'"}));
+  EXPECT_TRUE(failsWith(ck->loadBf16("q.weight", {32, 32}), {"'q.weight'", "NaN", "[1, 1]", "F8_E4M3", "0x7F"}));
+  EXPECT_TRUE(failsWith(ck->loadF32("s.weight", {32, 32}), {"'s.weight'", "255 (NaN)", "[0, 0]", "'s.scale'"}));
   // Format tests may keep them.
   auto kept = ck->loadF32("nan", {2, 3}, NonFinite::Keep);
   ASSERT_TRUE(kept.ok());
@@ -224,6 +227,92 @@ TEST(CheckpointNonFinite, EngramRowGathersRejectNaNRows) {
   const int64_t good = 1, bad = 2;
   EXPECT_TRUE(ck->readEngramRows(name, &good, 1, out.data()).ok());
   EXPECT_TRUE(failsWith(ck->readEngramRows(name, &bad, 1, out.data()), {name.c_str(), "row 2", "NaN", "column 5"}));
+}
+
+// UE8M0 byte 0 of a weight scale is 2^-127 (spec/model.md §3), not +0 as in the KV-cache formats:
+// every nonzero e2m1 code times 2^-127 is a bf16 subnormal, exact, and nonzero.
+TEST(CheckpointDequant, WeightScaleByteZeroIsTwoToTheMinus127) {
+  EXPECT_EQ(weightScaleToFloat(0), std::ldexp(1.f, -127));
+  EXPECT_EQ(weightScaleToFloat(127), 1.f);
+  EXPECT_TRUE(std::isnan(weightScaleToFloat(255)));
+  EXPECT_EQ(ue8m0ToFloat(0), 0.f);  // the cache formats keep +0 (docs/ops.md §1.2)
+  ScratchDir dir("ck_scale0");
+  std::vector<uint8_t> packed(32);
+  for (size_t i = 0; i < packed.size(); ++i) packed[i] = uint8_t(i * 7 + 1);
+  auto ck = openWith(dir, {{"e.weight", raw("I8", {1, 32}, packed)}, {"e.scale", raw("F8_E8M0", {1, 2}, {0, 127})}});
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  auto f = ck->loadF32("e.weight", {1, 64});  // byte 0 is inside fp4's exact range: accepted
+  auto b = ck->loadBf16("e.weight", {1, 64});
+  ASSERT_TRUE(f.ok() && b.ok()) << (f.ok() ? b.error().message : f.error().message);
+  int nonzero = 0;
+  for (int c = 0; c < 64; ++c) {
+    const uint8_t byte = packed[size_t(c / 2)];
+    const uint8_t nib = (c % 2 == 0) ? (byte & 0xF) : (byte >> 4);
+    const double want = e2m1Ref(nib) * (c < 32 ? std::ldexp(1.0, -127) : 1.0);
+    ASSERT_EQ(f->ptr<float>()[c], float(want)) << c;
+    ASSERT_EQ(double(bf16ToFloat(b->ptr<uint16_t>()[c])), want) << c;  // exact in bf16
+    nonzero += c < 32 && want != 0;
+  }
+  EXPECT_GT(nonzero, 20);
+}
+
+// The byte check both loaders share: scale bytes outside the exact range (fp8 3..246, fp4
+// 0..252) and e4m3 NaN codes are errors naming tensor, scale, byte and element; the edges pass.
+TEST(CheckpointQuantCheck, ScaleBytesOutsideTheExactRangeAreRejected) {
+  ScratchDir dir("ck_scale_range");
+  const std::vector<uint8_t> codes(64 * 64, 0x38), packed(2 * 32, 0x21);
+  auto ck = openWith(dir, {{"lo.weight", raw("F8_E4M3", {64, 64}, codes)},
+                           {"lo.scale", raw("F8_E8M0", {2, 2}, {3, 3, 3, 2})},
+                           {"hi.weight", raw("F8_E4M3", {64, 64}, codes)},
+                           {"hi.scale", raw("F8_E8M0", {2, 2}, {246, 247, 3, 3})},
+                           {"ok.weight", raw("F8_E4M3", {64, 64}, codes)},
+                           {"ok.scale", raw("F8_E8M0", {2, 2}, {3, 246, 127, 3})},
+                           {"f4.weight", raw("I8", {2, 32}, packed)},
+                           {"f4.scale", raw("F8_E8M0", {2, 2}, {0, 252, 252, 253})},
+                           {"f4ok.weight", raw("I8", {2, 32}, packed)},
+                           {"f4ok.scale", raw("F8_E8M0", {2, 2}, {0, 252, 252, 0})}});
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  EXPECT_TRUE(ck->loadF32("ok.weight", {64, 64}).ok());
+  EXPECT_TRUE(ck->loadBf16("f4ok.weight", {2, 64}).ok());
+  EXPECT_TRUE(failsWith(ck->loadF32("lo.weight", {64, 64}),
+                        {"'lo.weight'", "'lo.scale'", "byte 2", "[1, 1]", "element [32, 32]", "3..246"}));
+  EXPECT_TRUE(failsWith(ck->loadBf16("hi.weight", {64, 64}),
+                        {"'hi.weight'", "byte 247", "[0, 1]", "element [0, 32]", "3..246"}));
+  EXPECT_TRUE(failsWith(ck->loadF32("f4.weight", {2, 64}), {"'f4.weight'", "byte 253", "[1, 1]", "element [1, 32]",
+                                                             "0..252", "e2m1"}));
+  // The same check as a call of its own (the GPU loader's), and Keep skips it (format tests).
+  auto ti = ck->info("hi.weight");
+  ASSERT_TRUE(ti.ok());
+  EXPECT_TRUE(failsWith(ck->checkQuantizedBytes(*ti), {"'hi.weight'", "byte 247"}));
+  EXPECT_TRUE(ck->loadF32("hi.weight", {64, 64}, NonFinite::Keep).ok());
+  auto okInfo = ck->info("ok.weight");
+  ASSERT_TRUE(okInfo.ok());
+  EXPECT_TRUE(ck->checkQuantizedBytes(*okInfo).ok());
+}
+
+TEST(CheckpointQuantCheck, E4m3NaNCodesFoundAnywhere) {
+  // Every position of a row (the check reads 8 bytes at a time), both NaN codes.
+  ScratchDir dir("ck_nan_pos");
+  const int rows = 3, cols = 48;
+  std::map<std::string, RawTensor> tensors;
+  std::vector<std::pair<int, uint8_t>> cases;
+  for (int at = 0; at < rows * cols; at += 7) cases.push_back({at, uint8_t(at % 2 ? 0xFF : 0x7F)});
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::vector<uint8_t> codes(size_t(rows * cols), 0x7E);  // 448: the largest finite code
+    for (int j = 0; j < rows * cols; j += 5) codes[size_t(j)] = 0xFE;
+    codes[size_t(cases[i].first)] = cases[i].second;
+    tensors.emplace(fmt::format("t{}.weight", i), raw("F8_E4M3", {rows, cols}, codes));
+    tensors.emplace(fmt::format("t{}.scale", i), raw("F8_E8M0", {1, 2}, {100, 100}));
+  }
+  auto ck = openWith(dir, tensors);
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const int at = cases[i].first;
+    const std::string name = fmt::format("t{}.weight", i), quoted = "'" + name + "'";
+    const std::string where = fmt::format("[{}, {}]", at / cols, at % cols);
+    const std::string code = fmt::format("0x{:02X}", cases[i].second);
+    EXPECT_TRUE(failsWith(ck->loadF32(name, {rows, cols}), {quoted.c_str(), "NaN", where.c_str(), code.c_str()})) << at;
+  }
 }
 
 TEST(CheckpointEngram, RowGathersMatchFullLoad) {

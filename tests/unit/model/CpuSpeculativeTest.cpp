@@ -19,6 +19,7 @@
 
 #include "model/CpuForward.h"
 #include "model/MakeModel.h"
+#include "model/Safetensors.h"
 #include "model/SpecAccept.h"
 
 using namespace deepinfer;
@@ -714,4 +715,65 @@ TEST_F(CpuSpeculative, RejectsBadUse) {
   EXPECT_FALSE(m.rollback(*st, 11).ok());
   EXPECT_TRUE(m.rollback(*st, 7).ok());
   EXPECT_EQ(st->position(), 7);
+}
+
+// Finite weights whose logits overflow (head.weight at bf16's largest value): a verify step stops
+// with a message naming the request and position, and every request of the call becomes unusable
+// (earlier ones advanced with their outcomes lost), so later calls fail instead of continuing from
+// inconsistent caches.
+TEST(CpuSpeculativeNonFinite, VerifyStopsAndMarksTheCallsRequestsUnusable) {
+  const std::string dir = fs::path(::testing::TempDir()) / fmt::format("cpu_spec_overflow_{}", ::getpid());
+  MakeModelOptions o;
+  o.preset = "tiny";
+  o.outDir = dir;
+  o.seed = 3;
+  ASSERT_TRUE(makeModel(o).ok());
+  const std::string file = dir + "/model.safetensors";
+  uint64_t headerLen = 0, begin = 0, end = 0;
+  {
+    auto st = SafetensorsFile::open(file);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    const SafetensorsEntry* e = (*st)->find("head.weight");
+    ASSERT_NE(e, nullptr);
+    ASSERT_EQ(e->dtype, "BF16");
+    begin = e->begin;
+    end = e->end;
+  }
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.read(reinterpret_cast<char*>(&headerLen), 8));
+    f.seekp(std::streamoff(8 + headerLen + begin));
+    const std::vector<char> big = [&] {
+      std::vector<char> b(size_t(end - begin));
+      for (size_t i = 0; i + 1 < b.size(); i += 2) b[i] = char(0x7f), b[i + 1] = char(0x7f);
+      return b;
+    }();
+    ASSERT_TRUE(f.write(big.data(), std::streamsize(big.size())));
+  }
+  auto m = CpuModel::load(dir, CpuModelOptions{2, false});
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  auto a = (*m)->newSpeculativeRequest(), b = (*m)->newSpeculativeRequest();
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*m)->prefill(*a, {1, 2, 3}).ok());
+  ASSERT_TRUE((*m)->prefill(*b, {4, 5, 6, 7}).ok());
+  std::vector<CpuSpecStep> steps(2);
+  steps[0].state = &*a;
+  steps[0].next = 8;
+  steps[1].state = &*b;
+  steps[1].next = 9;
+  auto r = (*m)->speculativeStep(steps);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("not finite"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("no longer usable"), std::string::npos) << r.error().message;
+  for (CpuRequestState* s : {&*a, &*b}) {
+    std::vector<CpuSpecStep> again(1);
+    again[0].state = s;
+    again[0].next = 8;
+    auto r2 = (*m)->speculativeStep(again);
+    ASSERT_FALSE(r2.ok());
+    EXPECT_NE(r2.error().message.find("unusable"), std::string::npos) << r2.error().message;
+  }
+  m->reset();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }

@@ -107,3 +107,24 @@ TEST(QuantEncode, Fp8RowsAndFp4Rows) {
       ASSERT_LE(std::fabs(x), 6.f * s);
     }
 }
+
+// Zero blocks and tiny or huge ones still get scale bytes the loaders accept (Checkpoint's
+// exactScaleBytes): 127 for all-zero, else clamped to fp8 3..246 / fp4 0..252.
+TEST(QuantEncode, ScaleBytesStayInTheLoadersRange) {
+  const int64_t rows = 64, cols = 64;
+  std::vector<float> w(size_t(rows * cols), 0.f);
+  for (int64_t c = 0; c < 32; ++c) w[size_t(32 * cols + c)] = 1e-40f;  // block [1, 0]: subnormal amax
+  for (int64_t c = 32; c < 64; ++c) w[size_t(32 * cols + c)] = 3e38f;  // block [1, 1]: near FLT_MAX
+  std::vector<uint8_t> codes(w.size()), scales(4);
+  quantizeFp8Blocks(w.data(), rows, cols, codes.data(), scales.data());
+  EXPECT_EQ(scales[0], 127);  // all zero
+  EXPECT_EQ(scales[1], 127);
+  EXPECT_EQ(scales[2], 3);    // would be 1: clamped up
+  EXPECT_EQ(scales[3], 246);  // would be 254: clamped down (the codes saturate at 448)
+  for (uint8_t c : codes) EXPECT_NE(c & 0x7F, 0x7F);
+  std::vector<uint8_t> packed(size_t(rows * cols / 2)), s4(size_t(rows * 2));
+  quantizeFp4Rows(w.data(), rows, cols, packed.data(), s4.data());
+  EXPECT_EQ(s4[0], 127);
+  EXPECT_EQ(s4[size_t(32 * 2)], 1);        // fp4 takes bytes down to 0; ue8m0CeilEncode gives >= 1
+  EXPECT_EQ(s4[size_t(32 * 2 + 1)], 252);  // clamped down
+}
