@@ -1,5 +1,5 @@
 // The directories the caches keep (the kernel cache, its tuning/ folder): ours and private, so
-// nobody else can plant what the next run loads (spec/jit-and-cache.md).
+// nobody else can plant what the next run loads (docs/caches.md).
 //
 // A directory given as a symlink is resolved explicitly, once: the link must be ours and its
 // target must pass the same checks (a directory owned by this user, not writable by group or

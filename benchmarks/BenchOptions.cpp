@@ -12,7 +12,7 @@ std::string benchUsage() {
   return "usage: deepinfer-bench [--op NAME ...] [--quick] [--out FILE] [--commit SHA] [--samples N]\n"
          "                       [--warmup N] [--seed N] [--list] [--self-test [--full-size]]\n"
          "\n"
-         "Times every kernel op at the benchmark shapes of spec/ops.md §10 on GPU 0: the sm_80 default\n"
+         "Times every kernel op at the benchmark shapes of docs/ops.md §10 on GPU 0: the sm_80 default\n"
          "(PTX, the baseline), the sm_86 default (PTX), the local arch's default and every candidate\n"
          "config of the local target (the best is 'tuned'); each checked once against the C++ reference.\n"
          "\n"

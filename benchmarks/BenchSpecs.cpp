@@ -1,4 +1,4 @@
-// The benchmark shapes (spec/ops.md §10 and the lead's list) with the H200 targets (device time,
+// The benchmark shapes (docs/ops.md §10 and the lead's list) with the H200 targets (device time,
 // L2 flushed) and the best public implementations' times. Builder parameters not given here take
 // the defaults of BenchInputs.cpp, which are the model's (V4.1: 64 heads, window 128, index top-k
 // 512, block size 64, C = 5120, compression ratio 2).

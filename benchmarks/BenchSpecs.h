@@ -1,4 +1,4 @@
-// The shapes deepinfer-bench measures (spec/ops.md §10) with the H200 targets, and the small
+// The shapes deepinfer-bench measures (docs/ops.md §10) with the H200 targets, and the small
 // shapes of its self-test.
 #pragma once
 #include <string>
@@ -8,7 +8,7 @@
 
 namespace deepinfer::bench {
 
-// The benchmark shapes of spec/ops.md §10 with the H200 targets (BenchSpecs.cpp).
+// The benchmark shapes of docs/ops.md §10 with the H200 targets (BenchSpecs.cpp).
 const std::vector<BenchSpec>& benchSpecs();
 // The same ops at shapes small enough for the full CPU reference (the self-test).
 std::vector<BenchSpec> selfTestSpecs();

@@ -1,4 +1,4 @@
-// deepinfer-model-bench's speculative-decoding measurements (DSpark, spec/dspark.md): the cost
+// deepinfer-model-bench's speculative-decoding measurements (DSpark, docs/dspark.md): the cost
 // of a verify step against a plain decode step, the draft pass alone, and decode tok/s as a
 // function of the acceptance length (oracle drafts: the target's own greedy continuation, with
 // the draft after the a-th made wrong), next to the natural acceptance of the draft model.

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "gpu/GpuWeights.h"
+#include "model/gpu/GpuWeights.h"
 
 namespace deepinfer::bench {
 namespace {

@@ -8,7 +8,7 @@
 namespace deepinfer::bench {
 namespace {
 
-// The checkpoint format of a tensor (spec/model.md §3).
+// The checkpoint format of a tensor (docs/model.md §3).
 enum class Fmt { Bf16, F32, Fp8, Fp4 };
 
 // Bytes of a [rows, cols] tensor stored as `f` (WeightStorage::Checkpoint) or as the runtime
@@ -44,7 +44,7 @@ double engramInputs(const ModelConfig& c) {
   return double(std::max(0, c.engramMaxNgramSize - 1)) * c.engramNHeads * c.engramHeadDim;
 }
 
-// Compressed entries visible to the token at `pos` for a kv source of `ratio` (model.md §6).
+// Compressed entries visible to the token at `pos` for a kv source of `ratio` (docs/model.md §6).
 int64_t visibleEntries(int64_t pos, int ratio) { return ratio > 0 ? (pos + 1) / ratio : 0; }
 
 // Index keys an index source scores for the token at `pos`.
@@ -130,7 +130,7 @@ double tokenMatmulParams(const ModelConfig& c, bool withHead) {
 
 DecodeKvBytes decodeKvBytes(const ModelConfig& c, int64_t position) {
   DecodeKvBytes b;
-  const double indexKeyBytes = double(c.indexHeadDim) + 4;  // e4m3 key + fp32 scale (spec/model.md §9)
+  const double indexKeyBytes = double(c.indexHeadDim) + 4;  // e4m3 key + fp32 scale (docs/model.md §9)
   for (int L = 0; L < c.numHiddenLayers; ++L) {
     const LayerRole& r = c.role(L);
     b.window += kMlaRowBytes * double(std::min<int64_t>(position + 1, c.slidingWindow));

@@ -1,5 +1,5 @@
 // The model-level roofline of deepinfer-model-bench: what one token of DeepSeek-V4.1 must read
-// (decode) and compute (prefill) at the least, from the config alone (spec/model.md §1-§7).
+// (decode) and compute (prefill) at the least, from the config alone (docs/model.md §1-§7).
 // Dividing by the measured ceilings (Roofline.h: copy bandwidth, mma.sync bf16 rate) gives the
 // floor time the measured times are compared with. Pure arithmetic: no GPU, unit-tested.
 #pragma once
@@ -76,6 +76,6 @@ double kvCacheBytesPerToken(const ModelConfig& cfg, int64_t pageTokens);
 // Window-cache bytes one request holds at the least: sliding_window rows of 584 bytes per layer.
 double minWindowBytesPerRequest(const ModelConfig& cfg);
 
-constexpr double kMlaRowBytes = 584;  // fp8_ds_mla row (spec/ops.md §2)
+constexpr double kMlaRowBytes = 584;  // fp8_ds_mla row (docs/ops.md §2)
 
 }  // namespace deepinfer::bench

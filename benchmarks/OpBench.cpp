@@ -1,4 +1,4 @@
-// deepinfer-bench: times every kernel op at the benchmark shapes of spec/ops.md §10 on GPU 0,
+// deepinfer-bench: times every kernel op at the benchmark shapes of docs/ops.md §10 on GPU 0,
 // against the portable Ampere baseline (the sm_80 default config, run as PTX) in the same run,
 // with the measured copy/mma ceilings as the roofline. Prints a table; writes JSON.
 #include <fmt/format.h>

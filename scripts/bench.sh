@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU machine, from a dist/ built by scripts/build.sh: run deepinfer-bench (every op at the
-# spec/ops.md §10 shapes, or what the options select) and draw its JSON as an SVG bar chart.
+# docs/ops.md §10 shapes, or what the options select) and draw its JSON as an SVG bar chart.
 # Writes <dir>/<gpu-slug>-<date>.{json,svg,log}, <dir> = $OUT or benchmarks/results.
 # Usage: scripts/bench.sh [deepinfer-bench options, e.g. --quick or --op sparse_mla_decode]
 # Exit status: deepinfer-bench's (0 all checked and timed, 1 no GPU or bad options, 2 a variant

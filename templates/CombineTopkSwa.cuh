@@ -1,4 +1,4 @@
-// combine_topk_swa (spec/ops.md §4): for each prefill query token, one row of indices into the
+// combine_topk_swa (docs/ops.md §4): for each prefill query token, one row of indices into the
 // gathered workspace: [valid top-k rows | sliding-window rows | -1 ...] and its length.
 //
 // One CTA per token. Thread q of the CTA owns the 16-byte chunks q, q+THREADS, ... of the row and

@@ -1,4 +1,4 @@
-// indexer_logits (spec/ops.md §7): for every query token t and compressed position s,
+// indexer_logits (docs/ops.md §7): for every query token t and compressed position s,
 //   score[t, s] = sum_h w[t,h] * relu(dot(q[t,h,:], k_e4m3[s,:])) * k_scale[s]   if s < visible[t]
 //   score[t, s] = -inf                                                            otherwise.
 //

@@ -1,4 +1,4 @@
-// The fp8_ds_mla paged KV cache (spec/ops.md §2-§3): kv_quant_insert quantizes one token per
+// The fp8_ds_mla paged KV cache (docs/ops.md §2-§3): kv_quant_insert quantizes one token per
 // warp into its page; gather_kcache dequantizes pages straight into the caller's workspace.
 //
 // Token layout inside a page of BS tokens: data at t*576 (448 e4m3 NoPE bytes, then 64 bf16 RoPE

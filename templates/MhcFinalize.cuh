@@ -1,4 +1,4 @@
-// mHC finalize pass (spec/ops.md §8), run after the stream pass (MhcStream.cuh):
+// mHC finalize pass (docs/ops.md §8), run after the stream pass (MhcStream.cuh):
 //   - mhc_finalize_kernel: one CTA per token reduces the token's per-slice partial records in a
 //     fixed order, turns the 24 mix values into pre / post / comb (RMS factor, sigmoid,
 //     softmax + Sinkhorn in fp32), and applies the sublayer's RMSNorm in place to the bf16

@@ -1,4 +1,4 @@
-// mHC stream pass (spec/ops.md §8): the one pass over the residual streams x[T,4,C] that every
+// mHC stream pass (docs/ops.md §8): the one pass over the residual streams x[T,4,C] that every
 // mHC op needs. Per 32-column chunk of C it can
 //   - apply the post step of the finished sublayer (new residual = comb^T x + post * f_out,
 //     rounded once to bf16) and store it,
@@ -97,7 +97,7 @@ __device__ __forceinline__ float mhc_sumsq8(const U32x4& v, float acc) {
 }
 
 // Post step for 8 columns of one token: out[j] = bf16(sum_m comb[m][j] x[m] + post[j] f).
-// Stream j receives column j of comb (the transpose of spec §8); one rounding, in fp32.
+// Stream j receives column j of comb (the transpose of docs/ops.md §8); one rounding, in fp32.
 // `coef` is the token's shared row: comb[4][4] row-major, then post[4].
 __device__ __forceinline__ void mhc_post8(const U32x4 (&x)[4], const U32x4& fo, const float* coef,
                                           U32x4 (&out)[4]) {

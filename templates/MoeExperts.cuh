@@ -1,4 +1,4 @@
-// moe_experts (spec/model.md §7): the routed experts of the MoE sublayer, grouped by expert on the
+// moe_experts (docs/model.md §7): the routed experts of the MoE sublayer, grouped by expert on the
 // device, over e2m1 expert weights (templates/QuantGemmTile.cuh). Three launches whose sizes
 // depend only on T, k, E and the config (graph-capturable, no host round trip):
 //

@@ -1,4 +1,4 @@
-// sparse_mla_decode (spec/ops.md §6): attention of few-token queries over the valid entries of
+// sparse_mla_decode (docs/ops.md §6): attention of few-token queries over the valid entries of
 // two fp8 paged caches (window + optional compressed), one softmax with the attention sink in
 // the denominator, reading the 584-byte-per-token cache pages directly.
 //

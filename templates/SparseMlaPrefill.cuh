@@ -1,4 +1,4 @@
-// sparse_mla_prefill (spec/ops.md §5): sparse MQA attention of prefill tokens over gathered bf16
+// sparse_mla_prefill (docs/ops.md §5): sparse MQA attention of prefill tokens over gathered bf16
 // KV rows. One CTA = one token x HEADS query heads; it walks the token's index list in tiles of
 // BLOCK_N keys through a STAGES-deep cp.async ring, with mma.sync m16n8k16 (bf16 in, fp32 acc).
 //

@@ -1,4 +1,4 @@
-// topk (spec/ops.md §7, §11): per row t, the indices of the k largest of the first lens[t] scores
+// topk (docs/ops.md §7, §11): per row t, the indices of the k largest of the first lens[t] scores
 // (exact ties: lower index first), sorted ascending by index and padded with -1; a row with
 // lens[t] <= k is 0..lens[t]-1 then -1 without looking at the scores.
 //

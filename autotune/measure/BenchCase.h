@@ -1,4 +1,4 @@
-// One benchmark shape (spec/ops.md §10) and its built inputs: what is timed, how many bytes and
+// One benchmark shape (docs/ops.md §10) and its built inputs: what is timed, how many bytes and
 // FLOPs the op must at least move/do there, and how its outputs are checked against the C++
 // reference.
 #pragma once

@@ -219,7 +219,7 @@ Status buildMhc(BenchCase& c, Rng& rng, Params& p) {
     c.inputs["base"] = testing::f32Normal(rng, {24}, 0.5);
     c.inputs["pre_in"] = testing::f32Uniform(rng, {T, 4}, 0.1, 1.1);
     c.inputs["norm_weight"] = testing::bf16Normal(rng, {C}, 0.1, 1.0);
-    // The model's values (model.md §1: rms_norm_eps 1e-20, hc_eps 1e-6, 20 Sinkhorn rounds).
+    // The model's values (docs/model.md §1: rms_norm_eps 1e-20, hc_eps 1e-6, 20 Sinkhorn rounds).
     c.attrs.setFloat("rms_eps", 1e-20);
     c.attrs.setFloat("hc_eps", 1e-6);
     c.attrs.setInt("sinkhorn_iters", 20);
@@ -320,7 +320,7 @@ Status buildPrefill(BenchCase& c, Rng& rng, Params& p) {
   const int64_t T = p.get("T", 1536), H = p.get("H", 64), topk = p.get("index_topk", 512),
                 window = p.get("window", 128), S = p.get("kv_rows", 65536), context = p.get("context", 65536),
                 ratio = p.get("ratio", 2);
-  // The workspace combine_topk_swa indexes (spec/ops.md §3/§4), one request: compressed rows
+  // The workspace combine_topk_swa indexes (docs/ops.md §3/§4), one request: compressed rows
   // [0, N), then the gathered window rows of this chunk from N on; rows past them are unused.
   const int64_t N = cdiv(context, ratio), gatherLen = std::min(context, T + window - 1), g0 = context - gatherLen;
   DI_TRY(p.require(T >= 1 && context >= T && N + gatherLen <= S, "needs T <= context and N + T + window - 1 <= kv_rows"));

@@ -1,5 +1,5 @@
 // The kernel families' rules as the dialect's verifier (KernelRulesInterface): once an op's
-// shapes are static, its family checks every rule of spec/ops.md the kernel relies on, and the
+// shapes are static, its family checks every rule of docs/ops.md the kernel relies on, and the
 // result types must have the shapes the family derives from the inputs.
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-// combine_topk_swa (spec/ops.md §4): one index row per prefill query token into the gathered
+// combine_topk_swa (docs/ops.md §4): one index row per prefill query token into the gathered
 // workspace (templates/CombineTopkSwa.cuh). One CTA per token; config: `threads` per CTA.
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// gather_kcache (spec/ops.md §3): dequantize paged fp8_ds_mla rows into the caller's out[R, M, 512]
+// gather_kcache (docs/ops.md §3): dequantize paged fp8_ds_mla rows into the caller's out[R, M, 512]
 // (templates/KvCache.cuh). The grid is sized to the GPU, not to M: gathered rows are dealt
 // round-robin to all warps of the grid.
 //
@@ -195,7 +195,7 @@ class GatherKcacheFamily final : public TypedKernelFamily<GatherKcacheConfig> {
 
   // `out` may be any view whose rows are whole and 16-byte aligned: dim 2 contiguous, row and
   // request strides multiples of 8 elements, and no two written elements at one address
-  // (spec/ops.md §3: the kernel writes with the caller's strides, no copy afterwards).
+  // (docs/ops.md §3: the kernel writes with the caller's strides, no copy afterwards).
   Status checkStrides(const OpDesc& d, const std::string& name,
                       const std::vector<int64_t>& strides) const override {
     if (name != "out") return KernelFamily::checkStrides(d, name, strides);

@@ -1,4 +1,4 @@
-// Kernel family of indexer_logits (spec/ops.md §7, §11; template templates/IndexerLogits.cuh).
+// Kernel family of indexer_logits (docs/ops.md §7, §11; template templates/IndexerLogits.cuh).
 //
 // Knobs: tokens_per_cta (TPC: tokens of one request sharing every decoded key tile), warps,
 // block_n (positions per tile), stages (1 or 2 decoded tile buffers), positions_per_cta (the

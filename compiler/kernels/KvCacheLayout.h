@@ -1,4 +1,4 @@
-// Host-side facts of the fp8_ds_mla paged KV cache (spec/ops.md §2) and the validation helpers
+// Host-side facts of the fp8_ds_mla paged KV cache (docs/ops.md §2) and the validation helpers
 // shared by the kv_quant_insert, gather_kcache and combine_topk_swa families.
 #pragma once
 #include <fmt/format.h>

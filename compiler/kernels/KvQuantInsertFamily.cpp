@@ -1,4 +1,4 @@
-// kv_quant_insert (spec/ops.md §2): quantize k rows into the fp8_ds_mla paged cache, one warp per
+// kv_quant_insert (docs/ops.md §2): quantize k rows into the fp8_ds_mla paged cache, one warp per
 // token (templates/KvCache.cuh). Config: `warps` per CTA.
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// mhc_collapse (spec/ops.md §8): h[t, :] = bf16(sum_m pre[t, m] x[t, m, :]), one rounding; the
+// mhc_collapse (docs/ops.md §8): h[t, :] = bf16(sum_m pre[t, m] x[t, m, :]), one rounding; the
 // final collapse after the last layer. One stream pass (MhcStream.cuh, collapse mode).
 #include <fmt/format.h>
 

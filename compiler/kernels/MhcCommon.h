@@ -1,5 +1,5 @@
 // Host code shared by the four mHC kernel families (mhc_pre, mhc_post, mhc_fused_post_pre,
-// mhc_collapse; spec/ops.md §8): shape and attribute checks, the stream-pass geometry and its
+// mhc_collapse; docs/ops.md §8): shape and attribute checks, the stream-pass geometry and its
 // occupancy-driven default, resource figures, and the emitted entry points. The device side
 // is templates/MhcStream.cuh (one pass over the residual) + templates/MhcFinalize.cuh.
 #pragma once

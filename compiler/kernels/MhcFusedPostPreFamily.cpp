@@ -1,4 +1,4 @@
-// mhc_fused_post_pre (spec/ops.md §8): the post step of the finished sublayer fused with the
+// mhc_fused_post_pre (docs/ops.md §8): the post step of the finished sublayer fused with the
 // (delayed) pre step of the next one. The new bf16 residual is written once and the next
 // sublayer's mixes are computed from that bf16 residual in the same pass, so the fused and
 // unfused paths agree. Implemented by MhcMixFamily.

@@ -62,7 +62,7 @@ std::vector<MhcMixFamily::Config> MhcMixFamily::configs(const OpDesc& d, const T
   const Mode mode = modeOf(fused_);
   const int64_t chunks = dims->C / kChunk;
   for (int mma : {1, 0}) {
-    // The CUDA-core path is the small-T path (spec §8: tensor cores from T = 16 on); the mma
+    // The CUDA-core path is the small-T path (docs/ops.md §8: tensor cores from T = 16 on); the mma
     // path is valid for any T (padding rows are zeros), so small T gets both.
     if (mma == 0 && dims->T >= 16) continue;
     for (int warps : warpChoices(dims->T)) {
@@ -98,7 +98,7 @@ ResourceEstimate MhcMixFamily::resources(const Config& c, const OpDesc& d) const
 }
 
 // Default heuristic:
-//  - use_mma = (T >= 16): tensor cores once a 16-token mma tile is full (spec §8); below that
+//  - use_mma = (T >= 16): tensor cores once a 16-token mma tile is full (docs/ops.md §8); below that
 //    the fp32 CUDA-core path, which is also exact in fn.
 //  - threads: one 16-token tile per warp. mma: up to 4 warps (64 tokens) per CTA, fewer when T
 //    is small so that no warp idles; the 4 warps share each staged fn chunk, and 8 warps of

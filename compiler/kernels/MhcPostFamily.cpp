@@ -1,4 +1,4 @@
-// mhc_post (spec/ops.md §8): x[t, j, :] = bf16(sum_m comb[t, m, j] residual[t, m, :] +
+// mhc_post (docs/ops.md §8): x[t, j, :] = bf16(sum_m comb[t, m, j] residual[t, m, :] +
 // post[t, j] f_out[t, :]) and sqrsum[t] = sum of squares of the new bf16 residual (fp32), which
 // the next pre step uses. One stream pass (MhcStream.cuh, post mode); when it is split over C
 // (k_slices > 1) a second launch sums the per-slice squares in a fixed order.

@@ -1,4 +1,4 @@
-// Kernel family of sparse_mla_decode (spec/ops.md §6): validation, configs, resources, emission,
+// Kernel family of sparse_mla_decode (docs/ops.md §6): validation, configs, resources, emission,
 // launch plan and parameter packing for templates/SparseMlaDecode.cuh.
 //
 // Config knobs:

@@ -1,4 +1,4 @@
-// Kernel family of sparse_mla_prefill (spec/ops.md §5): shape rules, configs, resources, the
+// Kernel family of sparse_mla_prefill (docs/ops.md §5): shape rules, configs, resources, the
 // emitted unit and its launch. The kernel itself is templates/SparseMlaPrefill.cuh; the CTA
 // geometry and shared-memory arithmetic live in templates/params/SparseMlaPrefillParams.h and are
 // shared with the kernel, so the estimate is the instantiated kernel's exact byte count.

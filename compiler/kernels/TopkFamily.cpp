@@ -1,4 +1,4 @@
-// Kernel family of topk (spec/ops.md §7, §11; template templates/Topk.cuh).
+// Kernel family of topk (docs/ops.md §7, §11; template templates/Topk.cuh).
 //
 // Knobs: threads (per CTA), radix_bits (8 or 11 bits per radix pass), pool_keys (keys cached in
 // shared memory; derived from the target's per-CTA cap, which emit() does not see), splits

@@ -1,5 +1,5 @@
 // Kernel family of weight_gemm (templates/WeightGemm.cuh): y = x . dequant(w)^T with w in its
-// checkpoint format (spec/model.md §3) and the model's epilogues.
+// checkpoint format (docs/model.md §3) and the model's epilogues.
 //
 // Knobs: the CTA tile (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages) and `splits`, the
 // number of CTAs that share one output tile's K (their fp32 partials go to the workspace and a

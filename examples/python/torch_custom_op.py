@@ -19,7 +19,7 @@ import torch
 from deepinfer import ops
 
 BS = 64
-PAGE_BYTES = math.ceil(BS * 584 / 576) * 576  # spec/ops.md §2
+PAGE_BYTES = math.ceil(BS * 584 / 576) * 576  # docs/ops.md §2
 
 
 @torch.library.custom_op("deepinfer::kv_quant_insert", mutates_args=("k_cache",))

@@ -18,7 +18,7 @@ from deepinfer import ops
 device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
 
-# The fp8_ds_mla cache (spec/ops.md §2): pages of BS tokens, 584 bytes per token, padded to 576.
+# The fp8_ds_mla cache (docs/ops.md §2): pages of BS tokens, 584 bytes per token, padded to 576.
 BS = 64
 page_bytes = math.ceil(BS * 584 / 576) * 576
 T, pages = 100, 2

@@ -5,7 +5,7 @@ from . import _deepinfer as _core
 
 
 def targets(include_local=True):
-    """The target presets (spec/targets.md) and bare sm_XX names as dicts (name, arch, SMs, shared
+    """The target presets (docs/targets.md) and bare sm_XX names as dicts (name, arch, SMs, shared
     memory per CTA cap, ...); with `include_local`, the local GPU as 'local' when there is one."""
     out = list(_core.targets())
     if include_local:

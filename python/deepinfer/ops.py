@@ -1,4 +1,4 @@
-"""Every `di` kernel op as a function, generated from the op signatures (spec/ops.md §11 names).
+"""Every `di` kernel op as a function, generated from the op signatures (docs/ops.md §11 names).
 
     out, lse = deepinfer.ops.sparse_mla_decode(q=q, swa_cache=cache, swa_indices=idx, swa_lens=lens,
                                                attn_sink=sink, swa_block_size=64)
@@ -58,7 +58,7 @@ class _OpSpec:
 
     def doc(self):
         lines = [f"{self.op}: the generated kernel on CUDA tensors, the C++ reference on CPU tensors.", "",
-                 "Tensors (canonical names, spec/ops.md §11):"]
+                 "Tensors (canonical names, docs/ops.md §11):"]
         for n, dt, opt in self.inputs:
             role = "in/out, updated in place" if n in self.in_out else "optional input" if opt else "input"
             lines.append(f"  {n}: {dt} ({role})")

@@ -29,7 +29,7 @@ def output_names(op):
 
 
 def compare(op, output, expected, actual, attrs, inputs):
-    """Compares `actual` with `expected` by the op's rule (spec/ops.md: bit-exact for
+    """Compares `actual` with `expected` by the op's rule (docs/ops.md: bit-exact for
     kv_quant_insert, gather_kcache, combine_topk_swa and topk; stated tolerances elsewhere).
     Returns {'ok', 'max_err', 'metric', 'detail'}."""
     return _core.testing.compare(op, output, np.ascontiguousarray(expected), np.ascontiguousarray(actual),
@@ -37,7 +37,7 @@ def compare(op, output, expected, actual, attrs, inputs):
 
 
 def expected_from_kernel_outputs(op, attrs, inputs, actual):
-    """Outputs whose expected values spec/ops.md defines on another output as the kernel produced
+    """Outputs whose expected values docs/ops.md defines on another output as the kernel produced
     it (mhc_fused_post_pre's next-sublayer outputs): {name: expected array}; empty for other ops."""
     got = _core.testing.expected_from_kernel_outputs(op, dict(attrs), inputs,
                                                      {n: np.ascontiguousarray(a) for n, a in actual.items()})

@@ -277,7 +277,7 @@ nb::list compileMatrix(const std::vector<std::string>& ops, const std::vector<st
 }  // namespace
 
 void bindCompiler(nb::module_& m) {
-  m.def("targets", &targets, "The target presets (spec/targets.md) and bare sm_XX names.");
+  m.def("targets", &targets, "The target presets (docs/targets.md) and bare sm_XX names.");
   m.def("local_gpu", &localGpuInfo, nb::arg("ordinal") = 0,
         "The local GPU's profile; raises deepinfer.Error saying why there is none.");
   m.def("shape_params", &shapeParams, nb::arg("op"), "An op's shape parameters: (name, default, help).");

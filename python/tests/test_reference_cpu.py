@@ -1,5 +1,5 @@
 """The C++ reference through deepinfer.ops on NumPy arrays (the CPU backend): known values worked
-out by hand from spec/ops.md, every op on the C++ test cases against the run-op path, in/out
+out by hand from docs/ops.md, every op on the C++ test cases against the run-op path, in/out
 tensors updated in place, strided outputs where the kernel takes them."""
 
 import numpy as np

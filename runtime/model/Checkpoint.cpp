@@ -38,7 +38,7 @@ bool endsWith(const std::string& s, const std::string& suffix) {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Engram tables carry one scale per row and 32 columns (model.md §3); all other fp8 weights
+// Engram tables carry one scale per row and 32 columns (docs/model.md §3); all other fp8 weights
 // one per 32x32 block.
 bool isRowScaledTable(const std::string& name) { return endsWith(name, "engram.embed.weight"); }
 
@@ -431,7 +431,7 @@ Status Checkpoint::checkQuantizedBytes(const TensorInfo& ti) const {
     const int64_t sr = i / scaleCols, sc = i % scaleCols;
     const int64_t r = ti.format == WeightFormat::Fp8Block ? sr * 32 : sr;
     return Error{fmt::format("{}: scale '{}' holds byte {}{} at [{}, {}] (scaling element [{}, {}] on), outside {}..{}, "
-                             "the bytes whose products with every {} code are exact in bf16 (spec/model.md §3): a "
+                             "the bytes whose products with every {} code are exact in bf16 (docs/model.md §3): a "
                              "corrupt file, or not a V4.1 checkpoint",
                              where, ti.scaleName, b, b == 0xFF ? " (NaN)" : "", sr, sc, r, sc * 32, range.lo,
                              range.hi, ti.format == WeightFormat::Fp4 ? "e2m1" : "e4m3")};

@@ -1,4 +1,4 @@
-// A model directory's weights (spec/model.md §3): one `model.safetensors` or shards listed by
+// A model directory's weights (docs/model.md §3): one `model.safetensors` or shards listed by
 // `model.safetensors.index.json` ("weight_map": name -> file). Quantized tensors are
 // dequantized exactly on load; engram tables are read row by row from the mapping.
 #pragma once
@@ -42,12 +42,12 @@ enum class NonFinite { Reject, Keep };
 // The scale tensor's name for a quantized weight: "a.b.weight" -> "a.b.scale".
 std::string scaleNameFor(const std::string& weightName);
 
-// A weight's UE8M0 scale byte as a number: 2^(e-127), with e = 0 meaning 2^-127 (spec/model.md §3;
+// A weight's UE8M0 scale byte as a number: 2^(e-127), with e = 0 meaning 2^-127 (docs/model.md §3;
 // not +0 as in the KV-cache formats of docs/ops.md §1.2) and 0xFF NaN.
 float weightScaleToFloat(uint8_t e);
 
 // The scale bytes whose products with every finite code of the format are exact in bf16 (normal
-// or subnormal): fp8 (e4m3) 3..246, fp4 (e2m1) 0..252 (spec/model.md §3). The GPU runtime's
+// or subnormal): fp8 (e4m3) 3..246, fp4 (e2m1) 0..252 (docs/model.md §3). The GPU runtime's
 // kernels dequantize straight to bf16, so the loaders accept only these.
 struct ScaleByteRange {
   int lo = 0, hi = 0;

@@ -1,4 +1,4 @@
-// The DSpark draft pass (spec/dspark.md §4) for several requests at once: B rows per request
+// The DSpark draft pass (docs/dspark.md §4) for several requests at once: B rows per request
 // (the anchor and B - 1 noise rows at positions n .. n+B-1) through the draft stages, each a
 // window-only block whose attention reads the stage's ring (committed context rows) plus the
 // block's own rows, bidirectionally; then the shared head, the Markov head's sequential picks and

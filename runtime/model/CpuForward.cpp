@@ -231,7 +231,7 @@ Result<HostTensor> CpuForwardPass::run(const std::vector<int32_t>& ids) {
   for (int L = 0; L < cfg.numHiddenLayers; ++L) {
     const CpuLayerWeights& lw = w.layers[size_t(L)];
     if (lw.hasEngram) DI_TRY(engram(L, X));
-    // DSpark taps the streams entering the block, after an engram injection (dspark.md §2, R).
+    // DSpark taps the streams entering the block, after an engram injection (docs/dspark.md §2, R).
     for (size_t i = 0; i < taps.size(); ++i)
       if (taps[i] == L) captureTap(X, i, taps.size());
     runMhcBlock(

@@ -1,5 +1,5 @@
-// The CPU reference forward pass of DeepSeek-V4.1 (spec/model.md): plain fp32 loops with bf16
-// rounding exactly at the points of model.md §9, caches in the byte formats of ops.md §2/§7.
+// The CPU reference forward pass of DeepSeek-V4.1 (docs/model.md): plain fp32 loops with bf16
+// rounding exactly at the points of docs/model.md §9, caches in the byte formats of docs/ops.md §2/§7.
 // It is the oracle the GPU runtime is compared against and the `run --backend cpu` engine.
 //
 //   auto model = CpuModel::load(dir);            // config + weights dequantized to fp32
@@ -33,7 +33,7 @@ class CpuThreadPool;
 
 struct CpuModelOptions {
   int threads = 0;                // 0: the hardware thread count
-  bool fp64Accumulation = false;  // accumulate in fp64 (flip-rate measurement, model.md §9)
+  bool fp64Accumulation = false;  // accumulate in fp64 (flip-rate measurement, docs/model.md §9)
 };
 
 // What a kv source layer keeps per request: the compressed KV cache, the index keys and, for
@@ -45,7 +45,7 @@ struct CpuKvSourceState {
   int64_t tailPos = -1;
   std::vector<float> tailKv, tailGate;
   // Speculative requests: the tail as it was before the last call and the (kv, gate) of every
-  // even position of that call, so a rollback inside the call can restore it (dspark.md §5).
+  // even position of that call, so a rollback inside the call can restore it (docs/dspark.md §5).
   struct Tail {
     bool has = false;
     int64_t pos = -1;
@@ -69,10 +69,10 @@ class CpuRequestState {
   PagedKvCache& mutableWindowCache(int layer) { return windows_.at(size_t(layer)); }
   const CpuKvSourceState& kvSource(int layer) const { return sources_.at(size_t(layer)); }
   // Slots of every window ring: sliding_window, plus the draft block size for speculative
-  // requests (a verify chunk must not overwrite rows its rollback still needs, dspark.md §5).
+  // requests (a verify chunk must not overwrite rows its rollback still needs, docs/dspark.md §5).
   int64_t windowRingRows() const { return ringRows_; }
   bool speculative() const { return speculative_; }
-  // DSpark draft stage `s`'s ring (sliding_window rows, slot p mod W; dspark.md §3).
+  // DSpark draft stage `s`'s ring (sliding_window rows, slot p mod W; docs/dspark.md §3).
   const PagedKvCache& draftRing(int stage) const { return draftRings_.at(size_t(stage)); }
   const std::vector<int64_t>& tokenClasses() const { return classes_; }
 
@@ -107,7 +107,7 @@ class CpuModel {
 
   CpuRequestState newRequest() const;
 
-  // --- DSpark speculative decoding (spec/dspark.md; types in CpuSpeculative.h) ---
+  // --- DSpark speculative decoding (docs/dspark.md; types in CpuSpeculative.h) ---
   // Whether the model can speculate: DSpark configured and its mtp.* tensors loaded.
   bool hasDraft() const;
   int draftBlockSize() const { return cfg_.dsparkBlockSize; }
@@ -156,7 +156,7 @@ class CpuModel {
   // features main_x [ids.size(), C] of rows [firstFeatureRow, ids.size()) (others 0).
   Result<HostTensor> forward(CpuRequestState& state, const std::vector<int32_t>& ids, std::vector<float>* mainX,
                              int64_t firstFeatureRow);
-  // Writes commit(p) (dspark.md §3) for p = pos0 + i, i < n, into every draft ring.
+  // Writes commit(p) (docs/dspark.md §3) for p = pos0 + i, i < n, into every draft ring.
   void commitDraftRows(CpuRequestState& state, int64_t pos0, const float* mainX, int64_t n);
 };
 

@@ -1,6 +1,6 @@
 // The caches of one request in the CPU reference, in the byte formats the GPU runtime uses:
-// the 584-byte `fp8_ds_mla` KV layout of spec/ops.md §2 (window and compressed caches) and the
-// 132-byte index-key layout of ops.md §7. Rows are written quantized and read back by decoding
+// the 584-byte `fp8_ds_mla` KV layout of docs/ops.md §2 (window and compressed caches) and the
+// 132-byte index-key layout of docs/ops.md §7. Rows are written quantized and read back by decoding
 // the bytes, so the forward pass sees exactly what a kernel reading the cache would see.
 #pragma once
 #include <cstdint>
@@ -19,7 +19,7 @@ int64_t kvPageBytes(int64_t blockSize);
 
 // kv_quant_insert of one row (512 bf16-valued floats) into token `offset` of a page.
 void encodeKvRow(const float* row, uint8_t* page, int64_t blockSize, int64_t offset);
-// Dequantizes token `offset` of a page (ops.md §3, bit-exact); a NaN element reads as 0, as
+// Dequantizes token `offset` of a page (docs/ops.md §3, bit-exact); a NaN element reads as 0, as
 // sparse_mla_decode treats it.
 void decodeKvRow(const uint8_t* page, int64_t blockSize, int64_t offset, float* out);
 
@@ -51,7 +51,7 @@ class CompressedKvCache {
   int64_t size() const { return count_; }
   const float* row(int64_t j) const { return decoded_.data() + j * kKvDim; }
   // Keeps entries [0, n): the cache then equals one that only ever held them (speculative
-  // rollback, dspark.md §5).
+  // rollback, docs/dspark.md §5).
   void truncate(int64_t n);
   const PagedKvCache& bytes() const { return cache_; }
 
@@ -82,7 +82,7 @@ class IndexKeyCache {
   std::vector<float> scales_;
 };
 
-// Per-(token, head) index-query quantization of model.md §9: e4m3 codes with the scale
+// Per-(token, head) index-query quantization of docs/model.md §9: e4m3 codes with the scale
 // UE8M0-ceil(max(amax, 1e-4) / 448). Writes the decoded e4m3 values into `out` and returns the
 // scale (a power of two).
 float quantizeIndexQuery(const float* q, int64_t dim, float* out);

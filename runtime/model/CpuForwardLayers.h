@@ -11,7 +11,7 @@
 
 namespace deepinfer {
 
-// --- mHC (ops.md §8), n = 4 streams; CpuLayersMhc.cpp ---
+// --- mHC (docs/ops.md §8), n = 4 streams; CpuLayersMhc.cpp ---
 constexpr int kStreams = 4;
 
 // The 24 mixing values of one token after the sigmoid / Sinkhorn epilogue.
@@ -31,7 +31,7 @@ void mhcPost(const CpuExec& ex, float* x, int64_t C, const CpuMhcMix& mix, const
 // A sublayer: u [T, C] (bf16 values) -> y [T, C].
 using CpuSublayer = std::function<void(const std::vector<float>& u, std::vector<float>& y)>;
 
-// One block with delayed mHC (model.md §5) over T rows: X [T, 4, C] in place; `pre` [T, 4] holds
+// One block with delayed mHC (docs/model.md §5) over T rows: X [T, 4, C] in place; `pre` [T, 4] holds
 // the pre-mix the attention collapses with and returns this block's FFN pre-mix. Shared by the
 // backbone layers and the DSpark draft stages.
 void runMhcBlock(const CpuExec& ex, const ModelConfig& cfg, const CpuLayerWeights& lw, int64_t T,
@@ -42,19 +42,19 @@ void collapseAndNorm(const CpuExec& ex, const ModelConfig& cfg, int64_t T, const
                      const std::vector<float>& pre, const std::vector<float>& norm, std::vector<float>& out);
 
 // --- attention building blocks (CpuLayersAttention.cpp) ---
-// out = softmax over `rows` of q . row * scale (the sink joins the denominator only, ops.md §5)
+// out = softmax over `rows` of q . row * scale (the sink joins the denominator only, docs/ops.md §5)
 // applied to the rows, for one head; rounded to bf16.
 void attendHead(const CpuExec& ex, const float* q, const std::vector<const float*>& rows, float sink, float scale,
                 float* out);
 // z[g] = o[g] @ wo_a[g]^T over groups of H/G heads (rounded), y = bf16(wo_b z). o [T, H*D].
 void attentionOutput(const CpuExec& ex, const ModelConfig& cfg, const CpuAttentionWeights& aw,
                      const std::vector<float>& o, int64_t T, std::vector<float>& y);
-// The window row format's quantize-dequantize of one 512-wide row (ops.md §2), in place: what a
+// The window row format's quantize-dequantize of one 512-wide row (docs/ops.md §2), in place: what a
 // cache write followed by a read gives.
 void windowRowRoundTrip(float* row);
 
 // --- MoE (CpuLayersMoe.cpp) ---
-// The MoE sublayer over T rows with E routed experts, top-k (model.md §7); `onRoute(t, ids)`
+// The MoE sublayer over T rows with E routed experts, top-k (docs/model.md §7); `onRoute(t, ids)`
 // sees every row's chosen experts (nullptr: nobody listens).
 void moeForward(const CpuExec& ex, const ModelConfig& cfg, const CpuMoeWeights& mw, int64_t E, int64_t k,
                 const std::vector<float>& u, int64_t T, std::vector<float>& y,
@@ -71,13 +71,13 @@ struct CpuForwardPass {
   // Engram classes of every token so far, this call's included (the request's own list).
   std::vector<int64_t>& classes;
 
-  // Decisions shared with later layers of the same call (YOCO, model.md §2).
+  // Decisions shared with later layers of the same call (YOCO, docs/model.md §2).
   std::vector<std::vector<std::vector<int32_t>>> selections;  // [layer][t]: compressed entries
   std::vector<std::vector<int32_t>> candidateBlocks;          // [t]: blocks the candidate source kept
 
   CpuForwardPass(CpuModel& model, CpuRequestState& state, int64_t tokens);
 
-  // DSpark target features (spec/dspark.md §2): when set, the mean of the four streams entering
+  // DSpark target features (docs/dspark.md §2): when set, the mean of the four streams entering
   // each tapped layer, [T, taps * C] (bf16 values), taps in ascending layer order.
   std::vector<float>* tapFeatures = nullptr;
 
@@ -85,7 +85,7 @@ struct CpuForwardPass {
   Result<HostTensor> run(const std::vector<int32_t>& ids);
   void captureTap(const std::vector<float>& X, size_t tap, size_t taps);
 
-  // Sublayers. Activations are [T, width] row-major fp32 holding bf16 values where model.md
+  // Sublayers. Activations are [T, width] row-major fp32 holding bf16 values where docs/model.md
   // §9 rounds.
   Status engram(int layer, std::vector<float>& X);                                 // CpuLayersEngram.cpp
   void attention(int layer, const std::vector<float>& u, std::vector<float>& y);   // CpuLayersAttention.cpp

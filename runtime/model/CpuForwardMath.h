@@ -1,6 +1,6 @@
 // Numeric building blocks of the CPU reference forward pass: bf16 rounding points, dot
 // products and GEMMs whose accumulation precision is chosen at run time (fp32 as the model
-// runs, fp64 to measure how often fp32 rounding flips a discrete decision, model.md §9),
+// runs, fp64 to measure how often fp32 rounding flips a discrete decision, docs/model.md §9),
 // RMSNorm and top-k with the project's tie rule.
 #pragma once
 #include <cmath>

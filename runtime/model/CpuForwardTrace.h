@@ -1,6 +1,6 @@
 // Inspection hooks of the CPU reference: counters that show each mechanism engaged, and a
 // record of every discrete decision (router experts, index top-k, candidate blocks) so two
-// runs, e.g. fp32 and fp64 accumulation, can be compared (spec/model.md §9 flip rate).
+// runs, e.g. fp32 and fp64 accumulation, can be compared (docs/model.md §9 flip rate).
 #pragma once
 #include <cstdint>
 #include <map>

@@ -138,7 +138,7 @@ Status loadBlock(const Loader& ld, const ModelConfig& cfg, const std::string& p,
   return {};
 }
 
-// The DSpark tensors (spec/dspark.md §1); the stage-specific extras sit on stage 0 (input side)
+// The DSpark tensors (docs/dspark.md §1); the stage-specific extras sit on stage 0 (input side)
 // and the last stage (output side).
 Status loadDspark(const Loader& ld, const ModelConfig& cfg, CpuDsparkWeights& w) {
   const int64_t C = cfg.hiddenSize, V = cfg.vocabSize, r = cfg.dspark.markovRank;

@@ -1,4 +1,4 @@
-// The weights of the CPU reference forward pass, dequantized to fp32 at load (spec/model.md
+// The weights of the CPU reference forward pass, dequantized to fp32 at load (docs/model.md
 // §3). Engram tables stay in the checkpoint's mapping and are read row by row.
 #pragma once
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 namespace deepinfer {
 
-// One hyper-connection sublayer's mixing parameters (ops.md §8).
+// One hyper-connection sublayer's mixing parameters (docs/ops.md §8).
 struct CpuMhcWeights {
   CpuMatrix fn;                 // [24, 4C]
   std::vector<float> scale;     // [3]
@@ -60,7 +60,7 @@ struct CpuLayerWeights {
   CpuEngramWeights engram;
 };
 
-// The DSpark draft heads (spec/dspark.md §1): embed.weight and head.weight are the backbone's.
+// The DSpark draft heads (docs/dspark.md §1): embed.weight and head.weight are the backbone's.
 struct CpuDsparkWeights {
   std::vector<CpuLayerWeights> stages; // mtp.s.*: a window-only layer each (no engram, draft MoE)
   CpuMatrix mainProj;                  // [C, taps * C] (stage 0)

@@ -1,4 +1,4 @@
-// The attention sublayer (spec/model.md §6): Q and KV projections, the window cache, the
+// The attention sublayer (docs/model.md §6): Q and KV projections, the window cache, the
 // compressor and indexer of source layers, one softmax over window rows and selected
 // compressed rows with the sink in the denominator, inverse RoPE and the grouped output
 // projection.
@@ -10,7 +10,7 @@
 namespace deepinfer {
 namespace {
 
-// out = sum_k softmax_k * rows[k] with the sink joining the denominator only (ops.md §5).
+// out = sum_k softmax_k * rows[k] with the sink joining the denominator only (docs/ops.md §5).
 template <class A>
 void attendOneHead(const float* q, const std::vector<const float*>& rows, float sink, float scale,
                    float* out) {

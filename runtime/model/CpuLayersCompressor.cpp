@@ -1,4 +1,4 @@
-// The compressor of kv source layers (spec/model.md §6): one latent per `ratio` tokens, stored
+// The compressor of kv source layers (docs/model.md §6): one latent per `ratio` tokens, stored
 // RoPE'd at position j * ratio in the compressed KV cache, and its index key in the index-key
 // cache. Ratio 2 pools token pairs with a per-channel softmax of the gate; the first token of
 // an incomplete pair is carried in the request state until its partner arrives.

@@ -1,4 +1,4 @@
-// The engram module (spec/model.md §8), run before the block of an engram layer on all four
+// The engram module (docs/model.md §8), run before the block of an engram layer on all four
 // residual streams: hashed n-gram rows of the token's class history are gathered from the
 // table (row by row from the checkpoint's mapping), projected to 4 keys and one value, and
 // each stream adds the value scaled by its own sigmoid gate.
@@ -58,7 +58,7 @@ Status CpuForwardPass::engram(int layer, std::vector<float>& X) {
         const float rk = 1.0f / std::sqrt(dotF32(key, key, C) / float(C) + float(eps));
         dotv = dotF32(prod.data(), key, C) * rx * rk * float(invSqrtC);
       }
-      // sign(0) counts as +1 (model.md §9).
+      // sign(0) counts as +1 (docs/model.md §9).
       const float signedRoot = (dotv < 0 ? -1.f : 1.f) * std::sqrt(std::max(std::fabs(dotv), 1e-6f));
       const float g = sigmoid(signedRoot);
       for (int64_t d = 0; d < C; ++d) x[d] = roundBf16(x[d] + g * value[d]);

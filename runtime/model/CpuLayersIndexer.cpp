@@ -1,4 +1,4 @@
-// The lightning indexer of index source layers (spec/model.md §6, ops.md §7): quantized index
+// The lightning indexer of index source layers (docs/model.md §6, docs/ops.md §7): quantized index
 // queries score the visible index keys, the top-k entries become the layer's selection
 // (shared with its consumer layers), the candidate source publishes the blocks it keeps, and
 // restricted layers score only entries inside those blocks.
@@ -61,7 +61,7 @@ void CpuForwardPass::index(int layer, const std::vector<float>& u, const std::ve
   const bool restricted = role.candidateRestricted;
 
   // Queries: rope(wq_b qr) per head, bf16, then e4m3 with a power-of-two scale per (token,
-  // head) that is folded into the head weight (model.md §9).
+  // head) that is folded into the head weight (docs/model.md §9).
   std::vector<float> qi(size_t(T * Hi * Di)), wts(size_t(T * Hi));
   gemm(ex, qr.data(), T, aw.idxWqB, qi.data());
   gemm(ex, u.data(), T, aw.idxWeightsProj, wts.data());

@@ -30,7 +30,7 @@ void encodeKvRow(const float* row, uint8_t* page, int64_t blockSize, int64_t off
   uint8_t* scales = page + blockSize * kKvRowBytes + offset * kKvScaleBytes;
   for (int tile = 0; tile < kKvNopeDim / kKvTile; ++tile) {
     const float* x = row + tile * kKvTile;
-    // vLLM's writer floors amax (not amax / 448) at 1e-4 (ops.md §2).
+    // vLLM's writer floors amax (not amax / 448) at 1e-4 (docs/ops.md §2).
     const uint8_t e = ue8m0CeilEncode(std::max(amaxOf(x, kKvTile), 1e-4f) / 448.f);
     const float scale = ue8m0ToFloat(e);
     for (int i = 0; i < kKvTile; ++i) data[tile * kKvTile + i] = quantizeScaled(x[i], scale);

@@ -1,4 +1,4 @@
-// mHC mixes, collapse and post step (spec/ops.md §8). The epilogue runs in the accumulation
+// mHC mixes, collapse and post step (docs/ops.md §8). The epilogue runs in the accumulation
 // type (fp32, or fp64 when measuring flips); results are stored as fp32.
 #include <algorithm>
 #include <cmath>
@@ -23,7 +23,7 @@ CpuMhcMix mixesImpl(const float* x, int64_t C, const CpuMhcWeights& w, double rm
   const int64_t K = kStreams * C;
   A mix[24];
   for (int r = 0; r < 24; ++r) mix[r] = dotAcc<A>(x, w.fn.row(r), K);
-  // The RMS factor is applied after the GEMM (ops.md §8).
+  // The RMS factor is applied after the GEMM (docs/ops.md §8).
   const A rms = A(1) / std::sqrt(dotAcc<A>(x, x, K) / A(K) + A(rmsEps));
   for (A& v : mix) v *= rms;
   const A eps = A(hcEps);
@@ -136,7 +136,7 @@ void runMhcBlock(const CpuExec& ex, const ModelConfig& cfg, const CpuLayerWeight
       for (int64_t t = b; t < e; ++t) mhcPost(ex, &X[size_t(t * kStreams * C)], C, mix[size_t(t)], &y[size_t(t * C)]);
     });
   };
-  // Delayed mHC (ops.md §8): the attention collapses with the previous sublayer's pre-mix.
+  // Delayed mHC (docs/ops.md §8): the attention collapses with the previous sublayer's pre-mix.
   mixes(lw.hcAttn, mixA);
   collapseNorm(lw.attnNorm, [&](int64_t t) { return &pre[size_t(t * kStreams)]; });
   attention(u, y);

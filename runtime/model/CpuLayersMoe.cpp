@@ -1,4 +1,4 @@
-// The MoE sublayer (spec/model.md §7): sqrt-softplus router whose bias only chooses, weights
+// The MoE sublayer (docs/model.md §7): sqrt-softplus router whose bias only chooses, weights
 // from the unbiased scores, clamped SwiGLU experts with the routing weight applied before w2,
 // plus the shared expert. Tokens are grouped per expert so each expert's weights are read once.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// A speculative step of the CPU reference (spec/dspark.md §5, §6): the draft pass for every
+// A speculative step of the CPU reference (docs/dspark.md §5, §6): the draft pass for every
 // request that drafts, one target forward per request over [next, d_1 .. d_m] that also yields
 // the DSpark features of those rows, acceptance (SpecAccept.h), the rollback of the target caches
 // to the last accepted token and the commit of the accepted rows into the draft rings.
@@ -112,7 +112,7 @@ Result<std::vector<CpuSpecOutcome>> CpuModel::speculativeStep(std::vector<CpuSpe
     const bool useOverride = !s.draftOverride.empty();
     int64_t mi = s.maxDrafts < 0 ? B : std::min<int64_t>(s.maxDrafts, B);
     if (useOverride) mi = std::min<int64_t>(mi, int64_t(s.draftOverride.size()));
-    // The block needs positions n .. n+B-1, verification n .. n+m (dspark.md §6.2).
+    // The block needs positions n .. n+B-1, verification n .. n+m (docs/dspark.md §6.2).
     const int64_t maxPos = cfg_.maxPositionEmbeddings;
     if (maxPos > 0) {
       if (!useOverride && n + B > maxPos - 1) mi = 0;

@@ -1,4 +1,4 @@
-// DSpark speculative decoding in the CPU reference (spec/dspark.md): the types of the draft pass
+// DSpark speculative decoding in the CPU reference (docs/dspark.md): the types of the draft pass
 // and of a speculative step. The entry points are CpuModel::draft and CpuModel::speculativeStep
 // (CpuForward.h); the rules are in CpuDraft.cpp (§4), CpuSpeculative.cpp (§5, §6) and
 // SpecAccept.h (acceptance).

@@ -1,4 +1,4 @@
-// Engram hashing constants (model.md §8) and a bit-exact port of the numpy pieces behind
+// Engram hashing constants (docs/model.md §8) and a bit-exact port of the numpy pieces behind
 // them: SeedSequence entropy mixing, the PCG64 generator (XSL-RR 128/64) and
 // Generator.integers' bounded sampling (Lemire's nearly-divisionless method, numpy's
 // random_bounded_uint64_fill with use_masked = false).

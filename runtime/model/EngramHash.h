@@ -1,4 +1,4 @@
-// Engram n-gram hashing (spec/model.md §8): the per-layer primes, row offsets and multipliers,
+// Engram n-gram hashing (docs/model.md §8): the per-layer primes, row offsets and multipliers,
 // the token -> class map, and the row ids of one token's 24 lookups. The constants are
 // bit-exact requirements: the multipliers reproduce numpy's
 // `default_rng(10007 * layer).integers(0, B, maxNgram, dtype=int64) * 2 + 1`.

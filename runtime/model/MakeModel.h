@@ -1,5 +1,5 @@
 // `make-model`: writes a random-weight model directory with the real tensor names, dtypes and
-// quantization formats (spec/model.md §3): config.json, model.safetensors (or shards),
+// quantization formats (docs/model.md §3): config.json, model.safetensors (or shards),
 // token_map.i32, engram_hash.json.
 #pragma once
 #include <cstdint>

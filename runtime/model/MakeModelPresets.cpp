@@ -35,7 +35,7 @@
 namespace deepinfer {
 namespace {
 
-// Fields every preset shares with the real model (model.md §1).
+// Fields every preset shares with the real model (docs/model.md §1).
 ModelConfig v41Common() {
   ModelConfig c = v41FlashDefaults();
   c.layers.clear();

@@ -140,7 +140,7 @@ Status checkQuantization(const ModelConfig& c, const std::string& s) {
   const std::string q = s + ": quantization_config";
   if (!c.quantMethod.empty() && c.quantMethod != "fp8")
     return Error{fmt::format("{}: quant_method '{}' is not supported (\"fp8\": e4m3 weights with ue8m0 block "
-                             "scales, model.md §3)",
+                             "scales, docs/model.md §3)",
                              q, c.quantMethod)};
   if (!c.activationScheme.empty() && c.activationScheme != "dynamic")
     return Error{fmt::format("{}: activation_scheme '{}' is not supported (\"dynamic\": activations stay bf16)",
@@ -191,7 +191,7 @@ Status checkModelType(const json::Object& root, const json::Object* text, const 
   return {};
 }
 
-// The DSpark fields (spec/dspark.md §1), all optional: without them the model has no draft.
+// The DSpark fields (docs/dspark.md §1), all optional: without them the model has no draft.
 Status parseDsparkFields(const FieldReader& r, ModelConfig& cfg) {
   DI_OPT_FIELD(r, "dspark_block_size", cfg.dsparkBlockSize, smallInt);
   DI_OPT_FIELD(r, "dspark_target_layer_ids", cfg.dsparkTargetLayerIds, smallIntList);
@@ -336,7 +336,7 @@ Status checkSizes(const ModelConfig& c, const std::string& s) {
   if (c.numKeyValueHeads != 1)
     return Error{fmt::format("{}: num_key_value_heads must be 1 (one shared latent KV head; got {})", s,
                              c.numKeyValueHeads)};
-  // The 584-byte fp8_ds_mla cache (ops.md §2) fixes 448 NoPE + 64 RoPE dims.
+  // The 584-byte fp8_ds_mla cache (docs/ops.md §2) fixes 448 NoPE + 64 RoPE dims.
   if (c.headDim != 512 || c.qkRopeHeadDim != 64)
     return Error{fmt::format("{}: head_dim {} / qk_rope_head_dim {} unsupported: the fp8_ds_mla cache format "
                              "needs head_dim 512 and qk_rope_head_dim 64",
@@ -359,7 +359,7 @@ Status checkSizes(const ModelConfig& c, const std::string& s) {
     return Error{fmt::format("{}: num_experts_per_tok ({}) exceeds n_routed_experts ({})", s,
                              c.numExpertsPerTok, c.nRoutedExperts)};
   DI_TRY(checkPositive(c.moeIntermediateSize, "moe_intermediate_size", s));
-  // fp4 expert weights carry one scale per 32 input columns (model.md §3).
+  // fp4 expert weights carry one scale per 32 input columns (docs/model.md §3).
   if (c.hiddenSize % 32 != 0 || c.moeIntermediateSize % 32 != 0)
     return Error{fmt::format("{}: hidden_size ({}) and moe_intermediate_size ({}) must be multiples of 32 (fp4 "
                              "experts have one scale per 32 input columns)",
@@ -368,7 +368,7 @@ Status checkSizes(const ModelConfig& c, const std::string& s) {
     return Error{fmt::format("{}: scoring_func '{}' is not supported (expected \"sqrtsoftplus\")", s,
                              c.scoringFunc)};
   DI_TRY(checkPositive(c.indexNHeads, "index_n_heads", s));
-  // The 132-byte index-key cache entry (ops.md §7) holds 128 dims.
+  // The 132-byte index-key cache entry (docs/ops.md §7) holds 128 dims.
   if (c.indexHeadDim != 128)
     return Error{fmt::format("{}: index_head_dim {} unsupported: the index-key cache format needs 128", s,
                              c.indexHeadDim)};
@@ -483,7 +483,7 @@ Status checkSources(const ModelConfig& c, const std::string& s) {
   return {};
 }
 
-// DSpark (spec/dspark.md §1): draft stages are window-only; with stages and a block size the
+// DSpark (docs/dspark.md §1): draft stages are window-only; with stages and a block size the
 // tapped layers, the noise token, the Markov rank and the draft MoE must make sense.
 Status checkDspark(const ModelConfig& c, const std::string& s) {
   const int L = c.numHiddenLayers;

@@ -1,4 +1,4 @@
-// The model's config.json (spec/model.md §1) and the per-layer roles derived from it (§2).
+// The model's config.json (docs/model.md §1) and the per-layer roles derived from it (§2).
 // Parsing lives in ModelConfig.cpp (LLVM's JSON parser stays out of this header).
 #pragma once
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 namespace deepinfer {
 
-// `rope_scaling` (YaRN). Applies to layers with compress ratio > 0 only (model.md §6).
+// `rope_scaling` (YaRN). Applies to layers with compress ratio > 0 only (docs/model.md §6).
 struct RopeScaling {
   bool present = false;              // false: no scaling block in the config
   std::string type;                  // "yarn"
@@ -19,7 +19,7 @@ struct RopeScaling {
   int64_t originalMaxPositionEmbeddings = 0;
 };
 
-// What one layer owns and reads (model.md §2, ops.md §9). Layer numbers are absolute.
+// What one layer owns and reads (docs/model.md §2, docs/ops.md §9). Layer numbers are absolute.
 struct LayerRole {
   int layer = 0;
   bool isDraft = false;              // one of the trailing num_nextn_predict_layers (DSpark stages)
@@ -38,7 +38,7 @@ struct LayerRole {
 };
 
 // The DSpark speculative heads beyond the stage count (numNextnPredictLayers), block size
-// (dsparkBlockSize) and tapped layers (dsparkTargetLayerIds) of ModelConfig (spec/dspark.md §1).
+// (dsparkBlockSize) and tapped layers (dsparkTargetLayerIds) of ModelConfig (docs/dspark.md §1).
 struct DsparkConfig {
   int64_t noiseTokenId = -1;         // dspark_noise_token_id: the placeholder rows of a draft block
   int markovRank = 0;                // dspark_markov_rank (r)
@@ -99,7 +99,7 @@ struct ModelConfig {
   int64_t engramPadTokenId = 0;
   int64_t engramCompressedVocabSize = 0;  // number of token classes (token_map range)
   // Prime search bound per n-gram size (2..max): the primes are the next unused primes above
-  // engramVocabSize[n-2] - 1 (model.md §8). Optional in config.json (`engram_vocab_size`, an
+  // engramVocabSize[n-2] - 1 (docs/model.md §8). Optional in config.json (`engram_vocab_size`, an
   // integer or a list); empty when absent, then the primes must come from engram_hash.json.
   std::vector<int64_t> engramVocabSize;
 
@@ -123,7 +123,7 @@ struct ModelConfig {
   int numEngramLayers() const { return int(engramLayerIds.size()); }
   const LayerRole& role(int layer) const { return layers.at(size_t(layer)); }
 
-  // DSpark (spec/dspark.md): configured when there are draft stages and a block size; it runs
+  // DSpark (docs/dspark.md): configured when there are draft stages and a block size; it runs
   // only when the checkpoint also has the mtp.* tensors.
   bool dsparkConfigured() const { return numNextnPredictLayers >= 1 && dsparkBlockSize >= 1; }
   int draftRoutedExperts() const { return dspark.nRoutedExperts > 0 ? dspark.nRoutedExperts : nRoutedExperts; }
@@ -145,7 +145,7 @@ Result<ModelConfig> parseModelConfig(const std::string& text, const std::string&
 // the offending field. parseModelConfig calls this; call it after editing a config by hand.
 Status finalizeModelConfig(ModelConfig& cfg, const std::string& sourceName);
 
-// The real DeepSeek-V4.1-Flash config of model.md §1, roles derived (used by `tune`).
+// The real DeepSeek-V4.1-Flash config of docs/model.md §1, roles derived (used by `tune`).
 ModelConfig v41FlashDefaults();
 
 // config.json text for `cfg` in the release layout (see parseModelConfig); round-trips through

@@ -1,4 +1,4 @@
-// Tensor list of spec/model.md §3, derived from the config's sizes and layer roles.
+// Tensor list of docs/model.md §3, derived from the config's sizes and layer roles.
 #include "ModelTensors.h"
 
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// The checkpoint's tensor list for a config (spec/model.md §3): names, stored formats and
+// The checkpoint's tensor list for a config (docs/model.md §3): names, stored formats and
 // logical shapes. make-model writes exactly these; loaders and tests check against them.
 #pragma once
 #include <cstdint>
@@ -24,14 +24,14 @@ struct ModelTensorSpec {
 
 // "layers.7." + rest.
 std::string layerTensorName(int layer, const std::string& rest);
-// "mtp.2." + rest: DSpark draft stage `stage` (spec/dspark.md §1).
+// "mtp.2." + rest: DSpark draft stage `stage` (docs/dspark.md §1).
 std::string draftTensorName(int stage, const std::string& rest);
 
 // Every tensor a config's forward pass needs, in checkpoint order (scales not listed
 // separately: see ModelTensorSpec::hasScale): the backbone's, then, when the config has DSpark
 // configured, the draft stages' (dsparkTensorSpecs).
 std::vector<ModelTensorSpec> modelTensorSpecs(const ModelConfig& cfg);
-// The DSpark tensors alone (spec/dspark.md §1): per stage the tensors of a window-only layer
+// The DSpark tensors alone (docs/dspark.md §1): per stage the tensors of a window-only layer
 // with the draft MoE's experts under `mtp.{s}.`, stage 0's main_proj/main_norm and the last
 // stage's norm, Markov head and confidence head. Empty when DSpark is not configured.
 std::vector<ModelTensorSpec> dsparkTensorSpecs(const ModelConfig& cfg);

@@ -1,5 +1,5 @@
 // Fast encoders for writing quantized checkpoints: e4m3 / e2m1 codes and UE8M0-scaled
-// quantization of fp32 weights in the checkpoint layouts (spec/model.md §3). Decoding is
+// quantization of fp32 weights in the checkpoint layouts (docs/model.md §3). Decoding is
 // deepinfer/Formats.h; these encoders agree with its floatToE4m3 bit for bit but avoid its
 // per-value code search (a proxy checkpoint has tens of billions of values).
 #pragma once

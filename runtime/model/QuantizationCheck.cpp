@@ -44,7 +44,7 @@ Status checkQuantizationMatchesCheckpoint(const ModelConfig& cfg, const Checkpoi
     if (br != 32 || bc != 32) {
       const int64_t out = ti->logicalShape[0], in = ti->logicalShape[1];
       return Error{fmt::format("{}: weight_block_size [{}, {}] does not match the checkpoint: '{}' {} has scale "
-                               "'{}' of shape [{}, {}], one per 32x32 block (model.md §3; [{}, {}] blocks would "
+                               "'{}' of shape [{}, {}], one per 32x32 block (docs/model.md §3; [{}, {}] blocks would "
                                "give [{}, {}])",
                                q, br, bc, spec.name, shapeStr(ti->logicalShape), ti->scaleName, (out + 31) / 32,
                                (in + 31) / 32, br, bc, (out + br - 1) / br, (in + bc - 1) / bc)};

@@ -36,12 +36,12 @@ int32_t sampleToken(const float* logits, int64_t V, const SamplingOptions& o, ui
 
 // The distribution sampleToken draws from, over the whole vocabulary: one-hot on the argmax for
 // temperature 0, else the renormalized nucleus (0 outside it). Speculative decoding's target
-// distribution p (spec/dspark.md §5).
+// distribution p (docs/dspark.md §5).
 std::vector<double> samplingDistribution(const float* logits, int64_t V, const SamplingOptions& o);
 // softmax(logits / temperature) over the whole vocabulary (no nucleus), in fp64: a draft's q.
 std::vector<double> softmaxDistribution(const float* logits, int64_t V, double temperature);
 
-// Speculative decoding's random draws (spec/dspark.md §8): independent counter-based streams
+// Speculative decoding's random draws (docs/dspark.md §8): independent counter-based streams
 // keyed by (request seed, position of the token concerned, purpose), so a request's results do
 // not depend on what it is batched with or how many tokens earlier steps accepted.
 enum class SpecDraw : uint64_t { Draft = 1, Accept = 2, Residual = 3 };

@@ -1,4 +1,4 @@
-// Verification of a speculative step (spec/dspark.md §5), shared by the CPU reference and the
+// Verification of a speculative step (docs/dspark.md §5), shared by the CPU reference and the
 // GPU runtime (both bring the verify rows' logits to the host): greedy acceptance by argmax, or
 // the Leviathan et al. rule for sampled requests, with the keyed random streams of Sampling.h.
 #pragma once

@@ -1,5 +1,5 @@
 // Values of make-model's random weights, shaped so the model behaves like a trained one where
-// tests need it (spec/model.md §9, "Designing the tiny test model"); DSpark draft stages
+// tests need it (docs/model.md §9, "Designing the tiny test model"); DSpark draft stages
 // (mtp.*) are shaped like window-only backbone layers. Random weights put the discrete
 // decisions (router top-k, index top-k, candidate blocks) on knife edges: a one-ulp bf16
 // difference upstream flips an e4m3 code of an index key and reorders candidates. The

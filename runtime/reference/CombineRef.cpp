@@ -1,4 +1,4 @@
-// Reference of combine_topk_swa (spec/ops.md §4): one index row per prefill token into the
+// Reference of combine_topk_swa (docs/ops.md §4): one index row per prefill token into the
 // workspace gather_kcache fills (compressed rows at [M*b, M*b+N), window rows from M*b+N).
 #include <algorithm>
 #include <climits>
@@ -61,7 +61,7 @@ Status combineTopkSwa(RefArgs& a) {
       int32_t* row = rows + t * W;
       for (int64_t k = 0; k < topkLen; ++k) {
         const int64_t v = ti[t * K + k];
-        // Invalid entries become -1 (vLLM's CUDA path adds M*b to them; spec §4 says not to).
+        // Invalid entries become -1 (vLLM's CUDA path adds M*b to them; docs/ops.md §4 says not to).
         row[k] = (v < 0 || v >= N) ? -1 : int32_t(v + M * b);
       }
       for (int64_t i = 0; i < swaLen; ++i) row[topkLen + i] = int32_t(M * b + N + (swaStart - g0) + i);

@@ -1,4 +1,4 @@
-// Reference of indexer_logits (spec/ops.md §7): per query token, the weighted ReLU scores of
+// Reference of indexer_logits (docs/ops.md §7): per query token, the weighted ReLU scores of
 // every visible compressed position against the e4m3 index-key cache, fp32.
 #include <algorithm>
 #include <cmath>

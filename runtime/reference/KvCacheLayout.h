@@ -1,4 +1,4 @@
-// The 584-byte-per-token "fp8_ds_mla" page layout of spec/ops.md §2, shared by the writer,
+// The 584-byte-per-token "fp8_ds_mla" page layout of docs/ops.md §2, shared by the writer,
 // the gather and the decode references.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-// References of kv_quant_insert (spec/ops.md §2) and gather_kcache (§3).
+// References of kv_quant_insert (docs/ops.md §2) and gather_kcache (§3).
 #include <unordered_map>
 
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-// The gather_kcache reference (spec/ops.md §3) writing through a strided view, the way the
+// The gather_kcache reference (docs/ops.md §3) writing through a strided view, the way the
 // kernel writes with the caller's strides. `runReference("gather_kcache", ...)` is the same
 // op on a dense `out`.
 #pragma once

@@ -1,8 +1,8 @@
-// References of the mHC ops (spec/ops.md §8, §11): mhc_pre, mhc_post, mhc_fused_post_pre,
+// References of the mHC ops (docs/ops.md §8, §11): mhc_pre, mhc_post, mhc_fused_post_pre,
 // mhc_collapse. Computed in fp64 because the spec states their tolerances against an fp64
 // reference; every bf16 output is the correctly rounded value of the fp64 result.
 //
-// Reading of the delayed form (§8 "Delayed pre-mix", §11 and model.md §5):
+// Reading of the delayed form (§8 "Delayed pre-mix", §11 and docs/model.md §5):
 // - mhc_pre: pre/post/comb are the mixes of `x`; layer_input = rmsnorm(bf16(sum_m pre_in[m] *
 //   x[m]), norm_weight), i.e. the collapse uses the carried pre-mix `pre_in` (from the previous
 //   sublayer's pre step), not the `pre` computed here, which the caller carries on.
@@ -50,7 +50,7 @@ struct Mixes {
   double pre[kStreams], post[kStreams], comb[kStreams * kStreams];
 };
 
-// The mixes of one token's residual x[4, C] (bf16), spec §8.
+// The mixes of one token's residual x[4, C] (bf16), docs/ops.md §8.
 Mixes computeMixes(const uint16_t* x, const MixParams& p) {
   const int64_t K = kStreams * p.C;
   std::vector<double> xf(static_cast<size_t>(K));

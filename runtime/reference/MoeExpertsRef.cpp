@@ -1,4 +1,4 @@
-// Reference of moe_experts (spec/model.md §7, CpuLayersMoe.cpp): for every (token t, rank r) whose
+// Reference of moe_experts (docs/model.md §7, CpuLayersMoe.cpp): for every (token t, rank r) whose
 // id e lies in [0, E): g = x[t] . w1[e]^T, v = x[t] . w3[e]^T (fp32 values of exact sums),
 // h = bf16(weights[t, r] * (silu(min(g, limit)) * clamp(v, -limit, limit))), y[t, r] = h . w2[e]^T
 // (the fp32 value of the exact sum); any other id (the router's -1) selects no expert and its y row

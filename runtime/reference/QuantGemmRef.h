@@ -1,4 +1,4 @@
-// The checkpoint weight formats (spec/model.md §3) for the references of weight_gemm and
+// The checkpoint weight formats (docs/model.md §3) for the references of weight_gemm and
 // moe_experts, and the accuracy contract their GPU kernels are held to.
 //
 // Dequantization: a weight is the correctly rounded bf16 of code * 2^(s-127) (s the UE8M0 byte;

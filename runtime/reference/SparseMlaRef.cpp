@@ -1,4 +1,4 @@
-// References of sparse_mla_prefill (spec/ops.md §5) and sparse_mla_decode (§6): MQA over a
+// References of sparse_mla_prefill (docs/ops.md §5) and sparse_mla_decode (§6): MQA over a
 // per-token list of key rows, fp32 throughout, the sink in the softmax denominator only.
 #include <algorithm>
 #include <cmath>
@@ -72,7 +72,7 @@ Result<DecodeSource> readSource(const RefArgs& a, const std::string& prefix, int
                   {anyDim("P"), dimOf(fmt::format("page_bytes({}={})", bsAttr, blockSize), src.pageBytes)}));
   REF_ASSIGN(idx, a.in(prefix + "_indices", {dimOf("B", B), dimOf("Sq", Sq), anyDim("K")}));
   const std::string lensName = prefix + "_lens";
-  // Lengths per request [B] (the table's form) or per query token [B, Sq] (spec §6 allows both).
+  // Lengths per request [B] (the table's form) or per query token [B, Sq] (docs/ops.md §6 allows both).
   const HostTensor* given = a.find(lensName);
   if (given && given->shape.size() != 1 && given->shape.size() != 2)
     return a.fail("tensor '{}' has shape {}, expected [B={}] or [B={}, Sq={}]", lensName,

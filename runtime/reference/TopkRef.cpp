@@ -1,4 +1,4 @@
-// Reference of topk (spec/ops.md §7, §11): the k largest of the first lens[t] scores, exact ties
+// Reference of topk (docs/ops.md §7, §11): the k largest of the first lens[t] scores, exact ties
 // to the lower index, returned sorted ascending and -1 padded.
 #include <algorithm>
 #include <cmath>

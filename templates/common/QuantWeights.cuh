@@ -1,4 +1,4 @@
-// Checkpoint weight formats on the device (spec/model.md §3, spec/ops.md §1): e4m3 and e2m1
+// Checkpoint weight formats on the device (docs/model.md §3, docs/ops.md §1): e4m3 and e2m1
 // codes become bf16 in registers by integer work (sm_80/sm_86 have no fp8/fp4 conversion), and
 // the UE8M0 scale is folded into the one bf16x2 multiply that also fixes the exponent bias.
 //

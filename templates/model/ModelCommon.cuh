@@ -117,7 +117,7 @@ __device__ __forceinline__ ArgBest cta_arg_best(ArgBest a, float* sv, int64_t* s
   return best;
 }
 
-// UE8M0-ceil scale of a row for the index path (model.md §9): 2^ceil(log2(max(amax, 1e-4) / 448))
+// UE8M0-ceil scale of a row for the index path (docs/model.md §9): 2^ceil(log2(max(amax, 1e-4) / 448))
 // as fp32, exactly as CpuLayersKvCache.cpp computes it (ue8m0ToFloat(ue8m0CeilEncode(..))).
 __device__ __forceinline__ float index_scale(float amax) {
   const float s = __fdiv_rn(fmaxf(amax, 1e-4f), 448.f);

@@ -31,7 +31,7 @@ __device__ __forceinline__ void engram_gate(const EngramGateParams& p) {
     const float rx = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sums[1], fc), p.eps)));
     const float rk = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sums[2], fc), p.eps)));
     const float dotv = __fmul_rn(__fmul_rn(__fmul_rn(sums[0], rx), rk), p.inv_sqrt_c);
-    // sign(0) counts as +1 (model.md §9).
+    // sign(0) counts as +1 (docs/model.md §9).
     const float root = __fmul_rn(dotv < 0.f ? -1.f : 1.f, __fsqrt_rn(std_max(fabsf(dotv), 1e-6f)));
     const float g = sigmoid_f32(root);
     for (int64_t d = threadIdx.x; d < C; d += kCtaThreads)

@@ -1,4 +1,4 @@
-// The index path's small kernels (model.md §6/§9):
+// The index path's small kernels (docs/model.md §6/§9):
 //  - index_query_quant: per (token, head) row, e4m3 with the scale UE8M0-ceil(max(amax, 1e-4) /
 //    448), decoded back in place; the scale is folded into the head weight (oracle:
 //    CpuLayersKvCache.cpp quantizeIndexQuery and CpuLayersIndexer.cpp).

@@ -1,4 +1,4 @@
-// Parameters of combine_topk_swa (spec/ops.md §4): one index row per prefill query token into the
+// Parameters of combine_topk_swa (docs/ops.md §4): one index row per prefill query token into the
 // gathered workspace. topk (K) and window are template constants; everything else is runtime.
 #pragma once
 #include "common/Types.h"

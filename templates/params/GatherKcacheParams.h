@@ -1,4 +1,4 @@
-// Parameters of gather_kcache (spec/ops.md §3): dequantize paged fp8_ds_mla rows into out[R, M, 512].
+// Parameters of gather_kcache (docs/ops.md §3): dequantize paged fp8_ds_mla rows into out[R, M, 512].
 // Shared by host C++ (packing) and device code; the block size is a template constant.
 #pragma once
 #include "common/Types.h"
@@ -16,7 +16,7 @@ struct GatherKcacheParams {
   int32_t max_pages;             // block_table row length
   int32_t rows;                  // M
   int32_t offset;                // first written row of each request
-  // Element strides of `out` (the caller's view, spec/ops.md §3: written in place, no copy):
+  // Element strides of `out` (the caller's view, docs/ops.md §3: written in place, no copy):
   // row (r, m) starts at out + r * out_req_stride + m * out_row_stride; its 512 values are
   // contiguous. Contiguous out: M * 512 and 512. Multiples of 8 (16-byte row starts); every
   // row start is below element 2^35 (64 GiB of bf16), so the kernel keeps it in 32 bits.

@@ -1,4 +1,4 @@
-// Parameters of indexer_logits (spec/ops.md §7, §11): weighted ReLU scores of every visible
+// Parameters of indexer_logits (docs/ops.md §7, §11): weighted ReLU scores of every visible
 // compressed position against the e4m3 index-key cache. Tile shapes, the padded head count and
 // the cache's block size are template constants; everything here is a runtime shape or pointer.
 #pragma once

@@ -1,4 +1,4 @@
-// Parameters of kv_quant_insert (spec/ops.md §2): quantize k rows into the fp8_ds_mla paged cache.
+// Parameters of kv_quant_insert (docs/ops.md §2): quantize k rows into the fp8_ds_mla paged cache.
 // Shared by host C++ (packing) and device code; the block size is a template constant.
 #pragma once
 #include "common/Types.h"

@@ -1,5 +1,5 @@
 // Parameters shared by the four mHC ops (mhc_pre, mhc_post, mhc_fused_post_pre, mhc_collapse,
-// spec/ops.md §8): one struct for every launch step of every mHC plan, so host packing and the
+// docs/ops.md §8): one struct for every launch step of every mHC plan, so host packing and the
 // device kernels agree on a single layout. Pointers an op does not use are null.
 #pragma once
 #include "common/Types.h"

@@ -1,4 +1,4 @@
-// Parameters of sparse_mla_decode (spec/ops.md §6), shared by the host family and the device
+// Parameters of sparse_mla_decode (docs/ops.md §6), shared by the host family and the device
 // template. Runtime shapes live here; tile sizes and head grouping are template arguments.
 #pragma once
 #include "common/Types.h"
@@ -15,7 +15,7 @@ namespace di {
 
 struct SparseMlaDecodeParams {
   const uint16_t* q;             // [B*Sq, H, 512] bf16 bits
-  const uint8_t* swa_cache;      // [swa pages, swa_page_bytes], spec §2 layout
+  const uint8_t* swa_cache;      // [swa pages, swa_page_bytes], docs/ops.md §2 layout
   const int32_t* swa_indices;    // [B*Sq, swa_k] page*BS + offset, -1 = none
   const int32_t* swa_lens;       // [B] or [B*Sq]
   const uint8_t* extra_cache;    // optional compressed cache (null when absent)

@@ -1,4 +1,4 @@
-// Parameters and CTA geometry of sparse_mla_prefill (spec/ops.md §5). Shared by host C++ (packing,
+// Parameters and CTA geometry of sparse_mla_prefill (docs/ops.md §5). Shared by host C++ (packing,
 // shared-memory estimate, launch plan) and the kernel, so the byte counts cannot drift apart.
 #pragma once
 #include "common/Types.h"

@@ -1,4 +1,4 @@
-// Parameters of topk (spec/ops.md §7, §11): per row, the k largest of the first lens[t] scores,
+// Parameters of topk (docs/ops.md §7, §11): per row, the k largest of the first lens[t] scores,
 // ties to the lower index, sorted ascending, -1 padded. Thread count, radix width, the shared
 // key pool size and the plan step are template constants; shapes are runtime.
 #pragma once

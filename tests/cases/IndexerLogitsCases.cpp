@@ -2,7 +2,7 @@
 // Nmax (every position) and values off page edges, several requests sharing a block table
 // (token_to_req), unused block-table entries -1, T = 1 and a decode-like batch of 64.
 // Queries hold e4m3 values (exact in bf16) as the caller quantizes them; their power-of-two
-// scale is folded into the weights, as in model.md §9.
+// scale is folded into the weights, as in docs/model.md §9.
 #include <algorithm>
 #include <cmath>
 

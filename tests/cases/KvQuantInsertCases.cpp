@@ -41,7 +41,7 @@ OpCase randomCase(Rng& rng, const std::string& name, int64_t bs, int64_t P, int6
                   randomBytes(rng, DType::U8, {P, mlaPageBytes(bs)}));
 }
 
-// Each token's seven tiles get different magnitudes, covering the scale edges of spec §2.
+// Each token's seven tiles get different magnitudes, covering the scale edges of docs/ops.md §2.
 HostTensor scaleEdgeRows(Rng& rng, int64_t T) {
   const double kMagnitudes[] = {1e-7, 3e-5, 2e-3, 0.04, 1.0, 300.0, 3e4, 1e30};
   HostTensor k = bf16Normal(rng, {T, kDim});

@@ -3,7 +3,7 @@
 // poisoned before each launch. Without a GPU every test skips with the reason.
 //
 // GpuViews: gather_kcache writing through a strided view of a larger poisoned workspace
-// (spec/ops.md §3: the caller's strides, no copy), checked byte for byte over the whole buffer.
+// (docs/ops.md §3: the caller's strides, no copy), checked byte for byte over the whole buffer.
 //
 // Environment: DI_TEST_SEED (reuse a seed), DI_GPU_RESULTS (write one JSON row per comparison),
 // DI_GPU_LARGE=0 (skip the > 2 GiB gather cases), DI_GPU_ALL_CONFIGS=1 (every candidate config

@@ -1,4 +1,4 @@
-// DSpark speculative decoding on the GPU (spec/dspark.md §7) on the `tiny` model, against the
+// DSpark speculative decoding on the GPU (docs/dspark.md §7) on the `tiny` model, against the
 // CPU reference and against the GPU's own non-speculative decoding (label gpu; skips visibly
 // without a GPU). The GPU kernels are not batch-invariant (cuBLAS picks kernels by the row
 // count, sparse_mla_decode its split by the batch bucket), so a verify row need not equal the

@@ -166,7 +166,7 @@ int64_t bf16Ulps(uint16_t a, uint16_t b) {
 
 // Reductions: every element within `maxUlps` bf16 steps and at most `maxFrac` of them differing.
 // With rowLen > 0, an element may be further off when its absolute error is at most 2^-14 of
-// its row's largest magnitude (fp32 cancellation near zero, the rule spec/ops.md §8 uses).
+// its row's largest magnitude (fp32 cancellation near zero, the rule docs/ops.md §8 uses).
 void expectBf16Close(const std::vector<uint16_t>& want, const std::vector<uint16_t>& got, const std::string& what,
                      int64_t maxUlps = 1, double maxFrac = 0.01, size_t rowLen = 0) {
   ASSERT_EQ(want.size(), got.size()) << what;

@@ -1,5 +1,5 @@
 // `deepinfer-jit run-op`: one op on tensors read from a safetensors file (canonical names of
-// spec/ops.md §11), every output written to another; the generated kernel or the C++ reference.
+// docs/ops.md §11), every output written to another; the generated kernel or the C++ reference.
 #include <fmt/format.h>
 
 #include "OpArgs.h"
@@ -13,7 +13,7 @@ using namespace deepinfer;
 int verbRunOp(const std::vector<std::string>& argv) {
   cli::Args args("run-op", "run-op --op NAME --in inputs.safetensors --out outputs.safetensors [--target T] "
                            "[--config k=v ...] [--attr k=v ...] [--backend cuda|reference]");
-  args.option("op", "NAME", "the op (see spec/ops.md §11 for its tensors and attributes)")
+  args.option("op", "NAME", "the op (see docs/ops.md §11 for its tensors and attributes)")
       .option("in", "FILE", "input tensors by canonical name (in/out tensors included)")
       .option("out", "FILE", "where to write every output tensor")
       .option("target", "T", "specialization to run: auto (the local GPU, default), sm_80, sm_86, ...")
@@ -46,7 +46,7 @@ int verbRunOp(const std::vector<std::string>& argv) {
     if (auto it = tensors->find(in.name); it != tensors->end()) io[in.name] = it->second;
   for (const auto& [name, t] : *tensors)
     if (!io.count(name)) fmt::print(stderr, "note: {} has tensor '{}', which {} does not use\n", args.get("in"), name, op);
-  // The op's verifier (dtypes, shapes, attributes of spec/ops.md) before either backend: the
+  // The op's verifier (dtypes, shapes, attributes of docs/ops.md) before either backend: the
   // reference must not compute an answer for an op the kernels and the dialect reject.
   auto desc = describeOp(op, attrs, io);
   if (!desc.ok()) return fmt::print(stderr, "error: {}\n", desc.error().message), 1;

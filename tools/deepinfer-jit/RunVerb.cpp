@@ -80,7 +80,7 @@ Result<double> parseReal(const std::string& flag, const std::string& text) {
   return v;
 }
 
-// One speculative step's result (spec/dspark.md §5): the emitted tokens d_1..d_a, b and the
+// One speculative step's result (docs/dspark.md §5): the emitted tokens d_1..d_a, b and the
 // target's logits at the positions it committed ([a + 1, V]).
 struct SpecStepResult {
   std::vector<int32_t> emitted;

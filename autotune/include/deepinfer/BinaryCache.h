@@ -1,7 +1,7 @@
 // The on-disk cache of compiled kernels, keyed by content (kernelContentKey: emitted source,
 // every template header, NVRTC version, canonical options, arch; never paths or timestamps).
 //
-// Safety (spec/jit-and-cache.md): an entry is staged in a private temp file and published with
+// Safety (docs/caches.md): an entry is staged in a private temp file and published with
 // one atomic rename; it embeds its size and a SHA-256 of its payload, so a torn, corrupt or
 // unloadable entry is a miss that is evicted (with a warning) and rebuilt; a per-key flock
 // (lock files never deleted) serializes compiles of one key across processes, and the cache is

@@ -1,5 +1,5 @@
 // Shape buckets of the tuning cache: one tuned winner serves every shape of a bucket, so a
-// winner found at one problem size is never reused at a very different one (spec/jit-and-cache.md:
+// winner found at one problem size is never reused at a very different one (docs/caches.md:
 // the tuning key holds the shape bucket). Each op is bucketed along the one variable that moves
 // its best config (its family's bucketAxis / bucketValue); the others are fixed by the model.
 //

@@ -1,7 +1,7 @@
 // The on-disk tuning cache: for one GPU + software stack (the metadata below), every candidate
 // config's measured time per (target, op, dtypes, shape bucket) and the winner chosen from them.
 //
-// Key (spec/jit-and-cache.md): GPU name, compute capability, SM count, driver version, NVRTC
+// Key (docs/caches.md): GPU name, compute capability, SM count, driver version, NVRTC
 // version and kGeneratorVersion form the file's metadata; target name (e.g. "local", "sm_80" for
 // that specialization's PTX run on this GPU), op, dtypes, shape bucket (ShapeBuckets.h) and the
 // op's model dimensions (TuningDims.h: heads, index widths, block sizes, ...) key an entry inside

@@ -47,7 +47,7 @@ void runReferenceOrThrow(const std::string& op, const OpAttrs& attrs, TensorMap&
 HostTensor writerBuiltKvCache(Rng& rng, int64_t numPages, int64_t blockSize,
                               const std::vector<int64_t>& filledPages, double sigma = 1.0);
 
-// An indexer key cache [numPages, BS*132] (spec §7): N(0, sigma_token) keys quantized per token
+// An indexer key cache [numPages, BS*132] (docs/ops.md §7): N(0, sigma_token) keys quantized per token
 // to e4m3 with the power-of-two scale max(amax, 1e-4)/448 rounded up, stored as fp32.
 HostTensor indexerKeyCache(Rng& rng, int64_t numPages, int64_t blockSize);
 

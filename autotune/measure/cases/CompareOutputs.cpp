@@ -1,4 +1,4 @@
-// compareOutputs: the accuracy contract of spec/ops.md per op output, as each op's kernel family
+// compareOutputs: the accuracy contract of docs/ops.md per op output, as each op's kernel family
 // states it (KernelFamily::accuracy): bit-exact, an error measure within a tolerance, or within
 // the per-element bound the op's reference derives from the inputs (referenceErrorBound).
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// The rule each kernel op's outputs are compared with against the C++ reference (spec/ops.md):
+// The rule each kernel op's outputs are compared with against the C++ reference (docs/ops.md):
 // bit-exact where the spec says so, else the stated tolerance. Shared by the GPU tests, `tune`
 // (only a candidate that passes may win) and the benchmarks.
 #pragma once
@@ -17,7 +17,7 @@ struct CompareReport {
   std::string detail;  // where the worst (or first) error is, or why the shapes differ
 };
 
-// Compares a kernel's output with the reference's by the op's rule (spec/ops.md): bit-exact for
+// Compares a kernel's output with the reference's by the op's rule (docs/ops.md): bit-exact for
 // kv_quant_insert, gather_kcache, combine_topk_swa and topk; tolerances for attention, indexer
 // and mHC outputs.
 CompareReport compareOutputs(const std::string& op, const std::string& outputName, const HostTensor& expected,
@@ -26,7 +26,7 @@ CompareReport compareOutputs(const std::string& op, const std::string& outputNam
 // The outputs of `op` to compare (its outputs in OpSignature.h, in/out tensors included).
 std::vector<std::string> outputNames(const std::string& op);
 
-// Outputs that spec/ops.md defines on another output of the same op *as the kernel produced it*
+// Outputs that docs/ops.md defines on another output of the same op *as the kernel produced it*
 // get their expected values from that output instead of from the op's own reference run:
 // mhc_fused_post_pre's next-sublayer outputs (layer_input, pre, post, comb) are mhc_pre of the
 // op's bf16 residual `x` (§8, "fused and unfused paths agree"). The kernel's `x` may differ

@@ -1,4 +1,4 @@
-// Host-side number formats of spec/ops.md §1, shared by the references, the model code and
+// Host-side number formats of docs/ops.md §1, shared by the references, the model code and
 // tests. The device side is templates/common/Numerics.cuh; both follow the same contract.
 #pragma once
 #include <cmath>

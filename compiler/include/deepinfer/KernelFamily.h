@@ -26,7 +26,7 @@ std::string configToString(const KernelConfig& c);  // "heads_per_cta=16,splits=
 // The static description of an op instance: its attributes plus the shapes of its tensors.
 // Optional tensors that are absent are missing from `shapes`.
 struct OpDesc {
-  std::string op;                                      // canonical op name (spec/ops.md §11)
+  std::string op;                                      // canonical op name (docs/ops.md §11)
   OpAttrs attrs;
   std::map<std::string, std::vector<int64_t>> shapes;  // canonical tensor name -> shape
   bool hasTensor(const std::string& n) const { return shapes.count(n) != 0; }
@@ -100,7 +100,7 @@ struct PtxChecks {
   bool noTranscendentals = false;  // no ex2/lg2 (a pure data-movement kernel)
 };
 
-// How an output of the op is compared with the C++ reference (spec/ops.md's accuracy contract;
+// How an output of the op is compared with the C++ reference (docs/ops.md's accuracy contract;
 // autotune/measure/cases/CompareOutputs.cpp applies it): bit-exact, or an error measure within
 // `tol`.
 struct AccuracyRule {
@@ -131,7 +131,7 @@ class KernelFamily {
   virtual std::string opName() const = 0;
   // Template headers (paths relative to templates/) that the unit includes.
   virtual std::vector<std::string> templateHeaders() const = 0;
-  // Check an op description against every rule of spec/ops.md this kernel relies on; the
+  // Check an op description against every rule of docs/ops.md this kernel relies on; the
   // message names the bad value and the tensor or attribute it belongs to.
   virtual Status validate(const OpDesc& d) const = 0;
   // Output tensors (name -> dtype, shape) derived from the inputs and attributes of a valid
@@ -159,7 +159,7 @@ class KernelFamily {
   virtual Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
                                                   const DeviceAddrMap& addrs) const = 0;
   // Whether the kernel can address tensor `name` with these element strides (e.g. gather_kcache
-  // writes `out` with the caller's strides, spec/ops.md §3). The message says what the kernel
+  // writes `out` with the caller's strides, docs/ops.md §3). The message says what the kernel
   // needs. Default: no tensor may be strided.
   virtual Status checkStrides(const OpDesc& d, const std::string& name, const std::vector<int64_t>& strides) const;
   // packParams for tensors bound with strides (each accepted by checkStrides).

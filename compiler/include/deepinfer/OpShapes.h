@@ -1,5 +1,5 @@
 // Op descriptions from a few shape parameters (T, H, B, context, ...) with V4.1-Flash defaults
-// (the benchmark shapes of spec/ops.md §10); each op's parameters are its family's
+// (the benchmark shapes of docs/ops.md §10); each op's parameters are its family's
 // (KernelFamily::shapeParams / describe). Used by `emit`, `compile`, `tune` and the benchmarks.
 #pragma once
 #include <map>

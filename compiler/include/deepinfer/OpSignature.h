@@ -1,4 +1,4 @@
-// The interface of every kernel op by canonical name (spec/ops.md §11): tensors with dtypes and
+// The interface of every kernel op by canonical name (docs/ops.md §11): tensors with dtypes and
 // ranks, which are optional or updated in place, and the attributes with their defaults. The
 // table is generated from the dialect's ODS (dialects/include/di/IR/DiOps.td, by di-tblgen), so
 // the ODS is the one description of an op; `run-op`, the references, the JIT and the GPU tests

@@ -1,4 +1,4 @@
-// Target profiles: architecture facts + part facts (spec/targets.md). No MLIR, no CUDA.
+// Target profiles: architecture facts + part facts (docs/targets.md). No MLIR, no CUDA.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -39,7 +39,7 @@ struct TargetProfile {
 };
 
 std::optional<ArchFacts> archFacts(int arch);
-// Presets of spec/targets.md, plus bare "sm_80", "sm_86", "sm_89", "sm_90" (a typical part).
+// Presets of docs/targets.md, plus bare "sm_80", "sm_86", "sm_89", "sm_90" (a typical part).
 const std::vector<TargetProfile>& targetPresets();
 // Look up a preset or an "sm_XX" name; nullopt when unknown. (The local GPU's profile comes
 // from localGpu(); a module carries its target, so nothing is registered by name.)

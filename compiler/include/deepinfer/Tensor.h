@@ -1,4 +1,4 @@
-// Host tensors and op attributes by canonical name (spec/ops.md §11). No CUDA, no MLIR.
+// Host tensors and op attributes by canonical name (docs/ops.md §11). No CUDA, no MLIR.
 #pragma once
 #include <cstdint>
 #include <cstring>

@@ -15,7 +15,7 @@
 // token per step, exactly on the CPU and up to near-ties between top logits on the GPU; sampled output has the same distribution). Work is enqueued on the
 // caller's stream (a CUstream; nullptr = the legacy default stream) and the step returns once
 // its tokens are known. For engines that bring their own model code, runOp launches one `di`
-// op (spec/ops.md §11 names) on caller-owned device buffers.
+// op (docs/ops.md §11 names) on caller-owned device buffers.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -1,4 +1,4 @@
-// Plain C++ references of every kernel op (spec/ops.md), the oracles the generated GPU kernels
+// Plain C++ references of every kernel op (docs/ops.md), the oracles the generated GPU kernels
 // are compared against and the `--backend reference` of `deepinfer-jit run-op`. Slow on
 // purpose: straight loops, fp32 where the spec computes in fp32, fp64 for mHC (whose
 // tolerances are stated against fp64).
@@ -11,7 +11,7 @@
 
 namespace deepinfer {
 
-// Runs `op` on the tensors named as in spec/ops.md §11. Every input is checked first (presence,
+// Runs `op` on the tensors named as in docs/ops.md §11. Every input is checked first (presence,
 // dtype, shape, consistency between tensors, index ranges); an error names the op, the tensor
 // and what was expected, and leaves `tensors` unchanged. On success every output is written
 // into `tensors` (new tensors replace any of the same name; in/out tensors such as `k_cache`

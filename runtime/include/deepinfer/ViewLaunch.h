@@ -1,8 +1,8 @@
-// Launching a loaded kernel on strided tensor views bound by canonical name (spec/ops.md §11).
+// Launching a loaded kernel on strided tensor views bound by canonical name (docs/ops.md §11).
 // Every view is checked against the op the kernel was built for: a known tensor of the op,
 // the signature's dtype, the description's shape, inside its buffer when the buffer is known,
 // and dense unless the kernel addresses that tensor with the caller's strides (gather_kcache's
-// `out`, spec/ops.md §3). Errors name the tensor, its shape and strides, and what was expected.
+// `out`, docs/ops.md §3). Errors name the tensor, its shape and strides, and what was expected.
 #pragma once
 #include <vector>
 

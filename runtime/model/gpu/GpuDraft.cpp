@@ -1,4 +1,4 @@
-// The DSpark draft pass on the GPU (spec/dspark.md §4, CpuDraft.cpp) through the backbone's
+// The DSpark draft pass on the GPU (docs/dspark.md §4, CpuDraft.cpp) through the backbone's
 // kernels: per stage the delayed-mHC block (mhc_pre / mhc_fused_post_pre), the window attention
 // as sparse_mla_decode over the stage's ring (committed context rows) plus the block's own rows
 // (written through kv_quant_insert into a scratch cache: the fp8 round trip the spec asks for),

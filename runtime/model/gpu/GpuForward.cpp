@@ -1,4 +1,4 @@
-// The forward call's top level (spec/model.md §4, §5): embedding to four streams, per layer
+// The forward call's top level (docs/model.md §4, §5): embedding to four streams, per layer
 // the engram module, the delayed-mHC pre step, attention, the post step fused with the next
 // pre step, the MoE; the final collapse and norm come from the last fused step, then the head.
 #include <cmath>

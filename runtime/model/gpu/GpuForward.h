@@ -69,7 +69,7 @@ struct GpuRequest {
   std::vector<int64_t> compCount;                      // [layer] compressed entries written
   std::vector<char> hasTail;                           // [layer] ratio 2: first token of an open pair
   std::vector<int64_t> tailRow;                        // [layer] ratio 2: the open pair's row in the region
-  // DSpark (spec/dspark.md): speculative requests keep a draft ring per stage (pages of the
+  // DSpark (docs/dspark.md): speculative requests keep a draft ring per stage (pages of the
   // window pool, row of position p is p % draftRingRows) and, for a rollback inside the last
   // call, where it started and how many of its rows the tail regions hold (rows 0 .. n-1).
   bool speculative = false;
@@ -104,7 +104,7 @@ class GpuModelImpl {
 
   // DSpark (GpuSpeculative.cpp, GpuDraft.cpp): on when the weights have a draft and the options
   // allow it. Draft rings hold draftRingRows >= sliding_window + B rows: a verify forward writes
-  // every row it computed (rejected ones too; they are never read, dspark.md §3 / §5).
+  // every row it computed (rejected ones too; they are never read, docs/dspark.md §3 / §5).
   bool speculation = false;
   DeviceBuffer draftInvFreq;                           // f32 [rope/2]: the ratio-0 table
   int64_t draftRingRows = 0, draftRingPages = 0;
@@ -157,7 +157,7 @@ class GpuModelImpl {
   // next forward): every row computed like a one-row decode step when `rowWise` (decode steps,
   // verify chunks: graph-capturable), else the prefill path.
   Status forwardOnDevice(const Work& work, bool lastOnly, bool rowWise, uint64_t* logitsDev, int64_t* rows);
-  // DSpark: forget positions >= newPosition of the last call (dspark.md §5).
+  // DSpark: forget positions >= newPosition of the last call (docs/dspark.md §5).
   Status rollback(GpuRequest& rq, int64_t newPosition);
 };
 
@@ -191,7 +191,7 @@ struct GpuForwardPass {
   // step (decode steps and verify chunks). Else the prefill path (gathered workspace).
   bool rowWise = false;
   // DSpark target features for the speculative requests among `seqs`: taps, main_x and the
-  // draft-ring rows of their positions (spec/dspark.md §2, §3).
+  // draft-ring rows of their positions (docs/dspark.md §2, §3).
   bool features = false;
   // Eager: launch as the code runs. Record: the same under stream capture (uploads read pinned
   // staging). Refresh: host work only (metadata into the pinned staging a captured graph reads).
@@ -206,7 +206,7 @@ struct GpuForwardPass {
   Status runOp(const std::string& op, const OpAttrs& attrs, const std::map<std::string, DiTensor>& tensors,
                void* stream);
 
-  // Per-forward shared decisions (YOCO, model.md §2): selections of index sources, the
+  // Per-forward shared decisions (YOCO, docs/model.md §2): selections of index sources, the
   // candidate source's kept blocks, the gathered compressed workspace of each kv source.
   std::map<int, uint64_t> selection;      // index source layer -> i32 [T, K]
   uint64_t keptBlocks = 0;                // i32 [T, candidate_topk_blocks]
@@ -227,7 +227,7 @@ struct GpuForwardPass {
   // Logits [T, V] (or [R, V] with lastRowsOnly), F32.
   Result<HostTensor> run(const std::vector<int32_t>& ids);
 
-  // The residual streams of a pass and the delayed-mHC steps over them (model.md §5, ops.md §8):
+  // The residual streams of a pass and the delayed-mHC steps over them (docs/model.md §5, docs/ops.md §8):
   // X holds the streams (ping-pong with Y), u the sublayer input, f its output.
   struct Streams {
     uint64_t X = 0, Y = 0, u = 0, f = 0, preA = 0, preF = 0, post = 0, comb = 0, sqrsum = 0;

@@ -1,11 +1,11 @@
-// The attention sublayer on the GPU (spec/model.md §6), following CpuLayersAttention.cpp:
+// The attention sublayer on the GPU (docs/model.md §6), following CpuLayersAttention.cpp:
 // projections through weight_gemm (fp8 weights as stored; the bf16 compressor and indexer
 // weights through cuBLAS), RMSNorm/RoPE kernels, the window write (kv_quant_insert), the
 // compressor and indexer of source layers, then the prefill-form sparse attention over a
 // gathered workspace (gather_kcache + combine_topk_swa + sparse_mla_prefill), inverse RoPE and
 // the grouped output projection.
 //
-// Workspace per kv source (YOCO, ops.md §9), [R, M] rows: sequence b's rows [0, N) hold its
+// Workspace per kv source (YOCO, docs/ops.md §9), [R, M] rows: sequence b's rows [0, N) hold its
 // compressed cache, gathered once per forward at the source layer; rows [N, M) hold the current
 // layer's window (every layer has its own ring). Combined index rows are built once per index
 // source and reused by every layer that reads its selection.

@@ -1,4 +1,4 @@
-// The MoE sublayer (spec/model.md §7, CpuLayersMoe.cpp) and the engram module (§8,
+// The MoE sublayer (docs/model.md §7, CpuLayersMoe.cpp) and the engram module (§8,
 // CpuLayersEngram.cpp) on the GPU. The routed experts of a MoE run as one moe_experts launch
 // sequence for prefill and decode alike: the tokens are grouped by expert on the device (no host
 // round trip, graph-capturable) and every expert reads its fp4 weights as the checkpoint stores

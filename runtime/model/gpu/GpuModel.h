@@ -1,4 +1,4 @@
-// DeepSeek-V4.1 on the GPU (spec/model.md) through generated kernels: the `di` ops for the
+// DeepSeek-V4.1 on the GPU (docs/model.md) through generated kernels: the `di` ops for the
 // KV-cache writer, gather, index combine, sparse attention, lightning indexer, top-k and mHC;
 // the weights in the checkpoint's formats (GpuWeights.h): `weight_gemm` for the fp8/fp4
 // projections, one `moe_experts` launch sequence per MoE for the routed experts, cuBLAS only for
@@ -59,7 +59,7 @@ struct GpuForwardCounters {
   int64_t candidateEntriesMasked = 0;
 };
 
-// One request's part in a speculative step (spec/dspark.md §4-§6; the CPU reference's
+// One request's part in a speculative step (docs/dspark.md §4-§6; the CPU reference's
 // CpuSpecStep with a request id).
 struct GpuSpecStep {
   int64_t request = 0;              // a speculative request (newSpeculativeRequest) after its prompt
@@ -134,7 +134,7 @@ class GpuModel {
   Status releaseRequest(int64_t request);
   Result<int64_t> position(int64_t request) const;
 
-  // --- DSpark speculative decoding (spec/dspark.md) ---
+  // --- DSpark speculative decoding (docs/dspark.md) ---
   // Whether requests can speculate: the checkpoint has the draft and the options allow it.
   bool speculation() const;
   int draftBlockSize() const;

@@ -1,4 +1,4 @@
-// DSpark speculative decoding on the GPU (spec/dspark.md §2-§6; the CPU reference is
+// DSpark speculative decoding on the GPU (docs/dspark.md §2-§6; the CPU reference is
 // CpuSpeculative.cpp): the target features every forward captures for speculative requests
 // (taps, main_x, draft-ring rows), the draft pass driver (a CUDA graph; the Markov picks on the
 // device for greedy batches, on the host for sampled ones), the verify step (one row-wise target

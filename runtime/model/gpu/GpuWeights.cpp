@@ -263,7 +263,7 @@ Status walkEngram(GpuWeightSink& s, const ModelConfig& cfg, int layer, GpuEngram
   return {};
 }
 
-// The DSpark tensors (spec/dspark.md §1), in loadCpuWeights' order: the stages (window-only
+// The DSpark tensors (docs/dspark.md §1), in loadCpuWeights' order: the stages (window-only
 // blocks with the draft MoE), stage 0's main_proj/main_norm, the last stage's heads.
 Status walkDspark(GpuWeightSink& s, const GpuWeightTable& table, const ModelConfig& cfg, GpuDsparkWeights& w) {
   const int64_t C = cfg.hiddenSize, V = cfg.vocabSize, r = cfg.dspark.markovRank;

@@ -1,4 +1,4 @@
-// The model's weights on the device for the GPU forward pass (spec/model.md §3), in the
+// The model's weights on the device for the GPU forward pass (docs/model.md §3), in the
 // checkpoint's own formats: fp8 tensors (e4m3 + UE8M0 per 32x32 block) and fp4 tensors (e2m1 +
 // UE8M0 per row and 32 columns) keep their bytes and scale bytes, read by the `weight_gemm` and
 // `moe_experts` ops (QuantGemmOps.h); bf16 tensors stay bf16 (cuBLAS GEMMs, norms); fp32
@@ -37,7 +37,7 @@ struct GpuMatrix {
   DeviceQuantWeight quant() const;  // the weight_gemm operand of a quantized matrix
 };
 
-// One hyper-connection sublayer's mixing parameters (ops.md §8).
+// One hyper-connection sublayer's mixing parameters (docs/ops.md §8).
 struct GpuMhcWeights {
   DeviceBuffer fn;     // f32 [24, 4C]
   DeviceBuffer scale;  // f32 [3]
@@ -96,7 +96,7 @@ struct GpuLayerWeights {
   GpuEngramWeights engram;
 };
 
-// The DSpark draft heads (spec/dspark.md §1); embed and head are the backbone's.
+// The DSpark draft heads (docs/dspark.md §1); embed and head are the backbone's.
 struct GpuDsparkWeights {
   std::vector<GpuLayerWeights> stages;  // mtp.s.*: window-only blocks with the draft MoE (no engram)
   GpuMatrix mainProj;                   // [C, taps * C] (quantized, stage 0)
@@ -136,7 +136,7 @@ class CheckpointWeightTable : public GpuWeightTable {
   const Checkpoint& ckpt_;
 };
 
-// The tensors of modelTensorSpecs(cfg), in the formats spec/model.md §3 gives them (the draft's
+// The tensors of modelTensorSpecs(cfg), in the formats docs/model.md §3 gives them (the draft's
 // only with `draft`).
 class ConfigWeightTable : public GpuWeightTable {
  public:

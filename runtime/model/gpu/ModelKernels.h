@@ -1,4 +1,4 @@
-// The model's small kernels (spec/model.md: embedding, RMSNorm, RoPE, router, SwiGLU, MoE
+// The model's small kernels (docs/model.md: embedding, RMSNorm, RoPE, router, SwiGLU, MoE
 // sums, engram gate, compressor pooling, index-query/key quantization, candidate-block masks):
 // hand-written templates under templates/model/, compiled by NVRTC for one target (a cubin for
 // the local GPU's arch, PTX for sm_80/sm_86) through the content-keyed binary cache, with
@@ -112,13 +112,13 @@ class ModelKernels {
   Status pairPool(uint64_t kv, uint64_t gate, uint64_t tailKv, uint64_t tailGate, int64_t r0, int64_t n,
                   int64_t D, uint64_t out, void* stream) const;
 
-  // Index-query quantization (model.md §9, CpuForwardCaches quantizeIndexQuery): per row r of
+  // Index-query quantization (docs/model.md §9, CpuForwardCaches quantizeIndexQuery): per row r of
   // q bf16 [rows, Di]: scale = UE8M0-ceil(max(amax, 1e-4) / 448); q[r] = e4m3(q[r] / scale)
   // decoded back to bf16 (in place); weights[r] = weights[r] * headScale * scale (weights f32
   // [rows], in place).
   Status indexQueryQuant(uint64_t q, int64_t rows, int64_t Di, uint64_t weights, double headScale,
                          void* stream) const;
-  // Index-key insert (IndexKeyCache::append, ops.md §7 layout): key r (bf16 [n, Di]) goes to
+  // Index-key insert (IndexKeyCache::append, docs/ops.md §7 layout): key r (bf16 [n, Di]) goes to
   // slot = slots[r] (i64, page * BS + offset; -1 skips) of the cache, page p at p * BS*(Di+4):
   // [BS * Di e4m3][BS fp32 scale], scale = UE8M0-ceil(max(amax, 1e-4) / 448) as fp32.
   // Di % 4 == 0 and a 4-byte aligned cache (the scales are fp32 stores).

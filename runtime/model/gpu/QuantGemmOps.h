@@ -1,5 +1,5 @@
 // Typed calls of the quantized-weight ops (weight_gemm, moe_experts) for the GPU forward pass:
-// device buffers holding checkpoint tensors in their own formats (spec/model.md §3) in, the op's
+// device buffers holding checkpoint tensors in their own formats (docs/model.md §3) in, the op's
 // tensors and attributes built here, the kernels from DiOps (JIT, memoized per shapes, tuned
 // winners when recorded, the workspace from DiOps' grow-only buffer). Every launch size depends
 // only on the shapes, so the calls can be captured in CUDA graphs.
@@ -42,7 +42,7 @@ struct DeviceExpertWeights {
 };
 
 // y [T, k, C] f32: row t*k + r is token t's rank-r expert output, weights[t, r] applied before w2
-// (model.md §7); ids outside [0, E) give a zero row. x [T, C] bf16, ids [T, k] i32, weights [T, k]
+// (docs/model.md §7); ids outside [0, E) give a zero row. x [T, C] bf16, ids [T, k] i32, weights [T, k]
 // f32. Sum the ranks in order afterwards (ModelKernels::moeSum) as the CPU reference does.
 Status moeExperts(DiOps& ops, uint64_t x, uint64_t ids, uint64_t weights, int64_t T, int64_t k,
                   const DeviceExpertWeights& w, uint64_t y, void* stream, double limit = 10.0);

@@ -1,5 +1,5 @@
 // The binary cache cannot serve a torn, corrupt or foreign entry, publishes atomically, and lets
-// two processes compiling one key produce one entry (spec/jit-and-cache.md).
+// two processes compiling one key produce one entry (docs/caches.md).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,6 +1,6 @@
 // The tuning cache keeps per-config timings keyed by GPU + software metadata and shape bucket,
 // ignores (and never overwrites) a file of another key, heals unknown fields on save, survives a
-// corrupt file, and applies hysteresis (spec/jit-and-cache.md).
+// corrupt file, and applies hysteresis (docs/caches.md).
 #include <gtest/gtest.h>
 #include <unistd.h>
 

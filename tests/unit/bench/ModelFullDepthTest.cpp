@@ -7,7 +7,7 @@
 
 #include "ModelFullDepth.h"
 #include "ModelRoofline.h"
-#include "gpu/GpuWeights.h"
+#include "model/gpu/GpuWeights.h"
 
 using namespace deepinfer;
 using namespace deepinfer::bench;

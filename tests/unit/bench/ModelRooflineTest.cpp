@@ -1,6 +1,6 @@
 // The model roofline arithmetic of deepinfer-model-bench (benchmarks/ModelRoofline.h) on the
 // proxy preset (7 layers at V4.1-Flash widths, 128 experts), against numbers worked out by hand
-// from spec/model.md §1-§3: C 5120, H 64, head_dim 512, q_lora 1280, o_lora 1024 x 8 groups,
+// from docs/model.md §1-§3: C 5120, H 64, head_dim 512, q_lora 1280, o_lora 1024 x 8 groups,
 // index 32 heads x 128, 6 of 128 experts of I 2304 + 1 shared, V 129280, hc 4; kv sources 2
 // (ratio 2) and 4 (ratio 1), index sources 2, 4, 5 (5 restricted to 4's candidates), engram 1, 5.
 #include <gtest/gtest.h>

@@ -90,7 +90,7 @@ TEST(CheckpointDequant, Fp8BlockEveryCodeAndScale) {
 TEST(CheckpointDequant, Fp8PartialBlocksAndSpecialScales) {
   ScratchDir dir("ck_fp8_edge");
   // [40, 50]: blocks of 32 with ragged edges -> scale [2, 2]. Scale 0 decodes to 2^-127 (a
-  // weight scale, spec/model.md §3) and 0xFF to NaN (bf16 canonical 0x7FC0 even for negative
+  // weight scale, docs/model.md §3) and 0xFF to NaN (bf16 canonical 0x7FC0 even for negative
   // codes).
   std::mt19937 rng(7);
   std::vector<uint8_t> codes(40 * 50);
@@ -229,7 +229,7 @@ TEST(CheckpointNonFinite, EngramRowGathersRejectNaNRows) {
   EXPECT_TRUE(failsWith(ck->readEngramRows(name, &bad, 1, out.data()), {name.c_str(), "row 2", "NaN", "column 5"}));
 }
 
-// UE8M0 byte 0 of a weight scale is 2^-127 (spec/model.md §3), not +0 as in the KV-cache formats:
+// UE8M0 byte 0 of a weight scale is 2^-127 (docs/model.md §3), not +0 as in the KV-cache formats:
 // every nonzero e2m1 code times 2^-127 is a bf16 subnormal, exact, and nonzero.
 TEST(CheckpointDequant, WeightScaleByteZeroIsTwoToTheMinus127) {
   EXPECT_EQ(weightScaleToFloat(0), std::ldexp(1.f, -127));

@@ -1,6 +1,6 @@
 // The CPU reference forward pass on the `tiny` model (made by make-model into a temp dir):
 // prefill/decode consistency, determinism, every mechanism engaged, finite logits over a long
-// sequence, and the fp32-vs-fp64 flip rate of discrete decisions (spec/model.md §9).
+// sequence, and the fp32-vs-fp64 flip rate of discrete decisions (docs/model.md §9).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -275,7 +275,7 @@ TEST_F(CpuForwardModel, LogitsStayFiniteOverLongSequences) {
   EXPECT_EQ(st.position(), 300);
 }
 
-// Discrete decisions under fp32 vs fp64 accumulation over the same tokens (spec/model.md §9).
+// Discrete decisions under fp32 vs fp64 accumulation over the same tokens (docs/model.md §9).
 // Both runs quantize the window, compressed and index caches to e4m3, so a single bf16 flip
 // upstream can move a tile's UE8M0 scale or an e4m3 code and shift index scores by ~1%: index
 // and candidate decisions therefore flip more often than the router, whose margins the tiny

@@ -38,7 +38,7 @@ TEST(CpuRope, PlainFrequenciesAreFp64PowersRoundedOnce) {
 }
 
 // V4.1's YaRN: corr(32) = 15.45 -> low 15, corr(1) = 24.71 -> high 25 (worked out by hand from
-// model.md §6), so pairs up to 15 keep their frequency, pairs from 25 are divided by 16 and
+// docs/model.md §6), so pairs up to 15 keep their frequency, pairs from 25 are divided by 16 and
 // pair 20 sits half-way.
 TEST(CpuRope, YarnRampMatchesHandDerivedBounds) {
   auto t = RopeTable::yarn(64, 160000.0, 16, 32, 1, 65536);
@@ -267,7 +267,7 @@ TEST(CpuMhc, MixesAreDoublyStochastic) {
   }
 }
 
-// The post step sends comb column j to stream j (the transpose of ops.md §8).
+// The post step sends comb column j to stream j (the transpose of docs/ops.md §8).
 TEST(CpuMhc, PostUsesCombColumnsAndRoundsOnce) {
   const int64_t C = 2;
   std::vector<float> x = {1.f, 2.f, 10.f, 20.f, 100.f, 200.f, 1000.f, 2000.f};

@@ -1,4 +1,4 @@
-// DSpark speculative decoding in the CPU reference (spec/dspark.md §7) on the tiny model:
+// DSpark speculative decoding in the CPU reference (docs/dspark.md §7) on the tiny model:
 // greedy speculative output equals plain greedy output token for token (and logit for logit),
 // whatever the drafts (the draft model's, the target's own continuation, a corrupted one);
 // caches after a rejected draft equal caches that never saw it (and poisoned rejected rows are

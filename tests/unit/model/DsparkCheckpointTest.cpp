@@ -1,4 +1,4 @@
-// DSpark tensors in the checkpoint (spec/dspark.md §1): the tiny model's draft loads; a missing
+// DSpark tensors in the checkpoint (docs/dspark.md §1): the tiny model's draft loads; a missing
 // mtp.* tensor, a wrong shape or dtype is an error naming the tensor; a checkpoint without any
 // mtp.* tensor runs without a draft; a config without DSpark ignores them.
 #include <gtest/gtest.h>

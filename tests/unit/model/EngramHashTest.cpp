@@ -1,4 +1,4 @@
-// Engram hashing constants and the n-gram hash (spec/model.md §8). The vectors were produced
+// Engram hashing constants and the n-gram hash (docs/model.md §8). The vectors were produced
 // with numpy (default_rng / SeedSequence) and an independent Python port of the hash; the test
 // needs neither.
 #include <gtest/gtest.h>

@@ -46,7 +46,7 @@ class TinyModel : public ::testing::Test {
   static inline Status* status_ = nullptr;
 };
 
-// Stored shape as the checkpoint table of spec/model.md §3 gives it for the tiny sizes
+// Stored shape as the checkpoint table of docs/model.md §3 gives it for the tiny sizes
 // (hidden 256, 8 heads x 512, q_lora 128, 2 groups x o_lora 128, 4 index heads x 128,
 // 8 experts x 128, engram 3 sizes x 4 heads x 256).
 struct Expect {
@@ -92,7 +92,7 @@ const std::vector<Expect> kTinySpotChecks = {
     {"layers.6.engram.wkv.weight", "F8_E4M3", {1280, 3072}, {40, 96}},
     {"layers.6.engram.q_weight", "BF16", {4, 256}, {}},
     {"layers.6.engram.k_weight", "BF16", {4, 256}, {}},
-    // DSpark (spec/dspark.md §1): 3 stages, taps 5/6/7, rank 16, the backbone's 8 experts.
+    // DSpark (docs/dspark.md §1): 3 stages, taps 5/6/7, rank 16, the backbone's 8 experts.
     {"mtp.0.main_proj.weight", "F8_E4M3", {256, 768}, {8, 24}},
     {"mtp.0.main_norm.weight", "BF16", {256}, {}},
     {"mtp.0.attn_norm.weight", "BF16", {256}, {}},

@@ -1,4 +1,4 @@
-// config.json parsing, layer-role derivation (spec/model.md §1-§2) and every rejection.
+// config.json parsing, layer-role derivation (docs/model.md §1-§2) and every rejection.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -41,7 +41,7 @@ void expectRoles(const ModelConfig& cfg, const std::vector<RoleRow>& want) {
   }
 }
 
-// model.md §2 for V4.1-Flash, layer by layer.
+// docs/model.md §2 for V4.1-Flash, layer by layer.
 const std::vector<RoleRow> kV41Roles = {
     /* 0*/ {0, false, false, -1, -1, -1, false, false, false},
     /* 1*/ {0, false, false, -1, -1, -1, false, false, true},

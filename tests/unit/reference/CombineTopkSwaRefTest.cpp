@@ -1,4 +1,4 @@
-// combine_topk_swa reference (spec/ops.md §4): a hand-worked batch with query_start_loc[0] != 0,
+// combine_topk_swa reference (docs/ops.md §4): a hand-worked batch with query_start_loc[0] != 0,
 // the three-region structure of every row of the generated cases, and input errors.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // expectedFromKernelOutputs (cases/OpCases.h): mhc_fused_post_pre's next-sublayer outputs are
-// expected from the kernel's own residual `x` (spec/ops.md §8), not from the reference's.
+// expected from the kernel's own residual `x` (docs/ops.md §8), not from the reference's.
 #include <cmath>
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The host number formats every reference decodes with (Formats.h, spec/ops.md §1): UE8M0 and
+// The host number formats every reference decodes with (Formats.h, docs/ops.md §1): UE8M0 and
 // e4m3 round trips over all 256 codes, hand values, rounding ties and the dequantizer's NaN rule.
 #include <gtest/gtest.h>
 

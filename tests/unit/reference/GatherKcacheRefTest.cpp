@@ -1,4 +1,4 @@
-// gather_kcache reference (spec/ops.md §3): hand-built cache bytes decoded into the right row,
+// gather_kcache reference (docs/ops.md §3): hand-built cache bytes decoded into the right row,
 // rows outside the gathered range untouched, agreement with kv_quant_insert, and errors.
 #include <gtest/gtest.h>
 

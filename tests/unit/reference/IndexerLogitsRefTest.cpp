@@ -1,4 +1,4 @@
-// indexer_logits reference (spec/ops.md §7): hand-worked scores through the block table and
+// indexer_logits reference (docs/ops.md §7): hand-worked scores through the block table and
 // token_to_req, -inf at and past visible[t], and input errors.
 #include <gtest/gtest.h>
 

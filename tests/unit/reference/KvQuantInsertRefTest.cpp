@@ -1,4 +1,4 @@
-// kv_quant_insert reference (spec/ops.md §2): a token with hand-worked scales and codes, bytes
+// kv_quant_insert reference (docs/ops.md §2): a token with hand-worked scales and codes, bytes
 // outside the token left alone, -1 slots skipped, and the errors users see.
 #include <gtest/gtest.h>
 

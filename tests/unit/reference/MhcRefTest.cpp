@@ -1,4 +1,4 @@
-// mHC references (spec/ops.md §8, §11): hand-worked mixes, Sinkhorn, collapse (rounded once,
+// mHC references (docs/ops.md §8, §11): hand-worked mixes, Sinkhorn, collapse (rounded once,
 // ties to even), RMSNorm, the post step's column (transposed) use of comb, the delayed
 // layer_input, fused == post then pre, and doubly stochastic comb on the generated cases.
 #include <gtest/gtest.h>

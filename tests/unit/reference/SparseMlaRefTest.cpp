@@ -1,4 +1,4 @@
-// sparse_mla_prefill / sparse_mla_decode references (spec/ops.md §5, §6): a hand-worked softmax
+// sparse_mla_prefill / sparse_mla_decode references (docs/ops.md §5, §6): a hand-worked softmax
 // with the sink in the denominator only, rows with no valid entry, and decode equal to prefill
 // over the same key rows decoded independently here from the cache bytes (NaN -> 0).
 #include <gtest/gtest.h>

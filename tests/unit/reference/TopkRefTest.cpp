@@ -1,4 +1,4 @@
-// topk reference (spec/ops.md §7, §11): hand-worked selections with ties (lower index first),
+// topk reference (docs/ops.md §7, §11): hand-worked selections with ties (lower index first),
 // -inf, signed zeros and short rows, the selection property on every generated case, errors.
 #include <gtest/gtest.h>
 

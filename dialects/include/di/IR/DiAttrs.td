@@ -34,7 +34,7 @@ def Di_TargetAttr : Di_Attr<"Target", "target"> {
     "::mlir::FloatAttr":$mem_bandwidth_gbs
   );
   let assemblyFormat = "`<` struct(params) `>`";
-  // The architecture facts must be the architecture's (ArchFacts of spec/targets.md), the cap
+  // The architecture facts must be the architecture's (ArchFacts of docs/targets.md), the cap
   // within them, the SM count positive: a hand-edited target cannot promise what no GPU has.
   // The compiler knows the facts, so the dialect asks its kernel rules when it verifies a
   // `di.target` attribute (DiDialect::verifyOperationAttribute).

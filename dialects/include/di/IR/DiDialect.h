@@ -28,7 +28,7 @@ LogicalResult verifyKernelOp(Operation* op);
 
 namespace mlir::di {
 
-// The rules of spec/ops.md an op's kernel relies on (tensor shapes that must agree, attribute
+// The rules of docs/ops.md an op's kernel relies on (tensor shapes that must agree, attribute
 // ranges, result shapes derived from the inputs). The dialect verifies what its ODS states;
 // these rules live with the kernel families in the compiler, which registers this interface on
 // the dialect (deepinfer::registerKernelRules). Every context that loads the dialect must.

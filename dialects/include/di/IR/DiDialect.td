@@ -7,7 +7,7 @@ def Di_Dialect : Dialect {
   let name = "di";
   let summary = "The expensive ops of DeepSeek-V4.1 inference, as kernels to specialize";
   let description = [{
-    One op per kernel op of spec/ops.md. Operands and results use the canonical tensor names
+    One op per kernel op of docs/ops.md. Operands and results use the canonical tensor names
     of its §11; scalar parameters are attributes. Passes specialize each op for a target
     (`#di.target`) and pick a kernel configuration (`#di.config`).
   }];

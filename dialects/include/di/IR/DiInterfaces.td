@@ -13,7 +13,7 @@ def Di_KernelOpInterface : OpInterface<"KernelOpInterface"> {
     dialect knows nothing of the families.
   }];
   let methods = [
-    InterfaceMethod<"The canonical op name of spec/ops.md (e.g. `gather_kcache`).",
+    InterfaceMethod<"The canonical op name of docs/ops.md (e.g. `gather_kcache`).",
       "::llvm::StringRef", "getKernelOpName", (ins), [{}], [{
         return $_op->getName().stripDialect();
       }]>,

@@ -5,7 +5,7 @@ include "di/IR/DiDialect.td"
 include "di/IR/DiAttrs.td"
 include "di/IR/DiInterfaces.td"
 
-// A tensor operand or result of a kernel op: its element type (spec/ops.md: bf16, f32, i32, i64
+// A tensor operand or result of a kernel op: its element type (docs/ops.md: bf16, f32, i32, i64
 // and raw fp8 cache bytes as ui8) and the ranks it may have. `diDType` is the element type's
 // name in deepinfer::DType: di-tblgen writes the op signatures the runtime reads (operand names,
 // dtypes, ranks, attributes and defaults) from these definitions, so this file is the only
@@ -25,7 +25,7 @@ class Di_I64<list<int> ranks> : Di_Tensor<I64, "I64", ranks>;
 class Di_U8<list<int> ranks> : Di_Tensor<UI8, "U8", ranks>;
 
 // A result that is an operand's buffer updated in place: at run time both are one tensor under
-// the operand's canonical name (spec/ops.md §11).
+// the operand's canonical name (docs/ops.md §11).
 class Di_UpdatesInPlace<string resultName, string operandName> {
   string result = resultName;
   string operand = operandName;
@@ -39,7 +39,7 @@ class Di_KernelOp<string mnemonic, list<Trait> traits = [], list<Di_UpdatesInPla
 
 def Di_KvQuantInsertOp : Di_KernelOp<"kv_quant_insert", [],
     [Di_UpdatesInPlace<"k_cache_out", "k_cache">]> {
-  let summary = "Write tokens into the fp8_ds_mla KV cache (ops.md §2)";
+  let summary = "Write tokens into the fp8_ds_mla KV cache (docs/ops.md §2)";
   let arguments = (ins
     Di_BF16<[2]>:$k,
     Di_I64<[1]>:$slot_mapping,
@@ -60,7 +60,7 @@ def Di_KvQuantInsertOp : Di_KernelOp<"kv_quant_insert", [],
 
 def Di_GatherKcacheOp : Di_KernelOp<"gather_kcache", [],
     [Di_UpdatesInPlace<"out_updated", "out">]> {
-  let summary = "Dequantize and gather KV rows into a bf16 workspace (ops.md §3)";
+  let summary = "Dequantize and gather KV rows into a bf16 workspace (docs/ops.md §3)";
   let arguments = (ins
     Di_U8<[2]>:$k_cache,
     Di_I32<[1]>:$seq_lens,
@@ -85,7 +85,7 @@ def Di_GatherKcacheOp : Di_KernelOp<"gather_kcache", [],
 }
 
 def Di_CombineTopkSwaOp : Di_KernelOp<"combine_topk_swa"> {
-  let summary = "Build top-k + sliding-window index rows (ops.md §4)";
+  let summary = "Build top-k + sliding-window index rows (docs/ops.md §4)";
   let arguments = (ins
     Di_I32<[2]>:$topk_indices,
     Di_I32<[1]>:$query_start_loc,
@@ -111,7 +111,7 @@ def Di_CombineTopkSwaOp : Di_KernelOp<"combine_topk_swa"> {
 }
 
 def Di_SparseMlaPrefillOp : Di_KernelOp<"sparse_mla_prefill"> {
-  let summary = "Sparse MQA attention over gathered bf16 KV (ops.md §5)";
+  let summary = "Sparse MQA attention over gathered bf16 KV (docs/ops.md §5)";
   let arguments = (ins
     Di_BF16<[3]>:$q,
     Di_BF16<[2]>:$kv,
@@ -137,7 +137,7 @@ def Di_SparseMlaPrefillOp : Di_KernelOp<"sparse_mla_prefill"> {
 }
 
 def Di_SparseMlaDecodeOp : Di_KernelOp<"sparse_mla_decode", [AttrSizedOperandSegments]> {
-  let summary = "Sparse MQA decode attention over fp8 caches (ops.md §6)";
+  let summary = "Sparse MQA decode attention over fp8 caches (docs/ops.md §6)";
   let arguments = (ins
     Di_BF16<[4]>:$q,
     Di_U8<[2]>:$swa_cache,
@@ -172,7 +172,7 @@ def Di_SparseMlaDecodeOp : Di_KernelOp<"sparse_mla_decode", [AttrSizedOperandSeg
 }
 
 def Di_IndexerLogitsOp : Di_KernelOp<"indexer_logits"> {
-  let summary = "Lightning-indexer scores over the fp8 index-key cache (ops.md §7)";
+  let summary = "Lightning-indexer scores over the fp8 index-key cache (docs/ops.md §7)";
   let arguments = (ins
     Di_BF16<[3]>:$q,
     Di_F32<[2]>:$weights,
@@ -197,7 +197,7 @@ def Di_IndexerLogitsOp : Di_KernelOp<"indexer_logits"> {
 }
 
 def Di_TopkOp : Di_KernelOp<"topk"> {
-  let summary = "Per-row top-k indices, sorted ascending, -1 padded (ops.md §7)";
+  let summary = "Per-row top-k indices, sorted ascending, -1 padded (docs/ops.md §7)";
   let arguments = (ins
     Di_F32<[2]>:$scores,
     Di_I32<[1]>:$lens,
@@ -214,7 +214,7 @@ def Di_TopkOp : Di_KernelOp<"topk"> {
 }
 
 def Di_MhcPreOp : Di_KernelOp<"mhc_pre"> {
-  let summary = "mHC pre step, delayed form: mixes of x, collapse with pre_in, RMSNorm (ops.md §8)";
+  let summary = "mHC pre step, delayed form: mixes of x, collapse with pre_in, RMSNorm (docs/ops.md §8)";
   let arguments = (ins
     Di_BF16<[3]>:$x,
     Di_F32<[2]>:$fn,
@@ -245,7 +245,7 @@ def Di_MhcPreOp : Di_KernelOp<"mhc_pre"> {
 }
 
 def Di_MhcPostOp : Di_KernelOp<"mhc_post"> {
-  let summary = "mHC post step; also emits the next pre's sqrsum (ops.md §8)";
+  let summary = "mHC post step; also emits the next pre's sqrsum (docs/ops.md §8)";
   let arguments = (ins
     Di_BF16<[2]>:$f_out,
     Di_BF16<[3]>:$residual,
@@ -267,7 +267,7 @@ def Di_MhcPostOp : Di_KernelOp<"mhc_post"> {
 
 def Di_MhcFusedPostPreOp : Di_KernelOp<"mhc_fused_post_pre", [],
     [Di_UpdatesInPlace<"next_post", "post">, Di_UpdatesInPlace<"next_comb", "comb">]> {
-  let summary = "mHC post of one sublayer fused with the delayed pre of the next (ops.md §8)";
+  let summary = "mHC post of one sublayer fused with the delayed pre of the next (docs/ops.md §8)";
   let arguments = (ins
     Di_BF16<[2]>:$f_out,
     Di_BF16<[3]>:$residual,
@@ -305,7 +305,7 @@ def Di_MhcFusedPostPreOp : Di_KernelOp<"mhc_fused_post_pre", [],
 }
 
 def Di_MhcCollapseOp : Di_KernelOp<"mhc_collapse"> {
-  let summary = "Collapse the 4 residual streams with a pre-mix (ops.md §8)";
+  let summary = "Collapse the 4 residual streams with a pre-mix (docs/ops.md §8)";
   let arguments = (ins
     Di_BF16<[3]>:$x,
     Di_F32<[2]>:$pre
@@ -323,7 +323,7 @@ def Di_MhcCollapseOp : Di_KernelOp<"mhc_collapse"> {
 def Di_WeightGemmOp : Di_KernelOp<"weight_gemm", [AttrSizedOperandSegments]> {
   let summary = "y = x . dequant(w)^T over fp8/fp4 checkpoint weights, with fused epilogues";
   let description = [{
-    `x` [M, K] bf16; `w` holds the checkpoint's bytes (spec/model.md §3): `weight_bits = 8`:
+    `x` [M, K] bf16; `w` holds the checkpoint's bytes (docs/model.md §3): `weight_bits = 8`:
     e4m3 [N, K] with UE8M0 `w_scale` [ceil(N/32), ceil(K/32)] (one per 32x32 block);
     `weight_bits = 4`: e2m1 [N, K/2] (low nibble = even column) with `w_scale` [N, K/32].
     Every weight is dequantized to the correctly rounded bf16 of code * 2^(s-127) (exact for
@@ -357,7 +357,7 @@ def Di_WeightGemmOp : Di_KernelOp<"weight_gemm", [AttrSizedOperandSegments]> {
 }
 
 def Di_MoeExpertsOp : Di_KernelOp<"moe_experts"> {
-  let summary = "Routed experts of the MoE sublayer over fp4 weights, grouped on the device (model.md §7)";
+  let summary = "Routed experts of the MoE sublayer over fp4 weights, grouped on the device (docs/model.md §7)";
   let description = [{
     For every token t and rank r with e = ids[t, r] in [0, E):
     g = x[t] . w1[e]^T, v = x[t] . w3[e]^T (fp32), h = bf16(weights[t, r] * silu(min(g, limit)) *
