@@ -41,6 +41,8 @@ std::map<std::string, int64_t> intMapFromDict(const char* what, const nb::dict& 
 // The host tensor a name in `op`'s signature holds, as the caller's CPU array (BF16 arrives as
 // uint16 bit patterns): for the testing helpers.
 HostTensor hostTensorFromArray(const std::string& op, const std::string& name, nb::handle array);
+// As above with the dtype the tensor must have (an output whose dtype an attribute picks).
+HostTensor hostTensorFromArray(const std::string& op, const std::string& name, nb::handle array, DType expected);
 // A CPU DLPack array that owns a copy of `t` (BF16 as uint16 bit patterns, which NumPy can hold).
 nb::object hostTensorToArray(HostTensor t);
 

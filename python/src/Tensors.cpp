@@ -121,7 +121,11 @@ HostTensor hostTensorFromArray(const std::string& op, const std::string& name, n
       for (const auto& t : *list)
         if (t.name == name) ts = &t;
   if (!ts) throw DiError(fmt::format("{}: no tensor '{}'", op, name));
-  ImportedTensor t = importTensor(op, name, array, ts->dtype, false);
+  return hostTensorFromArray(op, name, array, ts->dtype);
+}
+
+HostTensor hostTensorFromArray(const std::string& op, const std::string& name, nb::handle array, DType expected) {
+  ImportedTensor t = importTensor(op, name, array, expected, false);
   if (t.deviceType != kDlCpu || !t.view.isContiguous())
     throw DiError(fmt::format("{}: tensor '{}' must be a contiguous CPU array here (it is {} on {})", op, name,
                               t.view.toString(), t.deviceName()));

@@ -12,6 +12,8 @@
 #include "Bindings.h"
 #include "Tensors.h"
 #include "cases/OpCases.h"
+#include "deepinfer/KernelFamily.h"
+#include "deepinfer/OpRunner.h"
 #include "deepinfer/Reference.h"
 
 namespace deepinfer::py {
@@ -55,12 +57,26 @@ nb::list cases(const std::string& op, uint64_t seed, bool large) {
   return out;
 }
 
+// The dtype of output `name` for these attributes and inputs: the family's (an epilogue may pick
+// bf16), else the signature's.
+DType outputDType(const std::string& op, const OpAttrs& a, const TensorMap& in, const std::string& name) {
+  const OpDesc d = take(describeOp(op, a, in));
+  const OutputSpec specs = findKernelFamily(op)->outputs(d);
+  if (auto it = specs.find(name); it != specs.end()) return it->second.first;
+  if (const OpSignature* sig = findOpSignature(op))
+    for (const auto* list : {&sig->inputs, &sig->outputs})
+      for (const TensorSig& t : *list)
+        if (t.name == name) return t.dtype;
+  throw DiError(fmt::format("{}: no tensor '{}'", op, name));
+}
+
 nb::dict compare(const std::string& op, const std::string& output, nb::handle expected, nb::handle actual,
                  const nb::dict& attrs, const nb::dict& inputs) {
-  const HostTensor want = hostTensorFromArray(op, output, expected);
-  const HostTensor got = hostTensorFromArray(op, output, actual);
   const TensorMap in = tensorsFromDict(op, inputs);
   const OpAttrs a = attrsFromDict(op, attrs);
+  const DType dt = outputDType(op, a, in, output);
+  const HostTensor want = hostTensorFromArray(op, output, expected, dt);
+  const HostTensor got = hostTensorFromArray(op, output, actual, dt);
   const testing::CompareReport r = testing::compareOutputs(op, output, want, got, a, in);
   nb::dict d;
   d["ok"] = r.ok;
@@ -72,8 +88,14 @@ nb::dict compare(const std::string& op, const std::string& output, nb::handle ex
 
 nb::dict expectedFromKernel(const std::string& op, const nb::dict& attrs, const nb::dict& inputs,
                             const nb::dict& actual) {
-  TensorMap m = take(testing::expectedFromKernelOutputs(op, attrsFromDict(op, attrs), tensorsFromDict(op, inputs),
-                                                        tensorsFromDict(op, actual)));
+  const OpAttrs a = attrsFromDict(op, attrs);
+  const TensorMap in = tensorsFromDict(op, inputs);
+  TensorMap got;
+  for (auto [key, value] : actual) {
+    const std::string name = nb::cast<std::string>(key);
+    got[name] = hostTensorFromArray(op, name, value, outputDType(op, a, in, name));
+  }
+  TensorMap m = take(testing::expectedFromKernelOutputs(op, a, in, got));
   nb::dict d;
   for (auto& [name, t] : m) d[nb::str(name.c_str(), name.size())] = hostTensorToArray(std::move(t));
   return d;

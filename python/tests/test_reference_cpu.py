@@ -140,3 +140,16 @@ def test_ml_dtypes_bfloat16_arrays_travel_as_bits():
     h = ops.mhc_collapse(x=x, pre=pre)
     assert h.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(h.astype(np.float32), np.ones((T, C), dtype=np.float32))
+
+
+@pytest.mark.parametrize("op", ops.names())
+def test_comparison_helpers_take_each_outputs_dtype_from_the_attributes(op):
+    # weight_gemm's bf16 epilogues give a bf16 `y` where the signature says f32: the comparison
+    # helpers must import each output in the dtype the reference produced, and a reference
+    # compared with itself passes.
+    for case in testing.cases(op, seed=11)[:4]:
+        want = testing.reference(op, case.attrs, case.inputs)
+        from_kernel = testing.expected_from_kernel_outputs(op, case.attrs, case.inputs, want)
+        for n in testing.output_names(op):
+            rep = testing.compare(op, n, from_kernel.get(n, want[n]), want[n], case.attrs, case.inputs)
+            assert rep["ok"], (op, case.name, n, rep)
