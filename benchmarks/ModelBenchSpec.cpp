@@ -23,7 +23,7 @@ double medianOf(std::vector<double> v) {
 
 int32_t argmaxOf(const float* row, int64_t V) { return sampleToken(row, V, SamplingOptions{}, 0); }
 
-// S streams: their prompts and the target's greedy continuation (plain decoding), long enough
+// S streams: their prompts and the target's greedy continuation (plain one-row decoding), long enough
 // for `steps` steps that each emit up to B + 1 tokens.
 struct Streams {
   std::vector<std::vector<int32_t>> prompts, continuation;
@@ -57,16 +57,20 @@ Result<Streams> makeStreams(GpuModel& model, int S, int steps, const ModelBenchO
       if (at + part.size() == p.size()) st.continuation.push_back({argmaxOf(l->ptr<float>(), V)});
     }
   }
+  // One-row decode steps, stream by stream: a verify step computes every row like a one-row
+  // decode (bit-identical, GpuSpeculativeTest), while a batched decode's rows round differently
+  // and flip near-ties, which would make the oracle's drafts wrong where they should be right.
   const int64_t need = int64_t(steps) * (B + 1) + B + 2;
-  while (int64_t(st.continuation[0].size()) < need) {
-    std::vector<std::pair<int64_t, std::vector<int32_t>>> work;
-    for (int s = 0; s < S; ++s) work.push_back({reqs[size_t(s)], {st.continuation[size_t(s)].back()}});
-    auto l = model.forward(work, true);
-    if (!l.ok()) {
-      cleanup();
-      return l.error();
+  for (int s = 0; s < S; ++s) {
+    std::vector<int32_t>& c = st.continuation[size_t(s)];
+    while (int64_t(c.size()) < need) {
+      auto l = model.decode(reqs[size_t(s)], c.back());
+      if (!l.ok()) {
+        cleanup();
+        return l.error();
+      }
+      c.push_back(argmaxOf(l->data(), V));
     }
-    for (int s = 0; s < S; ++s) st.continuation[size_t(s)].push_back(argmaxOf((*l)[size_t(s)].ptr<float>(), V));
   }
   cleanup();
   return st;
