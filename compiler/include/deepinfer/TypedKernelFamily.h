@@ -48,10 +48,11 @@ Result<C> fromKnobs(const std::string& op, const KernelConfig& k) {
     if (it == k.end())
       return Error{fmt::format("{}: config {{{}}} lacks knob '{}' (knobs: {})", op, configToString(k), f.name, names)};
     // Families may hold a knob in an int: every knob is in 0..2^31-1 before the family looks.
-    if (it->second < 0 || it->second > INT32_MAX)
+    const int64_t v = it->second;  // a named value: `it->second < 0` reads as a template to GCC here
+    if (v < 0 || v > INT32_MAX)
       return Error{fmt::format("{}: config {{{}}}: {} = {} is out of range (knobs are 0..{})", op, configToString(k),
-                               f.name, it->second, INT32_MAX)};
-    c.*(f.member) = it->second;
+                               f.name, v, INT32_MAX)};
+    c.*(f.member) = v;
   }
   for (const auto& [name, v] : k) {
     const auto& fs = C::fields();
