@@ -40,7 +40,7 @@ struct LayerRole {
 // The DSpark speculative heads beyond the stage count (numNextnPredictLayers), block size
 // (dsparkBlockSize) and tapped layers (dsparkTargetLayerIds) of ModelConfig (docs/dspark.md §1).
 struct DsparkConfig {
-  int64_t noiseTokenId = -1;         // dspark_noise_token_id: the placeholder rows of a draft block
+  int64_t noiseTokenId = -1;         // dspark_noise_token_id: the token id in rows 1 .. B-1 of a draft block's input
   int markovRank = 0;                // dspark_markov_rank (r)
   int nRoutedExperts = 0;            // dspark_n_routed_experts; 0 = the backbone's
   int numExpertsPerTok = 0;          // dspark_num_experts_per_tok (dspark_n_activated_experts); 0 = the backbone's

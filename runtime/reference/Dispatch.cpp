@@ -31,7 +31,7 @@ const std::vector<std::pair<std::string, RefFn>>& refTable() {
   return table;
 }
 
-using BoundFn = Result<HostTensor> (*)(const OpAttrs&, const TensorMap&);
+using BoundFn = Result<HostTensor> (*)(ref::RefArgs&);
 
 const std::vector<std::pair<std::string, BoundFn>>& boundTable() {
   static const std::vector<std::pair<std::string, BoundFn>> table = {
@@ -39,6 +39,18 @@ const std::vector<std::pair<std::string, BoundFn>>& boundTable() {
       {"moe_experts", ref::moeExpertsErrorBound},
   };
   return table;
+}
+
+// The checks every op shares (attributes completed from OpSignature.h, required tensors present
+// with their dtypes), then `fn` on the checked arguments.
+template <class Fn>
+auto withCheckedArgs(const OpSignature& sig, const OpAttrs& attrs, TensorMap& tensors, Fn fn) -> decltype(fn(
+    std::declval<ref::RefArgs&>())) {
+  auto full = completeAttrs(sig, attrs);
+  if (!full.ok()) return full.error();
+  ref::RefArgs args(sig, std::move(full).value(), tensors);
+  DI_TRY(args.checkSignature());
+  return fn(args);
 }
 
 }  // namespace
@@ -59,16 +71,16 @@ Status runReference(const std::string& op, const OpAttrs& attrs, TensorMap& tens
     for (const auto& [name, f] : refTable()) known += (known.empty() ? "" : ", ") + name;
     return Error{fmt::format("no reference for op '{}' (known: {})", op, known)};
   }
-  auto full = completeAttrs(*sig, attrs);
-  if (!full.ok()) return full.error();
-  ref::RefArgs args(*sig, std::move(full).value(), tensors);
-  DI_TRY(args.checkSignature());
-  return fn(args);
+  return withCheckedArgs(*sig, attrs, tensors, fn);
 }
 
 Result<HostTensor> referenceErrorBound(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs) {
+  const OpSignature* sig = findOpSignature(op);
   for (const auto& [name, fn] : boundTable())
-    if (name == op) return fn(attrs, inputs);
+    if (name == op && sig) {
+      TensorMap m = inputs;
+      return withCheckedArgs(*sig, attrs, m, fn);
+    }
   return Error{fmt::format("op '{}' has no derived error bound (its outputs compare by a fixed tolerance)", op)};
 }
 

@@ -105,13 +105,7 @@ Status run(RefArgs& a, HostTensor* bound) {
 
 Status moeExperts(RefArgs& a) { return run(a, nullptr); }
 
-Result<HostTensor> moeExpertsErrorBound(const OpAttrs& attrs, const TensorMap& inputs) {
-  const OpSignature* sig = findOpSignature("moe_experts");
-  auto full = completeAttrs(*sig, attrs);
-  if (!full.ok()) return full.error();
-  TensorMap m = inputs;
-  RefArgs a(*sig, std::move(full).value(), m);
-  DI_TRY(a.checkSignature());
+Result<HostTensor> moeExpertsErrorBound(RefArgs& a) {
   HostTensor bound;
   DI_TRY(run(a, &bound));
   return bound;

@@ -31,6 +31,8 @@
 
 namespace deepinfer::ref {
 
+class RefArgs;
+
 // 2^(s-127) as a double (s = 0 is 2^-127); NaN for 0xFF.
 double ue8m0Scale(uint8_t s);
 // The correctly rounded bf16 (bits) of code * 2^(s-127); NaN (either) gives 0x7FC0.
@@ -53,7 +55,7 @@ double accumulationTolerance(int64_t K);
 
 // Per element of the op's output `y`, the largest difference from the reference's `y` a faithful
 // kernel may show (the rules above), computed from the op's inputs; errors as the reference's.
-Result<HostTensor> weightGemmErrorBound(const OpAttrs& attrs, const TensorMap& inputs);
-Result<HostTensor> moeExpertsErrorBound(const OpAttrs& attrs, const TensorMap& inputs);
+Result<HostTensor> weightGemmErrorBound(RefArgs& a);
+Result<HostTensor> moeExpertsErrorBound(RefArgs& a);
 
 }  // namespace deepinfer::ref

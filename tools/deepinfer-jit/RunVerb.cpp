@@ -101,6 +101,17 @@ class Backend {
   virtual std::string describe() const = 0;
 };
 
+// A one-request speculative step's outcome (CpuSpecOutcome or GpuSpecOutcome) as `run` reports it.
+template <class Outcome>
+SpecStepResult stepResultOf(Outcome& o) {
+  SpecStepResult r;
+  r.emitted = std::move(o.emitted);
+  r.accepted = o.accepted;
+  r.drafts = int(o.drafts.size());
+  r.logits.assign(o.logits.template ptr<float>(), o.logits.template ptr<float>() + o.logits.numel());
+  return r;
+}
+
 class CpuBackend : public Backend {
  public:
   CpuBackend(std::unique_ptr<CpuModel> m, CpuRequestState req) : m_(std::move(m)), req_(std::move(req)) {}
@@ -114,13 +125,7 @@ class CpuBackend : public Backend {
     steps[0].maxDrafts = maxDrafts;
     auto out = m_->speculativeStep(steps);
     if (!out.ok()) return out.error();
-    CpuSpecOutcome& o = (*out)[0];
-    SpecStepResult r;
-    r.emitted = std::move(o.emitted);
-    r.accepted = o.accepted;
-    r.drafts = int(o.drafts.size());
-    r.logits.assign(o.logits.ptr<float>(), o.logits.ptr<float>() + o.logits.numel());
-    return r;
+    return stepResultOf((*out)[0]);
   }
   int64_t vocab() const override { return m_->config().vocabSize; }
   std::string describe() const override { return fmt::format("cpu, {} threads", m_->threads()); }
@@ -144,13 +149,7 @@ class CudaBackend : public Backend {
     steps[0].keepLogits = keepLogits_;
     auto out = m_->speculativeStep(steps);
     if (!out.ok()) return out.error();
-    GpuSpecOutcome& o = (*out)[0];
-    SpecStepResult r;
-    r.emitted = std::move(o.emitted);
-    r.accepted = o.accepted;
-    r.drafts = int(o.drafts.size());
-    r.logits.assign(o.logits.ptr<float>(), o.logits.ptr<float>() + o.logits.numel());
-    return r;
+    return stepResultOf((*out)[0]);
   }
   void keepLogits(bool on) { keepLogits_ = on; }
   int64_t vocab() const override { return m_->config().vocabSize; }

@@ -30,7 +30,7 @@ Result<ConfigChoice> checkConfig(const OpDesc& d, const TargetProfile& t, const 
 Result<Specialization> specialize(const OpDesc& d, const TargetProfile& t);
 
 // The emitted unit of one op + config. Its entry names derive from the hash of the unit's own
-// text (emitted under a placeholder name): two different kernels never share a name, and
+// text (emitted first under a fixed stand-in name): two different kernels never share a name, and
 // shapes that are runtime parameters do not multiply the compiled variants.
 struct EmittedKernel {
   CudaUnit unit;

@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "TinyModel.h"
 #include "model/CpuForward.h"
 #include "model/MakeModel.h"
 
@@ -20,49 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The tiny model, made on first use (not at start-up: CTest runs every test of the shared
-// binary in its own process) and removed at exit.
-struct TinyModel {
-  std::string dir;
-  std::unique_ptr<CpuModel> model;
-  std::string error;
-  TinyModel() {
-    dir = fs::path(::testing::TempDir()) / fmt::format("cpu_forward_tiny_{}", ::getpid());
-    MakeModelOptions o;
-    o.preset = "tiny";
-    o.outDir = dir;
-    o.seed = 1;
-    Status st = makeModel(o);
-    if (!st.ok()) {
-      error = "make-model tiny: " + st.error().message;
-      return;
-    }
-    auto m = CpuModel::load(dir, CpuModelOptions{2, false});
-    if (!m.ok()) {
-      error = "load tiny: " + m.error().message;
-      return;
-    }
-    model = std::move(*m);
-  }
-  ~TinyModel() {
-    model.reset();
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-TinyModel& tinyModel() {
-  static TinyModel t;
-  return t;
-}
-
-std::vector<int32_t> randomPrompt(int64_t n, uint64_t seed, int64_t vocab) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> ud(0, int32_t(vocab - 1));
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& t : ids) t = ud(rng);
-  return ids;
-}
+using testing_tiny::randomPrompt;
+using testing_tiny::tinyModel;
 
 // Largest |a - b| relative to the largest |a| of the row.
 double relDiff(const float* a, const float* b, int64_t n) {

@@ -119,7 +119,7 @@ TEST(WeightGemmRef, BoundsFollowTheRule) {
   int bf16Cases = 0;
   for (const OpCase& c : casesFor("weight_gemm", 7, false)) {
     if (c.inputs.at("x").dim(0) * c.inputs.at("w").dim(0) > 20000) continue;
-    auto b = ref::weightGemmErrorBound(c.attrs, c.inputs);
+    auto b = referenceErrorBound("weight_gemm", c.attrs, c.inputs);
     ASSERT_TRUE(b.ok()) << c.name << ": " << b.error().message;
     const bool bf16 = c.attrs.getInt("epilogue", 0) != 0;
     const int64_t K = c.inputs.at("x").dim(1) / c.attrs.getInt("groups", 1);
