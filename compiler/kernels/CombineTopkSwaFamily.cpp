@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "Families.h"
+#include "deepinfer/BenchInputs.h"
 #include "deepinfer/TypedKernelFamily.h"
 #include "KvCacheLayout.h"
 #include "params/CombineTopkSwaParams.h"
@@ -205,6 +206,56 @@ class CombineTopkSwaFamily final : public TypedKernelFamily<CombineTopkSwaConfig
   }
   std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
     return {{"topk", intAttrOf(d, "topk")}, {"window", intAttrOf(d, "window")}, {"ratio", intAttrOf(d, "ratio")}};
+  }
+
+  // R requests, each the last chunk of a `context`-token prompt: every token sees more than K
+  // compressed positions, so every row is full (K sorted distinct top-k entries in [0, visible),
+  // -1 padding only where fewer are visible, + `window` window entries).
+  Result<BenchInputs> benchInputs(BenchInputContext& ctx) const override {
+    BenchParams& p = ctx.params;
+    Rng& rng = ctx.rng;
+    const int64_t T = p.get("T", 1536), R = p.get("R", 1), K = p.get("topk", 512), window = p.get("window", 128),
+                  ratio = p.get("ratio", 2), context = p.get("context", 16384),
+                  maxModelLen = p.get("max_model_len", 65536);
+    DI_TRY(p.require(R >= 1 && T >= R, "needs 1 <= R <= T"));
+    const int64_t N = ratio > 0 ? (maxModelLen + ratio - 1) / ratio : 0;
+    std::vector<int32_t> qsl = {0}, seq, gather;
+    int64_t maxQ = 0;
+    for (int64_t b = 0; b < R; ++b) {
+      const int64_t q = T / R + (b == R - 1 ? T % R : 0);
+      DI_TRY(p.require(context >= q && context <= maxModelLen, "needs query length <= context <= max_model_len"));
+      qsl.push_back(int32_t(qsl.back() + q));
+      seq.push_back(int32_t(context));
+      gather.push_back(int32_t(std::min(context, q + window - 1)));
+      maxQ = std::max(maxQ, q);
+    }
+    HostTensor topk(DType::I32, {T, K});
+    int32_t* tk = topk.ptr<int32_t>();
+    for (int64_t b = 0; b < R; ++b) {
+      const int64_t q = qsl[size_t(b) + 1] - qsl[size_t(b)];
+      for (int64_t j = 0; j < q; ++j) {
+        int32_t* row = tk + (qsl[size_t(b)] + j) * K;
+        const int64_t pos = context - q + j;
+        const int64_t visible = ratio > 0 ? std::min((pos + 1) / ratio, N) : 0;
+        const int64_t n = std::min(visible, K);
+        stratifiedSorted(rng, visible, n, row);
+        std::fill(row + n, row + K, -1);
+      }
+    }
+    BenchInputs in;
+    in.attrs.setInt("window", window);
+    in.attrs.setInt("ratio", ratio);
+    in.attrs.setInt("topk", K);
+    in.attrs.setInt("N", N);
+    in.attrs.setInt("M", N + window + maxQ);
+    in.inputs["topk_indices"] = std::move(topk);
+    in.inputs["query_start_loc"] = i32Tensor({R + 1}, qsl);
+    in.inputs["seq_lens"] = i32Tensor({R}, seq);
+    in.inputs["gather_lens"] = i32Tensor({R}, gather);
+    auto bytes = denseBytes(*this, in);
+    if (!bytes.ok()) return bytes.error();
+    in.bytes = *bytes;
+    return in;
   }
 };
 

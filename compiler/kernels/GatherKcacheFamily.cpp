@@ -9,6 +9,8 @@
 #include <algorithm>
 
 #include "Families.h"
+#include "deepinfer/BenchInputs.h"
+#include "deepinfer/EncodedInputs.h"
 #include "deepinfer/TypedKernelFamily.h"
 #include "KvCacheLayout.h"
 #include "params/GatherKcacheParams.h"
@@ -307,6 +309,37 @@ class GatherKcacheFamily final : public TypedKernelFamily<GatherKcacheConfig> {
   }
   std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
     return {{"bs", intAttrOf(d, "block_size")}};
+  }
+
+  // Each of R requests gathers its whole sequence (the compressed cache at offset 0) from pages
+  // handed out in random order, as a paged allocator leaves them: a block table of distinct pages
+  // in [0, P), every referenced page holding tokens the kv_quant_insert reference wrote.
+  Result<BenchInputs> benchInputs(BenchInputContext& ctx) const override {
+    BenchParams& p = ctx.params;
+    Rng& rng = ctx.rng;
+    const int64_t R = p.get("R", 1), context = p.get("context", 16384), bs = p.get("block_size", 64);
+    DI_TRY(p.require(R >= 1 && context >= 1 && bs >= 1, "needs R, context, block_size >= 1"));
+    const int64_t maxPages = (context + bs - 1) / bs, P = R * maxPages + 4;
+    const std::vector<int64_t> order = shuffledRange(rng, P);
+    std::vector<int32_t> table(size_t(R * maxPages));
+    std::vector<int64_t> used;
+    for (size_t i = 0; i < table.size(); ++i) {
+      table[i] = int32_t(order[i]);
+      used.push_back(order[i]);
+    }
+    BenchInputs in;
+    in.attrs.setInt("block_size", bs);
+    in.attrs.setInt("offset", 0);
+    auto cache = tiledKvCache(rng, P, bs, used, ctx.reference);
+    if (!cache.ok()) return cache.error();
+    in.inputs["k_cache"] = std::move(*cache);
+    in.inputs["seq_lens"] = i32Tensor({R}, std::vector<int32_t>(size_t(R), int32_t(context)));
+    in.inputs["gather_lens"] = i32Tensor({R}, std::vector<int32_t>(size_t(R), int32_t(context)));
+    in.inputs["block_table"] = i32Tensor({R, maxPages}, table);
+    in.inputs["out"] = randomBytes(rng, DType::BF16, {R, context, kHeadDim});  // poison: all rows written
+    const double tokens = double(R * context);
+    in.bytes = tokens * double(kTokenBytes + kScaleBytes) + tokens * kHeadDim * 2 + double(table.size() * 4 + 2 * R * 4);
+    return in;
   }
 };
 

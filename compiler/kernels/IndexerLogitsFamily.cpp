@@ -8,9 +8,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "Families.h"
+#include "deepinfer/BenchInputs.h"
+#include "deepinfer/EncodedInputs.h"
+#include "deepinfer/Formats.h"
 #include "deepinfer/TypedKernelFamily.h"
 #include "params/IndexerLogitsParams.h"
 
@@ -370,6 +375,66 @@ class IndexerLogitsFamily final : public TypedKernelFamily<IndexerLogitsConfig> 
   // -inf exactly where expected; else within 1e-4 of the row's largest |score|.
   AccuracyRule accuracy(const std::string&) const override {
     return {AccuracyRule::Kind::RowRelative, 1e-4, "error relative to the row's largest |score|"};
+  }
+
+  // One request, the last chunk of T tokens of a (context * ratio)-token prompt: token t sees the
+  // compressed positions below (pos + 1) / ratio (visible <= context, token_to_req all 0), pages
+  // of the index-key cache in random order (a block table of distinct pages in [0, P)).
+  Result<BenchInputs> benchInputs(BenchInputContext& ctx) const override {
+    BenchParams& p = ctx.params;
+    Rng& rng = ctx.rng;
+    const int64_t T = p.get("T", 1536), Hi = p.get("Hi", 32), context = p.get("context", 8192),
+                  bs = p.get("block_size", 64), ratio = p.get("ratio", 2);
+    DI_TRY(p.require(T >= 1 && context * ratio >= T, "needs T <= context * ratio"));
+    const int64_t maxPages = ceilDiv(context, bs), P = maxPages + 2;
+    const std::vector<int64_t> order = shuffledRange(rng, P);
+    std::vector<int32_t> table(order.begin(), order.begin() + maxPages);
+    std::vector<int32_t> visible(static_cast<size_t>(T)), toReq(static_cast<size_t>(T), 0);
+    double visSum = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t pos = context * ratio - T + t;
+      visible[size_t(t)] = int32_t(std::min(context, (pos + 1) / ratio));
+      visSum += visible[size_t(t)];
+    }
+    // Queries hold e4m3 values (exact in bf16) with their power-of-two scale folded into the
+    // weights, as the caller quantizes them (tests/cases/IndexerLogitsCases.cpp); rows are drawn
+    // from a pool of quantized rows.
+    constexpr int64_t kPoolRows = 2048;
+    std::vector<uint16_t> qPool(size_t(kPoolRows * kIndexDim));
+    std::vector<float> qScale(static_cast<size_t>(kPoolRows));
+    for (int64_t r = 0; r < kPoolRows; ++r) {
+      float x[kIndexDim], amax = 0.f;
+      for (float& v : x) {
+        v = bf16ToFloat(floatToBf16(float(rng.normal())));
+        amax = std::max(amax, std::fabs(v));
+      }
+      qScale[size_t(r)] = ue8m0ToFloat(ue8m0CeilEncode(std::max(amax, 1e-4f) / 448.f));
+      for (int64_t d = 0; d < kIndexDim; ++d)
+        qPool[size_t(r * kIndexDim + d)] =
+            floatToBf16(e4m3ToFloat(e4m3Code(std::clamp(x[d] / qScale[size_t(r)], -448.f, 448.f))));
+    }
+    HostTensor q(DType::BF16, {T, Hi, kIndexDim});
+    HostTensor w(DType::F32, {T, Hi});
+    const double headScale = 1.0 / std::sqrt(double(Hi) * double(kIndexDim));
+    for (int64_t row = 0; row < T * Hi; ++row) {
+      const int64_t r = rng.range(0, kPoolRows);
+      std::memcpy(q.ptr<uint16_t>() + row * kIndexDim, qPool.data() + r * kIndexDim, kIndexDim * 2);
+      w.ptr<float>()[row] = float(rng.normal() * headScale * qScale[size_t(r)]);
+    }
+    BenchInputs in;
+    in.attrs.setInt("block_size", bs);
+    in.bytes = double(q.bytes.size()) + double(w.bytes.size()) + double(maxPages * bs * (kIndexDim + 4)) +
+               double(maxPages * 4 + 2 * T * 4) + double(T * maxPages * bs * 4);
+    in.inputs["q"] = std::move(q);
+    in.inputs["weights"] = std::move(w);
+    in.inputs["k_cache"] = indexerKeyCache(rng, P, bs);
+    in.inputs["block_table"] = i32Tensor({1, maxPages}, table);
+    in.inputs["token_to_req"] = i32Tensor({T}, toReq);
+    in.inputs["visible"] = i32Tensor({T}, visible);
+    in.flops = visSum * double(Hi) * 2.0 * kIndexDim;
+    in.rowSplit = BenchRowSplit{T, double(maxPages * bs) * double(Hi) * 2.0 * kIndexDim, double(maxPages * bs),
+                                {"q", "weights", "token_to_req", "visible"}};
+    return in;
   }
 };
 

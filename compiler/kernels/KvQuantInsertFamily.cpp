@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "Families.h"
+#include "deepinfer/BenchInputs.h"
 #include "deepinfer/TypedKernelFamily.h"
 #include "KvCacheLayout.h"
 #include "params/KvQuantInsertParams.h"
@@ -139,6 +140,27 @@ class KvQuantInsertFamily final : public TypedKernelFamily<KvQuantInsertConfig> 
   std::vector<TuneShape> tuneShapes(const ModelDims&, int64_t v) const override { return {{{{"T", v}}, {{"T", v}}}}; }
   std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
     return {{"bs", intAttrOf(d, "block_size")}};
+  }
+
+  // A prefill of T consecutive positions of one request into pages scattered over the cache:
+  // distinct slots in [0, pages * block_size), none skipped (-1); the cache's old bytes random.
+  Result<BenchInputs> benchInputs(BenchInputContext& ctx) const override {
+    BenchParams& p = ctx.params;
+    Rng& rng = ctx.rng;
+    const int64_t T = p.get("T", 1536), bs = p.get("block_size", 64), pages = p.get("pages", 256);
+    DI_TRY(p.require(T >= 1 && bs >= 1 && (T + bs - 1) / bs <= pages,
+                     "needs T >= 1 and ceil(T / block_size) <= pages"));
+    const std::vector<int64_t> order = shuffledRange(rng, pages);
+    std::vector<int64_t> slots(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) slots[size_t(t)] = order[size_t(t / bs)] * bs + t % bs;
+    const auto pool = bf16NormalPool(rng);
+    BenchInputs in;
+    in.attrs.setInt("block_size", bs);
+    in.inputs["k"] = bf16FromPool(rng, pool, {T, kHeadDim});
+    in.inputs["slot_mapping"] = i64Tensor({T}, slots);
+    in.inputs["k_cache"] = randomBytes(rng, DType::U8, {pages, pageBytes(bs)});
+    in.bytes = double(T) * (kHeadDim * 2 + 8 + kTokenBytes + kScaleBytes);
+    return in;
   }
 };
 

@@ -118,6 +118,9 @@ class MhcCollapseFamily : public TypedKernelFamily<StreamConfig> {
     return {{"C", dimOf(d, "x", 2)}};
   }
   AccuracyRule accuracy(const std::string& output) const override { return mhc::accuracy(output); }
+  Result<BenchInputs> benchInputs(BenchInputContext& ctx) const override {
+    return mhc::benchInputs(*this, Mode::Collapse, ctx);
+  }
  private:
   Result<StreamGeometry> geometry(const Config& c, const OpDesc& d) const {
     return streamGeometryOf(Mode::Collapse, c, d, "x", opName());

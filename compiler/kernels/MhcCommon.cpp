@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 
+#include "deepinfer/HostRandom.h"
 #include "deepinfer/OpSignature.h"
 
 namespace deepinfer::mhc {
@@ -282,6 +283,66 @@ int64_t defaultSlices(Mode mode, bool mma, const TargetProfile& t, int64_t tiles
                       int warps) {
   return occupancySlices(t, tiles, chunks, 32 * warps, streamRegs(mode, mma, warps),
                          streamSmemBytes(mode, warps));
+}
+
+namespace {
+
+HostTensor residualStreams(Rng& rng, const ValuePool<uint16_t>& pool, int64_t T, int64_t C) {
+  HostTensor x = bf16FromPool(rng, pool, {T, kStreams, C});
+  for (int64_t t = 0; t < T; ++t) {
+    const float s = float(0.5 + 3.5 * rng.uniform());
+    uint16_t* row = x.ptr<uint16_t>() + t * kStreams * C;
+    for (int64_t i = 0; i < kStreams * C; ++i) row[i] = floatToBf16(bf16ToFloat(row[i]) * s);
+  }
+  return x;
+}
+
+}  // namespace
+
+Result<BenchInputs> benchInputs(const KernelFamily& family, Mode mode, BenchInputContext& ctx) {
+  BenchParams& p = ctx.params;
+  Rng& rng = ctx.rng;
+  const int64_t T = p.get("T", 6), C = p.get("C", 5120);
+  DI_TRY(p.require(T >= 1 && C >= 128 && C % 128 == 0, "needs T >= 1 and C a positive multiple of 128"));
+  const auto pool = bf16NormalPool(rng);
+  BenchInputs in;
+  if (hasPost(mode)) {
+    in.inputs["f_out"] = bf16FromPool(rng, pool, {T, C});
+    in.inputs["residual"] = residualStreams(rng, pool, T, C);
+    in.inputs["post"] = f32Uniform(rng, {T, kStreams}, 0.05, 1.95);
+    in.inputs["comb"] = f32Uniform(rng, {T, kStreams, kStreams}, 0.02, 0.5);
+  }
+  if (hasMix(mode)) {
+    if (mode == Mode::Pre) in.inputs["x"] = residualStreams(rng, pool, T, C);
+    const auto fnPool = f32NormalPool(rng, 1.0 / std::sqrt(4.0 * double(C)));
+    in.inputs["fn"] = f32FromPool(rng, fnPool, {kMix, kStreams * C});
+    in.inputs["scale"] = f32Uniform(rng, {3}, 0.5, 1.5);
+    in.inputs["base"] = f32Normal(rng, {kMix}, 0.5);
+    in.inputs["pre_in"] = f32Uniform(rng, {T, kStreams}, 0.1, 1.1);
+    in.inputs["norm_weight"] = bf16Normal(rng, {C}, 0.1, 1.0);
+    // The model's values (docs/model.md §1: rms_norm_eps 1e-20, hc_eps 1e-6, 20 Sinkhorn rounds).
+    in.attrs.setFloat("rms_eps", 1e-20);
+    in.attrs.setFloat("hc_eps", 1e-6);
+    in.attrs.setInt("sinkhorn_iters", 20);
+    in.attrs.setFloat("norm_eps", 1e-20);
+    in.flops = 2.0 * double(T) * kMix * kStreams * double(C);  // the mix GEMM
+  }
+  if (mode == Mode::Collapse) {
+    in.inputs["x"] = residualStreams(rng, pool, T, C);
+    in.inputs["pre"] = f32Uniform(rng, {T, kStreams}, 0.1, 1.1);
+  }
+  auto bytes = denseBytes(family, in);
+  if (!bytes.ok()) return bytes.error();
+  in.bytes = *bytes;
+  auto outPerRow = outputElementsPerRow(family, in);
+  if (!outPerRow.ok()) return outPerRow.error();
+  // Tokens are independent; the fp64 reference of the mix GEMM dominates: 24 * 4C multiply-adds
+  // per token.
+  BenchRowSplit split{T, hasMix(mode) ? 2.0 * kMix * kStreams * double(C) : 40.0 * double(C), *outPerRow, {}};
+  for (const char* n : {"x", "f_out", "residual", "post", "comb", "pre_in", "pre"})
+    if (in.inputs.count(n)) split.inputs.push_back(n);
+  in.rowSplit = split;
+  return in;
 }
 
 }  // namespace deepinfer::mhc

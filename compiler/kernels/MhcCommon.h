@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "deepinfer/BenchInputs.h"
 #include "deepinfer/TypedKernelFamily.h"
 #include "params/MhcParams.h"
 
@@ -141,6 +142,12 @@ TuneShape tuneShape(const ModelDims& m, int64_t v);
 // pre/post/comb within 2e-3 abs; bf16 outputs within 2 bf16 ulps of the correctly rounded
 // reference (or 2^-14 of the row's largest magnitude); sqrsum within 2e-5 relative.
 AccuracyRule accuracy(const std::string& output);
+
+// Benchmark inputs of the mHC op `family` running `mode`, as the test cases build them
+// (tests/cases/MhcCases.cpp): residual rows of per-token magnitude 0.5..4, fn ~ N(0, 1/(4C)) so
+// the mixes are ~N(0, 1) and nothing saturates, post in [0.05, 1.95], comb in [0.02, 0.5],
+// pre_in / pre in [0.1, 1.1], the model's epsilons and Sinkhorn rounds. Parameters T and C.
+Result<BenchInputs> benchInputs(const KernelFamily& family, Mode mode, BenchInputContext& ctx);
 
 // Fills the shape fields of the params from the geometry.
 void setShapes(di::MhcParams& p, const Dims& dims, const StreamGeometry& g);

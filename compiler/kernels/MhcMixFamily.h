@@ -34,6 +34,9 @@ class MhcMixFamily : public TypedKernelFamily<mhc::MixConfig> {
     return {{"C", dimOf(d, fused_ ? "residual" : "x", 2)}, {"sinkhorn", intAttrOf(d, "sinkhorn_iters")}};
   }
   AccuracyRule accuracy(const std::string& output) const override { return mhc::accuracy(output); }
+  Result<BenchInputs> benchInputs(BenchInputContext& ctx) const override {
+    return mhc::benchInputs(*this, fused_ ? mhc::Mode::Fused : mhc::Mode::Pre, ctx);
+  }
 
  private:
   // The tensor holding the residual streams the op reads: `x` (pre) or `residual` (fused).

@@ -161,6 +161,9 @@ class MhcPostFamily : public TypedKernelFamily<StreamConfig> {
     return {{"C", dimOf(d, "residual", 2)}};
   }
   AccuracyRule accuracy(const std::string& output) const override { return mhc::accuracy(output); }
+  Result<BenchInputs> benchInputs(BenchInputContext& ctx) const override {
+    return mhc::benchInputs(*this, Mode::Post, ctx);
+  }
  private:
   Result<StreamGeometry> geometry(const Config& c, const OpDesc& d) const {
     return streamGeometryOf(Mode::Post, c, d, "residual", opName());

@@ -20,6 +20,8 @@
 
 #include "Families.h"
 #include "QuantTileGeometry.h"
+#include "deepinfer/BenchInputs.h"
+#include "deepinfer/EncodedInputs.h"
 #include "deepinfer/TypedKernelFamily.h"
 #include "params/MoeExpertsParams.h"
 
@@ -400,6 +402,52 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
   // Within the per-element bound derived from fp32 accumulation (reference/QuantGemmRef.h).
   AccuracyRule accuracy(const std::string&) const override {
     return {AccuracyRule::Kind::Bound, 1.0, "error / derived bound"};
+  }
+
+  // Tokens routed to k distinct experts each, uniformly (every expert gets about T*k/E rows),
+  // routing weights in [0.1, 1.5]; fp4 expert weights with UE8M0 scales (EncodedInputs.h).
+  Result<BenchInputs> benchInputs(BenchInputContext& ctx) const override {
+    BenchParams& p = ctx.params;
+    Rng& rng = ctx.rng;
+    const int64_t T = p.get("T", 1), k = p.get("k", 6), E = p.get("E", 128), C = p.get("C", 5120),
+                  I = p.get("I", 2304);
+    DI_TRY(p.require(T >= 1 && k >= 1 && k <= E && C % 32 == 0 && I % 32 == 0 && C > 0 && I > 0,
+                     "needs T >= 1, 1 <= k <= E, C and I positive multiples of 32"));
+    std::vector<int32_t> ids(size_t(T * k));
+    std::vector<char> usedExpert(static_cast<size_t>(E), 0);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t r = 0; r < k; ++r) {
+        int32_t e;
+        bool fresh;
+        do {  // k distinct experts per token
+          e = int32_t(rng.range(0, E));
+          fresh = true;
+          for (int64_t q = 0; q < r; ++q) fresh = fresh && ids[size_t(t * k + q)] != e;
+        } while (!fresh);
+        ids[size_t(t * k + r)] = e;
+        usedExpert[size_t(e)] = 1;
+      }
+    const auto pool = bf16NormalPool(rng);
+    BenchInputs in;
+    in.inputs["x"] = bf16FromPool(rng, pool, {T, C});
+    in.inputs["ids"] = i32Tensor({T, k}, ids);
+    in.inputs["weights"] = f32Uniform(rng, {T, k}, 0.1, 1.5);
+    auto experts = [&](const char* name, const char* scale, int64_t rows, int64_t cols) {
+      HostTensor codes = quantCodes(rng, 4, E * rows, cols);
+      codes.shape = {E, rows, cols / 2};
+      in.inputs[name] = std::move(codes);
+      in.inputs[scale] = quantScales(rng, {E, rows, cols / 32});
+    };
+    experts("w1", "w1_scale", I, C);
+    experts("w3", "w3_scale", I, C);
+    experts("w2", "w2_scale", C, I);
+    // Each used expert's weights once, the activations, ids and weights once, y written once.
+    const double used = double(std::count(usedExpert.begin(), usedExpert.end(), 1));
+    in.bytes = used * 3.0 * double(I) * double(C) * (0.5 + 1.0 / 32) + double(T * C * 2) + double(T * k * 8) +
+               double(T * k * C * 4);
+    in.flops = 6.0 * double(T * k) * double(I) * double(C);
+    in.rowSplit = BenchRowSplit{T, 6.0 * double(k) * double(I) * double(C), double(k * C), {"x", "ids", "weights"}};
+    return in;
   }
 };
 

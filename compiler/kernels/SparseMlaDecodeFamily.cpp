@@ -12,10 +12,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "Families.h"
+#include "deepinfer/BenchInputs.h"
+#include "deepinfer/EncodedInputs.h"
 #include "deepinfer/TypedKernelFamily.h"
 #include "KvCacheLayout.h"
 #include "deepinfer/KernelFamily.h"
@@ -561,6 +564,86 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
   AccuracyRule accuracy(const std::string& output) const override {
     if (output == "lse") return {AccuracyRule::Kind::Lse, 1e-3, "max abs error (+inf exact)"};
     return {AccuracyRule::Kind::AttnOut, 5e-3, "max abs error beyond one bf16 step"};
+  }
+
+  // B requests at random contexts in [context_min, context_max]; request b decodes position
+  // ctx_b - 1: its window is the last swa_k positions (window cache), its compressed keys extra_k
+  // sorted distinct positions of its ctx_b / ratio compressed ones. Each request's pages come in
+  // random order from a shared pool; indices are physical slots of pages holding tokens the
+  // kv_quant_insert reference wrote; lens are full (every key valid).
+  Result<BenchInputs> benchInputs(BenchInputContext& ctx) const override {
+    BenchParams& p = ctx.params;
+    Rng& rng = ctx.rng;
+    const int64_t B = p.get("B", 6), H = p.get("H", 64), swaK = p.get("swa_k", 128), extK = p.get("extra_k", 512),
+                  ctxMin = p.get("context_min", 4096), ctxMax = p.get("context_max", 16384),
+                  ratio = p.get("ratio", 2), bs = 64;
+    DI_TRY(p.require(B >= 1 && ctxMin <= ctxMax && ctxMin >= swaK && (ctxMin / ratio) >= extK,
+                     "needs context_min <= context_max, context_min >= swa_k and context_min / ratio >= extra_k"));
+    auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+    std::vector<int64_t> ctxLen(static_cast<size_t>(B));
+    int64_t swaPages = 0, extPages = 0;
+    for (auto& x : ctxLen) {
+      x = rng.range(ctxMin, ctxMax + 1);
+      swaPages += cdiv(swaK, bs) + 1;
+      extPages += cdiv(x / ratio, bs);
+    }
+    // Logical page -> physical page, from a shared pool.
+    struct PageAlloc {
+      std::vector<int64_t> order;
+      size_t next = 0;
+      int64_t take() { return order.at(next++); }
+    };
+    PageAlloc swa{shuffledRange(rng, swaPages + 4)}, ext{shuffledRange(rng, extPages + 4)};
+    std::vector<int32_t> swaIdx(size_t(B * swaK)), extIdx(size_t(B * extK));
+    std::vector<int64_t> swaUsed, extUsed;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t pos = ctxLen[size_t(b)] - 1, first = pos - swaK + 1;
+      std::map<int64_t, int64_t> pageOf;
+      for (int64_t i = 0; i < swaK; ++i) {
+        const int64_t at = first + i;
+        auto it = pageOf.find(at / bs);
+        if (it == pageOf.end()) {
+          it = pageOf.emplace(at / bs, swa.take()).first;
+          swaUsed.push_back(it->second);
+        }
+        swaIdx[size_t(b * swaK + i)] = int32_t(it->second * bs + at % bs);
+      }
+      const int64_t ncomp = ctxLen[size_t(b)] / ratio;
+      std::vector<int64_t> pages(static_cast<size_t>(cdiv(ncomp, bs)));
+      for (auto& pg : pages) {
+        pg = ext.take();
+        extUsed.push_back(pg);
+      }
+      std::vector<int32_t> sel(static_cast<size_t>(extK));
+      stratifiedSorted(rng, ncomp, extK, sel.data());
+      for (int64_t i = 0; i < extK; ++i)
+        extIdx[size_t(b * extK + i)] = int32_t(pages[size_t(sel[size_t(i)] / bs)] * bs + sel[size_t(i)] % bs);
+    }
+    const auto pool = bf16NormalPool(rng);
+    BenchInputs in;
+    in.attrs.setFloat("sm_scale", 1.0 / std::sqrt(double(kHeadDim)));
+    in.attrs.setInt("swa_block_size", bs);
+    in.attrs.setInt("extra_block_size", bs);
+    in.inputs["q"] = bf16FromPool(rng, pool, {B, 1, H, kHeadDim});
+    auto swaCache = tiledKvCache(rng, int64_t(swa.order.size()), bs, swaUsed, ctx.reference);
+    if (!swaCache.ok()) return swaCache.error();
+    in.inputs["swa_cache"] = std::move(*swaCache);
+    in.inputs["swa_indices"] = i32Tensor({B, 1, swaK}, swaIdx);
+    in.inputs["swa_lens"] = i32Tensor({B}, std::vector<int32_t>(size_t(B), int32_t(swaK)));
+    auto extCache = tiledKvCache(rng, int64_t(ext.order.size()), bs, extUsed, ctx.reference);
+    if (!extCache.ok()) return extCache.error();
+    in.inputs["extra_cache"] = std::move(*extCache);
+    in.inputs["extra_indices"] = i32Tensor({B, 1, extK}, extIdx);
+    in.inputs["extra_lens"] = i32Tensor({B}, std::vector<int32_t>(size_t(B), int32_t(extK)));
+    in.inputs["attn_sink"] = f32Normal(rng, {H});
+    const double keys = double(B * (swaK + extK));  // all distinct rows
+    in.bytes = double(in.inputs.at("q").bytes.size()) * 2 /* q in, out */ + double(B * H * 4) /* lse */ +
+               double(B * (swaK + extK + 2) * 4) + double(H * 4) +
+               keys * double(kvcache::kTokenBytes + kvcache::kScaleBytes);
+    in.flops = double(B) * double(H) * double(swaK + extK) * 4.0 * kHeadDim;
+    in.rowSplit = BenchRowSplit{B, double(H) * double(swaK + extK) * 4.0 * kHeadDim, double(H) * (kHeadDim + 1),
+                                {"q", "swa_indices", "swa_lens", "extra_indices", "extra_lens"}};
+    return in;
   }
 };
 

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 
 #include "Families.h"
+#include "deepinfer/BenchInputs.h"
 #include "deepinfer/TypedKernelFamily.h"
 #include "KvCacheLayout.h"
 #include "params/SparseMlaPrefillParams.h"
@@ -345,6 +347,54 @@ class SparseMlaPrefillFamily final : public TypedKernelFamily<SparseMlaPrefillCo
   AccuracyRule accuracy(const std::string& output) const override {
     if (output == "lse") return {AccuracyRule::Kind::Lse, 1e-3, "max abs error (+inf exact)"};
     return {AccuracyRule::Kind::AttnOut, 5e-3, "max abs error beyond one bf16 step"};
+  }
+
+  // The workspace combine_topk_swa indexes (docs/ops.md §3/§4), one request, the last chunk of T
+  // tokens of a `context`-token prompt: compressed rows [0, N), then the gathered window rows of
+  // this chunk from N on; rows past them are unused. Each index row: the sorted distinct top-k
+  // compressed rows the token sees, then its window rows, then -1 padding; lens count the valid.
+  Result<BenchInputs> benchInputs(BenchInputContext& ctx) const override {
+    BenchParams& p = ctx.params;
+    Rng& rng = ctx.rng;
+    const int64_t T = p.get("T", 1536), H = p.get("H", 64), topk = p.get("index_topk", 512),
+                  window = p.get("window", 128), S = p.get("kv_rows", 65536), context = p.get("context", 65536),
+                  ratio = p.get("ratio", 2);
+    const int64_t N = (context + ratio - 1) / ratio, gatherLen = std::min(context, T + window - 1),
+                  g0 = context - gatherLen;
+    DI_TRY(p.require(T >= 1 && context >= T && N + gatherLen <= S,
+                     "needs T <= context and N + T + window - 1 <= kv_rows"));
+    const int64_t kmax = topk + window;
+    HostTensor idx(DType::I32, {T, kmax});
+    std::vector<int32_t> lens(static_cast<size_t>(T));
+    std::vector<uint8_t> touched(static_cast<size_t>(S), 0);
+    double validKeys = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      int32_t* row = idx.ptr<int32_t>() + t * kmax;
+      const int64_t pos = context - T + t;
+      const int64_t visible = std::min((pos + 1) / ratio, N), nk = std::min(topk, visible);
+      stratifiedSorted(rng, visible, nk, row);
+      const int64_t swaStart = std::max<int64_t>(pos - window + 1, 0), swaLen = pos - swaStart + 1;
+      for (int64_t i = 0; i < swaLen; ++i) row[nk + i] = int32_t(N + (swaStart - g0) + i);
+      std::fill(row + nk + swaLen, row + kmax, -1);
+      lens[size_t(t)] = int32_t(nk + swaLen);
+      for (int64_t i = 0; i < nk + swaLen; ++i) touched[size_t(row[i])] = 1;
+      validKeys += double(nk + swaLen);
+    }
+    const auto pool = bf16NormalPool(rng);
+    BenchInputs in;
+    in.attrs.setFloat("sm_scale", 1.0 / std::sqrt(double(kHeadDim)));
+    in.inputs["q"] = bf16FromPool(rng, pool, {T, H, kHeadDim});
+    in.inputs["kv"] = bf16FromPool(rng, pool, {S, kHeadDim});
+    in.inputs["indices"] = std::move(idx);
+    in.inputs["lens"] = i32Tensor({T}, lens);
+    in.inputs["attn_sink"] = f32Normal(rng, {H});
+    const double rows = double(std::accumulate(touched.begin(), touched.end(), int64_t(0)));
+    in.bytes = double(in.inputs.at("q").bytes.size()) * 2 + double(T * H * 4) + rows * kHeadDim * 2 +
+               double(in.inputs.at("indices").bytes.size()) + double(T * 4 + H * 4);
+    in.flops = validKeys * double(H) * 4.0 * kHeadDim;
+    in.rowSplit = BenchRowSplit{T, double(H) * double(kmax) * 4.0 * kHeadDim, double(H) * (kHeadDim + 1),
+                                {"q", "indices", "lens"}};
+    return in;
   }
 };
 

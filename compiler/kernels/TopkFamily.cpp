@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "Families.h"
+#include "deepinfer/BenchInputs.h"
 #include "deepinfer/TypedKernelFamily.h"
 #include "params/TopkParams.h"
 
@@ -272,6 +273,29 @@ class TopkFamily final : public TypedKernelFamily<TopkConfig> {
   }
   std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc& d) const override {
     return {{"k", intAttrOf(d, "k")}};
+  }
+
+  // The indexer's rows of a prefill chunk: N(0, 1) scores, lens growing with the position (as
+  // `visible` does) within (k, N], so every row selects k entries.
+  Result<BenchInputs> benchInputs(BenchInputContext& ctx) const override {
+    BenchParams& p = ctx.params;
+    Rng& rng = ctx.rng;
+    const int64_t T = p.get("T", 1536), N = p.get("N", 8192), k = p.get("k", 512);
+    DI_TRY(p.require(T >= 1 && k >= 1 && N > k, "needs T >= 1 and N > k >= 1"));
+    std::vector<int32_t> lens(static_cast<size_t>(T));
+    double read = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      lens[size_t(t)] = int32_t(std::max(k + 1, N - (T - 1 - t) / 2));
+      read += lens[size_t(t)];
+    }
+    const auto pool = f32NormalPool(rng);
+    BenchInputs in;
+    in.attrs.setInt("k", k);
+    in.inputs["scores"] = f32FromPool(rng, pool, {T, N});
+    in.inputs["lens"] = i32Tensor({T}, lens);
+    in.bytes = read * 4 + double(T * 4) + double(T * k * 4);
+    in.rowSplit = BenchRowSplit{T, double(N) * 40.0, 0 /* bit-exact: compared with memcmp */, {"scores", "lens"}};
+    return in;
   }
 };
 

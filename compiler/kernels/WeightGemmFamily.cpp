@@ -22,6 +22,8 @@
 
 #include "Families.h"
 #include "QuantTileGeometry.h"
+#include "deepinfer/BenchInputs.h"
+#include "deepinfer/EncodedInputs.h"
 #include "deepinfer/TypedKernelFamily.h"
 #include "params/WeightGemmParams.h"
 
@@ -509,6 +511,40 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
   // one bf16 step.
   AccuracyRule accuracy(const std::string&) const override {
     return {AccuracyRule::Kind::Bound, 1.0, "error / derived bound"};
+  }
+
+  // x ~ N(0, 1); the weight codes and scales of EncodedInputs.h (never NaN; kernel speed does not
+  // depend on the values, the reference check covers them like any others), the up projection's
+  // too for the SwiGLU epilogue. Rows of x are independent.
+  Result<BenchInputs> benchInputs(BenchInputContext& ctx) const override {
+    BenchParams& p = ctx.params;
+    Rng& rng = ctx.rng;
+    const int64_t M = p.get("M", 1), N = p.get("N", 1280), K = p.get("K", 5120), bits = p.get("weight_bits", 8),
+                  G = p.get("groups", 1), epi = p.get("epilogue", 0);
+    DI_TRY(p.require(M >= 1 && N >= 1 && K >= 32 && G >= 1 && K % G == 0 && N % G == 0 && (bits == 4 || bits == 8) &&
+                         epi >= 0 && epi <= 2,
+                     "needs M, N >= 1, K >= 32, groups dividing N and K, weight_bits 4 or 8, epilogue 0..2"));
+    const int64_t Kg = K / G;
+    const auto pool = bf16NormalPool(rng);
+    BenchInputs in;
+    in.attrs.setInt("weight_bits", bits);
+    in.attrs.setInt("groups", G);
+    in.attrs.setInt("epilogue", epi);
+    in.inputs["x"] = bf16FromPool(rng, pool, {M, K});
+    const std::vector<int64_t> scale = bits == 8 ? std::vector<int64_t>{cdiv(N, 32), cdiv(Kg, 32)}
+                                                 : std::vector<int64_t>{N, Kg / 32};
+    in.inputs["w"] = quantCodes(rng, int(bits), N, Kg);
+    in.inputs["w_scale"] = quantScales(rng, scale);
+    if (epi == 2) {
+      in.inputs["w_up"] = quantCodes(rng, int(bits), N, Kg);
+      in.inputs["w_up_scale"] = quantScales(rng, scale);
+    }
+    auto bytes = denseBytes(*this, in);
+    if (!bytes.ok()) return bytes.error();
+    in.bytes = *bytes;
+    in.flops = 2.0 * double(M) * double(N) * double(Kg) * (epi == 2 ? 2 : 1);
+    in.rowSplit = BenchRowSplit{M, 2.0 * double(N) * double(Kg) * (epi == 2 ? 2 : 1), double(N), {"x"}};
+    return in;
   }
 };
 

@@ -7,16 +7,6 @@
 
 namespace deepinfer::ref {
 
-uint8_t e4m3Code(float v) {
-  static const std::vector<uint8_t> table = [] {
-    std::vector<uint8_t> t(65536);
-    for (uint32_t b = 0; b < 65536; ++b) t[b] = floatToE4m3(bf16ToFloat(uint16_t(b)));
-    return t;
-  }();
-  const uint16_t b = floatToBf16(v);
-  return bf16ToFloat(b) == v ? table[b] : floatToE4m3(v);  // NaN and non-bf16 values: the scan
-}
-
 void quantizeKvToken(const uint16_t* k, uint8_t* page, int64_t blockSize, int64_t offset) {
   uint8_t* data = page + offset * kTokenDataBytes;
   uint8_t* scales = page + blockSize * kTokenDataBytes + offset * kTokenScaleBytes;

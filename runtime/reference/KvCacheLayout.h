@@ -14,11 +14,6 @@ constexpr int64_t kScaleTiles = 7;
 constexpr int64_t kTokenDataBytes = 576;  // 448 e4m3 + 64 bf16
 constexpr int64_t kTokenScaleBytes = 8;   // 7 scales + 1 zero pad byte
 
-// floatToE4m3 (Formats.h) of `v`, through a table built once from floatToE4m3 for values that
-// are exactly bf16 (every value the writers encode: a bf16 divided by a power of two), because
-// floatToE4m3 scans all 127 codes and the writers call it per element.
-uint8_t e4m3Code(float v);
-
 // Quantizes one token (512 bf16 bits) into slot `offset` of `page`. Writes exactly the
 // token's 576 data bytes and 8 scale bytes, nothing else.
 void quantizeKvToken(const uint16_t* k, uint8_t* page, int64_t blockSize, int64_t offset);

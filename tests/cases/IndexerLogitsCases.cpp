@@ -55,7 +55,7 @@ OpCase makeCase(Rng& rng, const IndexerSpec& s) {
     const float qScale = ue8m0ToFloat(ue8m0CeilEncode(std::max(amax, 1e-4f) / 448.f));
     for (int64_t d = 0; d < 128; ++d)
       q.ptr<uint16_t>()[row * 128 + d] =
-          floatToBf16(e4m3ToFloat(ref::e4m3Code(std::clamp(x[d] / qScale, -448.f, 448.f))));
+          floatToBf16(e4m3ToFloat(e4m3Code(std::clamp(x[d] / qScale, -448.f, 448.f))));
     w.ptr<float>()[row] = float(rng.normal() * headScale * qScale);
   }
   OpCase c;

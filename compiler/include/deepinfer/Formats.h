@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "deepinfer/Tensor.h"
 
@@ -49,6 +50,19 @@ inline uint8_t floatToE4m3(float x) {
     if (err < bestErr || (err == bestErr && (c & 1) == 0)) { bestErr = err; best = uint8_t(c); }
   }
   return sign | best;
+}
+
+// floatToE4m3 of `v`, through a table built once from floatToE4m3 for values that are exactly
+// bf16 (every value the writers encode: a bf16 divided by a power of two), because floatToE4m3
+// scans all 127 codes and the writers call it per element.
+inline uint8_t e4m3Code(float v) {
+  static const std::vector<uint8_t> table = [] {
+    std::vector<uint8_t> t(65536);
+    for (uint32_t b = 0; b < 65536; ++b) t[b] = floatToE4m3(bf16ToFloat(uint16_t(b)));
+    return t;
+  }();
+  const uint16_t b = floatToBf16(v);
+  return bf16ToFloat(b) == v ? table[b] : floatToE4m3(v);  // NaN and non-bf16 values: the scan
 }
 
 // e4m3 code times a UE8M0 scale, rounded once to bf16; any NaN gives kBf16CanonicalNaN.

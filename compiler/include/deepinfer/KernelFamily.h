@@ -88,7 +88,7 @@ struct BucketAxis {
 };
 
 // An op at one tuning point: the shape parameters of its description, and the parameters of its
-// benchmark inputs (the measurement core's input builder, autotune/measure/BenchInputs.cpp).
+// benchmark inputs (the family's benchInputs).
 struct TuneShape {
   ShapeParams shape;
   ShapeParams inputs;
@@ -99,6 +99,9 @@ struct PtxChecks {
   bool tensorCores = false;        // mma.sync.m16n8k16 present
   bool noTranscendentals = false;  // no ex2/lg2 (a pure data-movement kernel)
 };
+
+struct BenchInputs;        // BenchInputs.h
+struct BenchInputContext;  // BenchInputs.h
 
 // How an output of the op is compared with the C++ reference (docs/ops.md's accuracy contract;
 // autotune/measure/cases/CompareOutputs.cpp applies it): bit-exact, or an error measure within
@@ -190,6 +193,10 @@ class KernelFamily {
   virtual std::vector<std::pair<std::string, std::optional<int64_t>>> tuningDims(const OpDesc&) const { return {}; }
   // How output `name` is compared with the reference (default: bit-exact).
   virtual AccuracyRule accuracy(const std::string& output) const { return {}; }
+  // Valid random inputs at the parameters of a benchmark or tuning shape (BenchInputs.h: read
+  // with ctx.params, drawn from ctx.rng), for `tune` and `deepinfer-bench`. Default: an error
+  // saying the op has none.
+  virtual Result<BenchInputs> benchInputs(BenchInputContext& ctx) const;
 };
 
 // Registry of all families by op name.
