@@ -1,6 +1,6 @@
 // The benchmark shapes (docs/ops.md §10 and the lead's list) with the H200 targets (device time,
-// L2 flushed) and the best public implementations' times. Builder parameters not given here take
-// the defaults of BenchInputs.cpp, which are the model's (V4.1: 64 heads, window 128, index top-k
+// L2 flushed) and the best public implementations' times. Input parameters not given here take
+// the defaults of the op's kernel family (its benchInputs), which are the model's (V4.1: 64 heads, window 128, index top-k
 // 512, block size 64, C = 5120, compression ratio 2).
 #include <fmt/format.h>
 

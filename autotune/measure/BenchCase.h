@@ -15,7 +15,7 @@ namespace deepinfer::bench {
 struct BenchSpec {
   std::string op;
   std::string shape;                      // short label, e.g. "T=1536", "48K x4"
-  std::map<std::string, int64_t> params;  // builder parameters (BenchInputs.cpp), defaults elsewhere
+  std::map<std::string, int64_t> params;  // the family's input parameters (its benchInputs) and check_rows
   double targetUs = 0;                    // the project's target on the H200 (0 = none)
   double publicBestUs = 0;                // best public implementation (0 = none known)
 };
@@ -41,7 +41,10 @@ struct BenchCase {
   CheckPlan check;
 };
 
-// Valid random inputs for a spec (BenchInputs.cpp): an error names the op and the bad parameter.
+// Valid random inputs for a spec from the op's kernel family (KernelFamily::benchInputs), checked
+// against the op, with the reference check planned (BenchCaseBuilder.cpp): the same bytes for a
+// seed on every machine; an error names the op, the shape and the bad parameter. "check_rows"
+// forces the rows checked, for ops whose rows are independent.
 Result<BenchCase> buildCase(const BenchSpec& spec, uint64_t seed);
 
 }  // namespace deepinfer::bench
