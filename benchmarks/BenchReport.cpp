@@ -84,6 +84,11 @@ std::string jbound(const RooflineFloor& f) {
   return f.bound() == RooflineFloor::Bound::None ? "null" : js(boundName(f.bound()));
 }
 
+// Kernels one launch of the plan ran ("-" when it did not run).
+std::string kernelsCell(const VariantResult& v) {
+  return v.kernelsPerLaunch > 0 ? std::to_string(v.kernelsPerLaunch) : "-";
+}
+
 // Floor time and what bounds it, e.g. "6.97 copy" ("-" without ceilings).
 std::string floorCell(const RooflineFloor& f) {
   return f.us() > 0 ? fmt::format("{:.2f} {}", f.us(), boundName(f.bound())) : "-";
@@ -114,14 +119,15 @@ std::string rowJson(const RunInfo& run, const CaseReport& c, const VariantResult
       "\"bytes\": {}, \"gbs\": {}, \"flops\": {}, \"tflops\": {}, \"roofline_floor_us\": {}, "
       "\"roofline_bound\": {}, \"roofline_copy_us\": {}, \"roofline_mma_us\": {}, "
       "\"roofline_fraction\": {}, \"speedup_vs_sm80_default\": {}, \"target_us\": {}, \"target_met\": {}, "
-      "\"registers\": {}, \"spill_bytes\": {}, \"jit_seconds\": {}, \"compiled\": {}, \"check\": {}}}",
+      "\"kernels_per_launch\": {}, \"registers\": {}, \"spill_bytes\": {}, \"jit_seconds\": {}, \"compiled\": {}, "
+      "\"check\": {}}}",
       js(c.spec.op), js(c.spec.shape), js(v.kind), jb(v.tuned), js(v.target), v.arch, jb(v.ptx), js(v.config),
       v.error.empty() ? "null" : js(v.error), timingJson(v.timing), jn(v.timing.medianUs), jn(v.timing.minUs),
       jn(v.timing.p90Us), jn(c.bytes), jn(d.gbs), jn(c.flops), jn(d.tflops), jn(d.floorUs), jbound(d.floor),
       jn(d.floor.copyUs), jn(d.floor.mmaUs), jn(d.rooflineFraction),
       jn(vsSm80), jn(c.spec.targetUs),
       c.spec.targetUs > 0 && timed ? jb(v.timing.medianUs <= c.spec.targetUs) : "null",
-      v.registers >= 0 ? std::to_string(v.registers) : "null",
+      v.kernelsPerLaunch > 0 ? std::to_string(v.kernelsPerLaunch) : "null", v.registers >= 0 ? std::to_string(v.registers) : "null",
       v.spillBytes >= 0 ? std::to_string(v.spillBytes) : "null", jn(v.getSeconds, false), jb(v.compiled),
       checkJson(v.check));
 }
@@ -133,11 +139,11 @@ void printTable(const RunInfo& run, std::vector<CaseReport>& cases) {
              run.driver, run.nvrtc, run.commit, run.date);
   fmt::print("ceilings: copy {} GB/s, mma.sync bf16 {} TFLOP/s; device time, L2 flushed, median of {} samples\n",
              num(run.ceilings.copyGBs, 0), num(run.ceilings.mmaTflops, 0), run.samples);
-  fmt::print("floor: the op's bytes at the copy bandwidth or its FLOPs at the mma.sync rate, whichever is longer "
-             "(us, and which); roof = floor / median\n");
+  fmt::print("krnl: kernels one launch of the op's plan runs; floor: the op's bytes at the copy bandwidth or its "
+             "FLOPs at the mma.sync rate, whichever is longer (us, and which); roof = floor / median\n");
   const auto header = fmt::format(
-      "{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>12} {:>6} {:>7} {:>8} {:>5} {:<8} {}", "op", "shape",
-      "variant", "median", "min", "p90", "GB/s", "TFLOP/s", "floor", "roof", "vs sm80", "target", "met", "check",
+      "{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>4} {:>12} {:>6} {:>7} {:>8} {:>5} {:<8} {}", "op", "shape",
+      "variant", "median", "min", "p90", "GB/s", "TFLOP/s", "krnl", "floor", "roof", "vs sm80", "target", "met", "check",
       "config");
   fmt::print("{}\n{}\n", header, std::string(header.size() + 10, '-'));
   for (CaseReport& c : cases) {
@@ -154,10 +160,10 @@ void printTable(const RunInfo& run, std::vector<CaseReport>& cases) {
       const bool timed = rowUsable(*v);
       const bool judged = c.spec.targetUs > 0 && timed && std::string(label) != "sm80-default" &&
                           std::string(label) != "sm86-default";
-      fmt::print("{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>12} {:>6} {:>7} {:>8} {:>5} {:<8} {}\n",
+      fmt::print("{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>4} {:>12} {:>6} {:>7} {:>8} {:>5} {:<8} {}\n",
                  c.spec.op, c.spec.shape, label, timed ? num(v->timing.medianUs, 2) : "-",
                  timed ? num(v->timing.minUs, 2) : "-", timed ? num(v->timing.p90Us, 2) : "-", num(d.gbs, 0),
-                 num(d.tflops, 1), floorCell(d.floor),
+                 num(d.tflops, 1), kernelsCell(*v), floorCell(d.floor),
                  d.rooflineFraction > 0 ? fmt::format("{:.0f}%", 100 * d.rooflineFraction) : "-",
                  speedup(s.sm80, v), c.spec.targetUs > 0 ? fmt::format("<={}", c.spec.targetUs) : "-",
                  judged ? (v->timing.medianUs <= c.spec.targetUs ? "yes" : "NO") : "-", checkCell(c, *v),
@@ -167,10 +173,10 @@ void printTable(const RunInfo& run, std::vector<CaseReport>& cases) {
       if (v.kind != "cublas-bf16") continue;
       const Derived d = derive(c, v, run.ceilings);
       const VariantResult* best = s.tuned ? s.tuned : s.local;
-      fmt::print("{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>12} {:>6} {:>7} {:>8} {:>5} {:<8} {}\n",
+      fmt::print("{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>4} {:>12} {:>6} {:>7} {:>8} {:>5} {:<8} {}\n",
                  c.spec.op, c.spec.shape, v.kind, rowUsable(v) ? num(v.timing.medianUs, 2) : "-",
                  rowUsable(v) ? num(v.timing.minUs, 2) : "-", rowUsable(v) ? num(v.timing.p90Us, 2) : "-",
-                 num(d.gbs, 0), num(d.tflops, 1), floorCell(d.floor),
+                 num(d.gbs, 0), num(d.tflops, 1), kernelsCell(v), floorCell(d.floor),
                  d.rooflineFraction > 0 ? fmt::format("{:.0f}%", 100 * d.rooflineFraction) : "-", "-", "-", "-",
                  "-", v.error.empty() ? fmt::format("{}; best kernel {}", v.config, speedup(&v, best) + " faster")
                                       : v.error.substr(0, 120));

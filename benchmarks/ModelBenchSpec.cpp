@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ModelBenchMeasure.h"
 #include "ReportText.h"
 #include "model/Sampling.h"
 
@@ -14,12 +15,6 @@ namespace {
 // JSON numbers (non-finite: null) and errors.
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
 std::string err(const std::string& e) { return e.empty() ? "null" : js(e); }
-
-double medianOf(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 int32_t argmaxOf(const float* row, int64_t V) { return sampleToken(row, V, SamplingOptions{}, 0); }
 

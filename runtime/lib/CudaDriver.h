@@ -21,7 +21,8 @@ namespace deepinfer::cuda {
   X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuStreamCreate)                 \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)   \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture)       \
-  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemAllocHost)       \
+  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)       \
+  X(cuGraphNodeGetType) X(cuMemAllocHost)                                                          \
   X(cuMemFreeHost) X(cuMemAllocAsync) X(cuMemFreeAsync)
 
 struct Driver {

@@ -415,6 +415,65 @@ TEST(GpuModel, DecodeGraphsMatchEagerBitForBit) {
   EXPECT_TRUE(e.gpu->releaseRequest(*rg).ok());
 }
 
+TEST(GpuModel, LaunchCountsPerCallAndLayer) {
+  NEED_GPU();
+  // What a prefill chunk and a decode step enqueue, counted where the runtime enqueues it
+  // (GpuModel::lastCallLaunches). A decode step replayed as a graph reports what its capture
+  // enqueued: the same as the same step run eagerly, and the graph holds at least those kernels
+  // (cuBLAS may launch more than one per call).
+  GpuModelOptions go;
+  go.kvCacheBytes = int64_t(256) << 20;
+  go.maxRequests = 2;
+  go.maxChunkTokens = 128;
+  go.cudaGraphs = false;
+  auto eager = GpuModel::load(e.dir, e.dev, go);
+  ASSERT_TRUE(eager.ok()) << eager.error().message;
+  const int64_t V = e.cpu->config().vocabSize, L = e.cpu->config().numHiddenLayers;
+  const auto prompt = randomIds(200, e.seed + 9, V);  // chunks of 128 and 72 tokens
+  auto rg = e.gpu->newRequest();
+  auto re = (*eager)->newRequest();
+  ASSERT_TRUE(rg.ok() && re.ok());
+  ASSERT_TRUE(e.gpu->prefill(*rg, prompt, true).ok());
+  auto pe = (*eager)->prefill(*re, prompt, true);
+  ASSERT_TRUE(pe.ok()) << pe.error().message;
+  auto sumOf = [](const GpuCallLaunches& c) {
+    LaunchTally s;
+    for (const LaunchTally& t : c.perLayer) s += t;
+    return s;
+  };
+  const GpuCallLaunches chunk = (*eager)->lastCallLaunches();
+  EXPECT_FALSE(chunk.graph);
+  EXPECT_EQ(chunk.graphKernels, -1);
+  ASSERT_EQ(int64_t(chunk.perLayer.size()), L);
+  for (int64_t l = 0; l < L; ++l) EXPECT_GT(chunk.perLayer[size_t(l)].kernels, 0) << "layer " << l;
+  const LaunchTally inLayers = sumOf(chunk);
+  // Outside the layers: the embedding and the last rows' gather (kernels), the head (cuBLAS), the
+  // ids/positions/one-hot uploads.
+  EXPECT_GE(chunk.total.kernels, inLayers.kernels + 2);
+  EXPECT_GE(chunk.total.cublasCalls, inLayers.cublasCalls + 1);
+  EXPECT_GE(chunk.total.memoryOps, inLayers.memoryOps + 3);
+  EXPECT_EQ(e.gpu->lastCallLaunches().total, chunk.total) << "the same chunk on two instances";
+
+  const int32_t next = argmaxToken(pe->ptr<float>(), V);
+  ASSERT_TRUE(e.gpu->decode(*rg, next).ok());
+  ASSERT_TRUE((*eager)->decode(*re, next).ok());
+  const GpuCallLaunches g = e.gpu->lastCallLaunches(), x = (*eager)->lastCallLaunches();
+  EXPECT_TRUE(g.graph);
+  EXPECT_FALSE(x.graph);
+  EXPECT_EQ(g.total, x.total);
+  ASSERT_EQ(g.perLayer.size(), x.perLayer.size());
+  for (size_t l = 0; l < g.perLayer.size(); ++l) EXPECT_EQ(g.perLayer[l], x.perLayer[l]) << "layer " << l;
+  EXPECT_GE(g.graphKernels, g.total.launches());
+  EXPECT_GE(g.graphMemoryNodes, g.total.memoryOps);
+  recordResult(fmt::format(
+      R"({{"test":"launch_counts","chunk_tokens":72,"chunk_kernels":{},"chunk_cublas":{},"chunk_memory_ops":{},)"
+      R"("decode_kernels":{},"decode_cublas":{},"decode_memory_ops":{},"decode_graph_kernel_nodes":{},)"
+      R"("decode_graph_memory_nodes":{},"layers":{}}})",
+      chunk.total.kernels, chunk.total.cublasCalls, chunk.total.memoryOps, x.total.kernels, x.total.cublasCalls,
+      x.total.memoryOps, g.graphKernels, g.graphMemoryNodes, L));
+  EXPECT_TRUE(e.gpu->releaseRequest(*rg).ok());
+}
+
 TEST(GpuModel, NoLeakOver1000Requests) {
   NEED_GPU();
   const int64_t V = e.cpu->config().vocabSize;

@@ -76,6 +76,7 @@ TEST(BenchReportFloor, EveryRowAndShapeNamesItsFloor) {
   // mma-bound: floor 10 us; the candidate at 20 us (50%) is the tuned one.
   cases.push_back(report("indexer_logits", 8e6, 6e9,
                          {timed("sm80-default", 40), timed("local-default", 25), timed("candidate", 20)}));
+  cases[1].variants[2].kernelsPerLaunch = 2;  // e.g. a split plan: scores, then a merge
   const Derived d = derive(cases[0], cases[0].variants[1], run.ceilings);
   EXPECT_DOUBLE_EQ(d.floorUs, 2);
   EXPECT_DOUBLE_EQ(d.rooflineFraction, 0.5);
@@ -98,6 +99,8 @@ TEST(BenchReportFloor, EveryRowAndShapeNamesItsFloor) {
   EXPECT_DOUBLE_EQ(*at(rows, 4).getNumber("roofline_mma_us"), 10);
   EXPECT_DOUBLE_EQ(*at(rows, 4).getNumber("roofline_fraction"), 0.5);
   EXPECT_EQ(at(rows, 4).getBoolean("tuned"), true);
+  EXPECT_EQ(*at(rows, 4).getInteger("kernels_per_launch"), 2);
+  EXPECT_TRUE(at(rows, 0).get("kernels_per_launch")->getAsNull());  // not recorded
 
   const llvm::json::Array& summary = *o.getArray("summary");
   ASSERT_EQ(summary.size(), 2u);
@@ -120,7 +123,7 @@ TEST(BenchReportFloor, TheTableShowsFloorAndFraction) {
   ::testing::internal::CaptureStdout();
   printTable(run, cases);
   const std::string out = ::testing::internal::GetCapturedStdout();
-  EXPECT_NE(out.find("floor: the op's bytes at the copy bandwidth or its FLOPs at the mma.sync rate"), std::string::npos);
+  EXPECT_NE(out.find("floor: the op's bytes at the copy bandwidth or its FLOPs at the mma.sync rate"), std::string::npos) << out;
   EXPECT_NE(out.find("2.00 copy    50%"), std::string::npos) << out;
   EXPECT_NE(out.find("10.00 mma    25%"), std::string::npos) << out;
 }
