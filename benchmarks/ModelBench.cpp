@@ -319,6 +319,9 @@ int runModelBench(const ModelBenchOptions& opts) {
     }
     rep.longContext = std::move(*lc);
     mo.kvCacheBytes = rep.longContext->memory.kvBytes;
+    if (opts.synthetic.empty())
+      fmt::print("long context {} fits (checked before loading): {}\n", opts.longContext,
+                 describeLongContextMemory(rep.longContext->memory, rep.longContext->weightBytes, freeBeforeLoad));
   }
   auto t0 = Clock::now();
   Result<std::unique_ptr<GpuModel>> loaded = Error{""};
@@ -343,9 +346,13 @@ int runModelBench(const ModelBenchOptions& opts) {
                "every layer), {:.2f} GB free, {:.2f} GB kept for the KV cache and workspaces\n",
                plan->experts, double(plan->weightBytes) / 1e9, double(plan->bytesPerExpert) / 1e9,
                double(plan->freeBytes) / 1e9, double(plan->reserveBytes) / 1e9);
-    std::fflush(stdout);
     mo.speculative = false;
-    if (rep.longContext) rep.longContext->weightBytes = plan->weightBytes;
+    if (rep.longContext) {
+      rep.longContext->weightBytes = plan->weightBytes;
+      fmt::print("long context {} fits (checked before loading): {}\n", opts.longContext,
+                 describeLongContextMemory(rep.longContext->memory, plan->weightBytes, freeBeforeLoad));
+    }
+    std::fflush(stdout);
     loaded = GpuModel::loadSynthetic(*cfg, opts.seed, *dev, mo);
   } else {
     loaded = GpuModel::load(opts.model, *dev, mo);
@@ -387,8 +394,9 @@ int runModelBench(const ModelBenchOptions& opts) {
   if (rep.longContext) {
     LongContextReport& lc = *rep.longContext;
     lc.capacityTokens = cap.tokens;
-    fmt::print("long context {}: {}\n", lc.context,
-               describeLongContextMemory(lc.memory, lc.weightBytes, lc.freeBytesBeforeLoad));
+    if (auto m = (*dev)->memInfo(); m.ok()) lc.freeBytesAfterLoad = int64_t(m->first);
+    fmt::print("long context {}: the runtime's KV cache holds {} tokens; {:.2f} GB free after loading\n", lc.context,
+               cap.tokens, double(lc.freeBytesAfterLoad) / 1e9);
     if (cap.tokens < lc.context) {
       fmt::print(stderr,
                  "deepinfer-model-bench: the runtime's KV cache holds {} tokens, fewer than the {} planned (budget {} "

@@ -109,8 +109,9 @@ struct LongContextReport {
   int64_t weightBytes = 0;            // planned before loading (gpuWeightBytes / the full-depth plan)
   int64_t freeBytesBeforeLoad = 0;
   int64_t capacityTokens = 0;         // GpuKvCapacity::tokens of the loaded model
-  // Device memory free before and after the long prefill: the scratch it grew, against memory.scratchBytes().
-  int64_t freeBytesBeforePrefill = 0, freeBytesAfterPrefill = 0;
+  // Device memory free right after loading and after the long prefill: what the forward passes
+  // took (scratch buffers, activations, kernels), against memory.scratchBytes() + reserveBytes.
+  int64_t freeBytesAfterLoad = 0, freeBytesAfterPrefill = 0;
   int64_t promptTokens = 0;           // context - decode tokens
   int64_t reached = 0;                // positions prefilled (promptTokens unless stopped or failed)
   bool stopped = false;               // the time budget ran out before the prompt was in

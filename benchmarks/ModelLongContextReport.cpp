@@ -43,9 +43,10 @@ void printLongContext(const LongContextReport& r) {
     fmt::print("{:>18} {:>9.2f} {:>9.0f} {:>8} {:>8} {:>9.2f} {:>9}\n",
                fmt::format("{}..{}", ctxName(s.begin), ctxName(s.end)), s.seconds, s.tokPerS(), s.chunks,
                s.jitCompiles, s.floorSeconds, pct(s.fraction()));
-  if (r.freeBytesBeforePrefill > 0)
-    fmt::print("scratch the long prefill grew: {:.2f} GB of device memory (free before - after), {:.2f} GB predicted\n",
-               gb(r.freeBytesBeforePrefill - r.freeBytesAfterPrefill), gb(r.memory.scratchBytes()));
+  if (r.freeBytesAfterLoad > 0 && r.freeBytesAfterPrefill > 0)
+    fmt::print("device memory the forward passes took by the end of the long prefill: {:.2f} GB (free after loading "
+               "- free now); planned {:.2f} GB of scratch + {:.2f} GB of reserve\n",
+               gb(r.freeBytesAfterLoad - r.freeBytesAfterPrefill), gb(r.memory.scratchBytes()), gb(r.memory.reserveBytes));
   fmt::print("\nsingle-stream decode at each context (a request prefilled to the context less {} tokens, 2 untimed "
              "steps, then the timed ones; one forward call per step)\n",
              r.decodeTokens);
@@ -88,7 +89,7 @@ std::string longContextJson(const LongContextReport& r) {
       "\"memory\": {{\"weight_bytes\": {}, \"kv_bytes\": {}, \"kv_bytes_per_token\": {}, \"window_bytes\": {}, "
       "\"scratch_bytes\": {}, \"indexer_scores_bytes\": {}, \"attention_workspace_bytes\": {}, "
       "\"block_scores_bytes\": {}, \"reserve_bytes\": {}, \"total_bytes\": {}, \"free_bytes_before_load\": {}, "
-      "\"scratch_bytes_measured\": {}, \"capacity_tokens\": {}}},\n"
+      "\"forward_bytes_measured\": {}, \"capacity_tokens\": {}}},\n"
       "    \"prefill\": {{\"prompt_tokens\": {}, \"reached\": {}, \"complete\": {}, \"stopped_by_time_budget\": {}, "
       "\"error\": {}, \"seconds\": {}, \"tok_s\": {}, \"time_to_first_token_ms\": {}, \"segments\": [{}\n    ], "
       "\"chunk_ms\": [{}]}},\n"
@@ -98,7 +99,9 @@ std::string longContextJson(const LongContextReport& r) {
       r.weightBytes, m.kvBytes,
       jn(m.kvBytesPerToken), m.windowBytes, m.scratchBytes(), m.scoresBytes, m.workspaceBytes, m.blockScoresBytes,
       m.reserveBytes, r.weightBytes + m.total(), r.freeBytesBeforeLoad,
-      r.freeBytesBeforePrefill > 0 ? std::to_string(r.freeBytesBeforePrefill - r.freeBytesAfterPrefill) : "null",
+      r.freeBytesAfterLoad > 0 && r.freeBytesAfterPrefill > 0
+          ? std::to_string(r.freeBytesAfterLoad - r.freeBytesAfterPrefill)
+          : "null",
       r.capacityTokens, r.promptTokens, r.reached, complete ? "true" : "false", r.stopped ? "true" : "false",
       r.error.empty() ? "null" : js(r.error), jn(r.prefillSeconds),
       jn(r.prefillSeconds > 0 ? double(r.reached) / r.prefillSeconds : 0), complete ? jn(r.firstTokenMs) : "null",

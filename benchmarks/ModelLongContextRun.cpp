@@ -65,7 +65,6 @@ void measureLongContext(GpuModel& model, const Device& dev, const ModelBenchOpti
 
   // The long request, chunk by chunk; a segment closes every opts.segment positions.
   r.promptTokens = r.context - D;
-  r.freeBytesBeforePrefill = freeBytes(dev);
   auto req = model.newRequest();
   if (!req.ok()) {
     r.error = req.error().message;

@@ -58,7 +58,7 @@ ModelBenchReport longReport() {
   l.weightBytes = int64_t(29e9);
   l.freeBytesBeforeLoad = int64_t(150e9);
   l.capacityTokens = 1049000;
-  l.freeBytesBeforePrefill = int64_t(100e9);
+  l.freeBytesAfterLoad = int64_t(100e9);
   l.freeBytesAfterPrefill = int64_t(92e9);
   for (int64_t b = 0; b < l.promptTokens; b += l.segment) {
     LongSegment s;
@@ -118,7 +118,7 @@ TEST(ModelBenchReport, LongContextJson) {
   const llvm::json::Object& mem = obj(l.get("memory"));
   EXPECT_EQ(*mem.getInteger("kv_bytes"), r.longContext->memory.kvBytes);
   EXPECT_EQ(*mem.getInteger("total_bytes"), int64_t(29e9) + r.longContext->memory.total());
-  EXPECT_EQ(*mem.getInteger("scratch_bytes_measured"), int64_t(8e9));
+  EXPECT_EQ(*mem.getInteger("forward_bytes_measured"), int64_t(8e9));
   const llvm::json::Object& p = obj(l.get("prefill"));
   EXPECT_EQ(p.getBoolean("complete"), true);
   EXPECT_EQ(p.getBoolean("stopped_by_time_budget"), false);
@@ -172,7 +172,9 @@ TEST(ModelBenchReport, TableShowsSegmentsFlatnessAndLaunches) {
   EXPECT_NE(out.find("0K..128K"), std::string::npos) << out;
   EXPECT_NE(out.find("896K..1048478"), std::string::npos) << out;
   EXPECT_NE(out.find("how flat: decode at 1024K runs at 0.80x the tok/s at 16K"), std::string::npos) << out;
-  EXPECT_NE(out.find("scratch the long prefill grew: 8.00 GB"), std::string::npos) << out;
+  EXPECT_NE(out.find("device memory the forward passes took by the end of the long prefill: 8.00 GB"),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("launches per forward call"), std::string::npos) << out;
   EXPECT_NE(out.find("decode step at 1024K (1 stream)"), std::string::npos) << out;
   EXPECT_NE(out.find("23 23 23 23 23 23 23"), std::string::npos) << out;  // launches of each of the 7 layers
