@@ -463,7 +463,8 @@ int runModelBench(const ModelBenchOptions& opts) {
   printModelReport(rep);
 
   const std::string path = !opts.out.empty() ? opts.out
-                                             : fmt::format("benchmarks/results/model-{}-{}.json", slug(run.gpuName),
+                                             : fmt::format("benchmarks/results/model-{}{}-{}.json",
+                                                           rep.longContext ? "long-context-" : "", slug(run.gpuName),
                                                            utcNow("%Y-%m-%d"));
   std::error_code ec;
   const auto parent = std::filesystem::path(path).parent_path();
