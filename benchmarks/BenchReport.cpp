@@ -127,7 +127,8 @@ std::string rowJson(const RunInfo& run, const CaseReport& c, const VariantResult
       jn(d.floor.copyUs), jn(d.floor.mmaUs), jn(d.rooflineFraction),
       jn(vsSm80), jn(c.spec.targetUs),
       c.spec.targetUs > 0 && timed ? jb(v.timing.medianUs <= c.spec.targetUs) : "null",
-      v.kernelsPerLaunch > 0 ? std::to_string(v.kernelsPerLaunch) : "null", v.registers >= 0 ? std::to_string(v.registers) : "null",
+      v.kernelsPerLaunch > 0 ? std::to_string(v.kernelsPerLaunch) : "null",
+      v.registers >= 0 ? std::to_string(v.registers) : "null",
       v.spillBytes >= 0 ? std::to_string(v.spillBytes) : "null", jn(v.getSeconds, false), jb(v.compiled),
       checkJson(v.check));
 }
@@ -143,8 +144,8 @@ void printTable(const RunInfo& run, std::vector<CaseReport>& cases) {
              "FLOPs at the mma.sync rate, whichever is longer (us, and which); roof = floor / median\n");
   const auto header = fmt::format(
       "{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>4} {:>12} {:>6} {:>7} {:>8} {:>5} {:<8} {}", "op", "shape",
-      "variant", "median", "min", "p90", "GB/s", "TFLOP/s", "krnl", "floor", "roof", "vs sm80", "target", "met", "check",
-      "config");
+      "variant", "median", "min", "p90", "GB/s", "TFLOP/s", "krnl", "floor", "roof", "vs sm80", "target", "met",
+      "check", "config");
   fmt::print("{}\n{}\n", header, std::string(header.size() + 10, '-'));
   for (CaseReport& c : cases) {
     if (!c.error.empty()) {

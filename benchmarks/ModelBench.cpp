@@ -140,9 +140,9 @@ std::vector<std::string> assumptionsFor(const ModelBenchReport& r) {
   } else {
     std::vector<std::string> runs = {
         fmt::format("Cold prefill: a fresh request with an empty cache, uniformly random token ids (fixed seed "
-                    "{}), {} tokens per prefill call (lastOnly logits: the head runs on each chunk's last row). Kernels were "
-                    "compiled and warmed beforehand by an untimed warm-up prefill of {} tokens and decode steps, so "
-                    "no JIT compile is timed.",
+                    "{}), {} tokens per prefill call (lastOnly logits: the head runs on each chunk's last row). "
+                    "Kernels were compiled and warmed beforehand by an untimed warm-up prefill of {} tokens and "
+                    "decode steps, so no JIT compile is timed.",
                     r.opts.seed, r.opts.chunk, r.run.warmupTokens),
         "Time to first token = the cold prefill time + the host's greedy pick of the first token from the last "
         "row's logits.",
@@ -447,8 +447,8 @@ int runModelBench(const ModelBenchOptions& opts) {
       rep.decode.push_back(measureDecode(model, s, batched, opts, ceil, rng));
       const DecodeRow& d = rep.decode.back();
       if (d.error.empty())
-        fmt::print("decode {} stream(s), {}: {:.1f} tok/s ({:.2f} ms per step)\n", s, batched ? "batched" : "serial",
-                   d.tokPerS(), d.stepMs());
+        fmt::print("decode {} stream(s), {}: {:.1f} tok/s ({:.2f} ms per step; a call: {})\n", s,
+                   batched ? "batched" : "serial", d.tokPerS(), d.stepMs(), launchesText(d.stepLaunches));
       else
         fmt::print("decode {} stream(s), {}: ERROR {}\n", s, batched ? "batched" : "serial", d.error);
       std::fflush(stdout);

@@ -222,7 +222,8 @@ std::string modelReportJson(const ModelBenchReport& r) {
       jlist(longMode ? std::vector<int>{} : r.opts.streams), r.opts.decodeSteps, r.opts.chunk,
       longMode ? "null" : std::to_string(r.opts.promptTokens), r.opts.repeats, r.opts.kvBytes, r.opts.seed,
       longMode ? std::to_string(r.opts.longContext) : "null",
-      jlist(longMode ? r.opts.decodeContexts : std::vector<int64_t>{}), longMode ? std::to_string(r.opts.segment) : "null",
+      jlist(longMode ? r.opts.decodeContexts : std::vector<int64_t>{}),
+      longMode ? std::to_string(r.opts.segment) : "null",
       longMode && r.opts.timeBudget > 0 ? std::to_string(r.opts.timeBudget) : "null");
   o += fmt::format("  \"warmup\": {{\"tokens\": {}, \"seconds\": {}}},\n", r.run.warmupTokens,
                    jn(r.run.warmupSeconds));

@@ -62,7 +62,8 @@ Result<LongContextMemory> longContextMemory(const ModelConfig& cfg, int64_t cont
   if (windowOnly) m.workspaceBytes += withHeadroom(ringRows * kKvDim * 2);
   m.scoresBytes = maxScored > 0 ? withHeadroom(chunk * maxScored * 4) : 0;
   if (cfg.candidateSourceLayerId >= 0 && maxScored > 0 && cfg.candidateBlockSize > 0) {
-    const int64_t blocks = bucketUp(std::max<int64_t>(cdiv(maxScored, cfg.candidateBlockSize), cfg.candidateTopkBlocks), 1);
+    const int64_t blocks =
+        bucketUp(std::max<int64_t>(cdiv(maxScored, cfg.candidateBlockSize), cfg.candidateTopkBlocks), 1);
     m.blockScoresBytes = withHeadroom(chunk * blocks * 4);
   }
   // GpuModel sizes its caches from the budget: (budget - window rings) / bytes per token tokens,

@@ -46,7 +46,8 @@ void printLongContext(const LongContextReport& r) {
   if (r.freeBytesAfterLoad > 0 && r.freeBytesAfterPrefill > 0)
     fmt::print("device memory the forward passes took by the end of the long prefill: {:.2f} GB (free after loading "
                "- free now); planned {:.2f} GB of scratch + {:.2f} GB of reserve\n",
-               gb(r.freeBytesAfterLoad - r.freeBytesAfterPrefill), gb(r.memory.scratchBytes()), gb(r.memory.reserveBytes));
+               gb(r.freeBytesAfterLoad - r.freeBytesAfterPrefill), gb(r.memory.scratchBytes()),
+               gb(r.memory.reserveBytes));
   fmt::print("\nsingle-stream decode at each context (a request prefilled to the context less {} tokens, 2 untimed "
              "steps, then the timed ones; one forward call per step)\n",
              r.decodeTokens);

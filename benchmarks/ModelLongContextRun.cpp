@@ -17,8 +17,9 @@ int64_t freeBytes(const Device& dev) {
 
 void printDecode(const LongDecode& d) {
   if (d.row.error.empty())
-    fmt::print("decode at {}: {:.1f} tok/s ({:.2f} ms per step; its prefill of {} tokens {:.1f} s)\n",
-               ctxName(d.context), d.row.tokPerS(), d.row.stepMs(), d.prefillTokens, d.prefillSeconds);
+    fmt::print("decode at {}: {:.1f} tok/s ({:.2f} ms per step: {}; its prefill of {} tokens {:.1f} s)\n",
+               ctxName(d.context), d.row.tokPerS(), d.row.stepMs(), launchesText(d.row.stepLaunches),
+               d.prefillTokens, d.prefillSeconds);
   else
     fmt::print("decode at {}: ERROR {}\n", ctxName(d.context), d.row.error);
   std::fflush(stdout);
@@ -81,9 +82,9 @@ void measureLongContext(GpuModel& model, const Device& dev, const ModelBenchOpti
     const double flops = prefillFlops(cfg, seg.end).total();
     seg.floorSeconds = rooflineFloorUs(ceil, chunkWeights * seg.chunks, flops - flopsBefore) * 1e-6;
     flopsBefore = flops;
-    fmt::print("long prefill {}..{}: {:.1f} s, {:.0f} tok/s, {} JIT compile(s); {:.0f} s into the run\n",
+    fmt::print("long prefill {}..{}: {:.1f} s, {:.0f} tok/s, {} JIT compile(s), last chunk {}; {:.0f} s into the run\n",
                ctxName(seg.begin), ctxName(seg.end), seg.seconds, seg.tokPerS(), seg.jitCompiles,
-               secondsSince(runStart));
+               launchesText(seg.lastChunkLaunches), secondsSince(runStart));
     std::fflush(stdout);
     r.segments.push_back(seg);
     seg = LongSegment{};

@@ -32,7 +32,8 @@ def floor_of(s):
     return max(copy, mma), "copy" if copy >= mma else "mma"
 
 
-print("| op | shape | sm_80 default (PTX) | local default | tuned | tuned vs sm_80 | floor (bound) | of floor | target | best public |")
+print("| op | shape | sm_80 default (PTX) | local default | tuned | tuned vs sm_80 | floor (bound) | of floor | target "
+      "| best public |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 fmt = lambda v: "-" if v is None else f"{v:.1f}"
 for s in d["summary"]:
@@ -45,5 +46,6 @@ for s in d["summary"]:
     target = s.get("target_us")
     met = "" if target is None else (" met" if s.get("target_met") else " missed")
     print(f'| {s["op"]} | {s["shape"]} | {fmt(s.get("sm80_default_us"))} | {fmt(s.get("local_default_us"))} | {tuned} | '
-          f'{"-" if sp is None else f"{sp:.2f}x"} | {floor} | {roof} | {"-" if target is None else f"<= {target}{met}"} | '
+          f'{"-" if sp is None else f"{sp:.2f}x"} | {floor} | {roof} | '
+          f'{"-" if target is None else f"<= {target}{met}"} | '
           f'{fmt(s.get("public_best_us"))} |')

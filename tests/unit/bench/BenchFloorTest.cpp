@@ -123,7 +123,9 @@ TEST(BenchReportFloor, TheTableShowsFloorAndFraction) {
   ::testing::internal::CaptureStdout();
   printTable(run, cases);
   const std::string out = ::testing::internal::GetCapturedStdout();
-  EXPECT_NE(out.find("floor: the op's bytes at the copy bandwidth or its FLOPs at the mma.sync rate"), std::string::npos) << out;
+  EXPECT_NE(out.find("floor: the op's bytes at the copy bandwidth or its FLOPs at the mma.sync rate"),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("2.00 copy    50%"), std::string::npos) << out;
   EXPECT_NE(out.find("10.00 mma    25%"), std::string::npos) << out;
 }

@@ -102,7 +102,8 @@ TEST(ModelBenchReport, LaunchesJsonSplitsLayersAndOutside) {
   v = llvm::json::parse(launchesJson(call(false)));
   ASSERT_TRUE(bool(v));
   EXPECT_TRUE(v->getAsObject()->get("graph_kernel_nodes")->getAsNull());
-  EXPECT_EQ(launchesText(call(true)), "164 launches (142 kernels + 22 cuBLAS) + 18 copies/fills, one graph of 170 kernel nodes");
+  EXPECT_EQ(launchesText(call(true)),
+            "164 launches (142 kernels + 22 cuBLAS) + 18 copies/fills, one graph of 170 kernel nodes");
 }
 
 TEST(ModelBenchReport, LongContextJson) {
