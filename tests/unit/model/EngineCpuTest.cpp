@@ -8,6 +8,7 @@
 
 #include "TinyModel.h"
 #include "deepinfer/Engine.h"
+#include "deepinfer/deepinfer.h"
 #include "model/Sampling.h"
 
 namespace deepinfer {
@@ -191,6 +192,32 @@ TEST(EngineCpu, BadOptionsAndMissingDeviceFeaturesAreClearErrors) {
   auto op = e->runOp("topk", {}, {});
   ASSERT_FALSE(op.ok());
   EXPECT_NE(op.error().message.find("cuda backend only"), std::string::npos);
+}
+
+TEST(EngineCpu, TheCApiRunsTheCpuBackend) {
+  ASSERT_TRUE(tinyModel().model) << tinyModel().error;
+  di_engine_options o{};
+  o.backend = "cpu";
+  o.threads = 2;
+  o.no_speculative = 1;
+  di_engine* e = nullptr;
+  ASSERT_EQ(di_engine_create(&o, &e), 0) << di_last_error();
+  ASSERT_EQ(di_engine_load_model(e, tinyModel().dir.c_str()), 0) << di_last_error();
+  const std::vector<int32_t> prompt = randomPrompt(9, seed() + 5, di_engine_vocab_size(e));
+  int64_t id = 0;
+  ASSERT_EQ(di_request_add(e, prompt.data(), prompt.size(), 4, 0.0, 1.0, 0, &id), 0) << di_last_error();
+  di_step_event events[4];
+  size_t n = 0;
+  for (int step = 0; step < 10 && !di_request_finished(e, id); ++step)
+    ASSERT_EQ(di_engine_step(e, nullptr, events, 4, &n), 0) << di_last_error();
+  int32_t tokens[8];
+  size_t count = 0;
+  ASSERT_EQ(di_request_tokens(e, id, tokens, 8, &count), 0) << di_last_error();
+  EXPECT_EQ(std::vector<int32_t>(tokens, tokens + count), runByHand(prompt, 4).tokens);
+  di_engine_destroy(e);
+  o.backend = "gpu";
+  EXPECT_NE(di_engine_create(&o, &e), 0);
+  EXPECT_NE(std::string(di_last_error()).find("unknown backend 'gpu'"), std::string::npos) << di_last_error();
 }
 
 }  // namespace
