@@ -97,7 +97,8 @@ void printSpecRows(const std::vector<SpecRow>& rows, int blockSize) {
   }
   fmt::print("  oracle a: the target's own greedy continuation as drafts with draft a+1 wrong (a = {}: all right), "
              "recorded beforehand by greedy speculative steps at the same batch shape ('oracle recording', untimed "
-             "but shown: its steps, draft pass + verify, include graph captures); every oracle step must accept "
+             "but shown: its steps, draft pass + verify, include graph captures and first kernel compiles); every "
+             "oracle step must accept "
              "exactly a (else the row is an error); its tok/s adds one draft pass per step. 'model drafts': the "
              "draft heads' own drafts (random weights: expect ~0 accepted).\n",
              blockSize);
