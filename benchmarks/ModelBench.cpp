@@ -32,12 +32,6 @@ using namespace deepinfer::bench;
 
 namespace {
 
-// The synthetic full-depth model's defaults: a KV budget far above a 64K context's needs (~1.8 KB
-// per token) and room for prefill workspaces (chunk activations, gathered attention rows, logits),
-// kernels and the CUDA context.
-constexpr int64_t kSyntheticKvBytes = int64_t(4) << 30;
-constexpr int64_t kSyntheticWorkspaceBytes = int64_t(10) << 30;
-
 PrefillRow measurePrefill(GpuModel& model, int64_t ctx, const ModelBenchOptions& opts, const Ceilings& ceil,
                           std::mt19937_64& rng) {
   const ModelConfig& cfg = model.config();
@@ -201,24 +195,42 @@ std::vector<std::string> assumptionsFor(const ModelBenchReport& r) {
         "Synthetic full-depth model (--synthetic flash): V4.1-Flash's config (40 layers, hidden {}, vocab {}, every "
         "layer role, the engram layers) with {} routed experts per layer instead of 384 (a token reads {} either "
         "way, so per-token bytes and FLOPs are the real model's; a batch of S streams touches more distinct experts "
-        "of 384 than of {}); no DSpark draft; weights generated on the host in the checkpoint's formats "
+        "of 384 than of {}); {}; weights generated on the host in the checkpoint's formats "
         "(GpuModel::loadSynthetic: random codes, one scale per tensor); engram rows made up on the host from a hash "
         "of the row id instead of read from ~95 GB tables.",
-        c.hiddenSize, c.vocabSize, c.nRoutedExperts, c.numExpertsPerTok, c.nRoutedExperts));
+        c.hiddenSize, c.vocabSize, c.nRoutedExperts, c.numExpertsPerTok, c.nRoutedExperts,
+        r.draftWeightBytes > 0
+            ? fmt::format("the DSpark draft as the config defines it ({} stages mtp.0-{} with {} routed experts, "
+                          "top-{}, Markov rank {}, block {}; {:.2f} GB) generated the same way",
+                          c.numNextnPredictLayers, c.numNextnPredictLayers - 1, c.draftRoutedExperts(),
+                          c.draftExpertsPerTok(), c.dspark.markovRank, c.dsparkBlockSize, r.draftWeightBytes / 1e9)
+            : "no DSpark draft (" +
+                  (!r.draftLeftOut.empty()     ? r.draftLeftOut
+                   : r.opts.longContext > 0 ? std::string("--long-context measures no speculative rows")
+                                            : std::string("--no-speculative")) +
+                  ")"));
   if (!r.speculative.empty())
     a.push_back(fmt::format(
         "Speculative decoding (DSpark, block {}): at each stream count, fresh speculative requests prefilled with "
         "the decode prompt, one untimed step, then {} timed steps (median of {} repetitions), one GpuModel call "
         "per step over every stream. 'plain': steps verifying no draft (the target forward of a decode step plus "
         "the DSpark features a speculative request keeps). 'draft pass alone': GpuModel::draft (drafts to the "
-        "host). 'oracle a': the drafts are the target's own greedy continuation (from plain decoding) with "
-        "draft a+1 made wrong, so a are accepted unless the verify rows part from plain decoding at a near-tie "
-        "(the measured mean is reported); their step time is the verify step alone and their tok/s adds one "
-        "draft pass per step: streams x (accepted + 1) / (verify + draft). 'model drafts': the draft heads' own "
-        "drafts; with random weights they are accepted about as often as random tokens, so this row shows the "
-        "cost of the full step, not a realistic acceptance. The model has {} target layers and {} draft stages: "
-        "the draft pass's share of a step is far larger than in the 40-layer model.",
-        c.dsparkBlockSize, r.opts.decodeSteps, r.opts.repeats, c.numHiddenLayers, c.numNextnPredictLayers));
+        "host). 'oracle a': the drafts are the target's own greedy continuation with draft a+1 made wrong; the "
+        "continuation is recorded first ('oracle recording', untimed) by greedy speculative steps over the same "
+        "prompts in which every stream verifies {} drafts, i.e. verify forwards of the same rows as the oracle's "
+        "(the kernels round a row by the forward's row count, so a continuation from decode steps would part "
+        "from the verify rows at near-ties); every oracle step is checked to accept exactly a drafts and emit "
+        "the recorded tokens, else the row is an error. Their step time is the verify step alone and their "
+        "tok/s adds one draft pass per step: streams x (accepted + 1) / (verify + draft). 'model drafts': the draft "
+        "heads' own drafts; with random weights they are accepted about as often as random tokens, so this row "
+        "shows the cost of the full step, not a realistic acceptance. {}",
+        c.dsparkBlockSize, r.opts.decodeSteps, r.opts.repeats, c.dsparkBlockSize,
+        c.numHiddenLayers < v41FlashDefaults().numHiddenLayers
+            ? fmt::format("The model has {} target layers and {} draft stages: the draft pass's share of a step "
+                          "is far larger than in the {}-layer model.",
+                          c.numHiddenLayers, c.numNextnPredictLayers, v41FlashDefaults().numHiddenLayers)
+            : fmt::format("{} target layers and {} draft stages, as V4.1-Flash.", c.numHiddenLayers,
+                          c.numNextnPredictLayers)));
   if (c.numEngramLayers() > 0)
     a.push_back("Engram table rows are gathered on the host from the checkpoint's mapping (not device bytes; not "
                 "in the roofline).");
@@ -328,10 +340,10 @@ int runModelBench(const ModelBenchOptions& opts) {
   if (!opts.synthetic.empty()) {
     // The full-depth model: bytes planned before anything is allocated, so a model that does not
     // fit is refused with the numbers instead of running out of memory half-way.
-    if (mo.kvCacheBytes <= 0) mo.kvCacheBytes = kSyntheticKvBytes;
+    if (mo.kvCacheBytes <= 0) mo.kvCacheBytes = kFullDepthKvBytes;
     const int64_t reserve = rep.longContext ? rep.longContext->memory.total()
-                                            : mo.kvCacheBytes + kSyntheticWorkspaceBytes;
-    auto plan = planFullDepth(freeBeforeLoad, reserve, opts.experts);
+                                            : mo.kvCacheBytes + kFullDepthWorkspaceBytes;
+    auto plan = planFullDepth(freeBeforeLoad, reserve, opts.experts, opts.speculative);
     if (!plan.ok()) {
       fmt::print(stderr, "deepinfer-model-bench: {}\n", plan.error().message);
       return 1;
@@ -341,12 +353,23 @@ int runModelBench(const ModelBenchOptions& opts) {
       fmt::print(stderr, "deepinfer-model-bench: {}\n", cfg.error().message);
       return 1;
     }
-    run.modelDir = fmt::format("synthetic V4.1-Flash, 40 layers, {} experts", plan->experts);
+    run.modelDir = fmt::format("synthetic V4.1-Flash, 40 layers, {} experts{}", plan->experts,
+                               plan->draft ? ", DSpark draft" : "");
     fmt::print("synthetic full-depth model: {} routed experts per layer, {:.2f} GB of weights ({:.3f} GB per expert in "
-               "every layer), {:.2f} GB free, {:.2f} GB kept for the KV cache and workspaces\n",
+               "every layer){}, {:.2f} GB free, {:.2f} GB kept for the KV cache and workspaces\n",
                plan->experts, double(plan->weightBytes) / 1e9, double(plan->bytesPerExpert) / 1e9,
+               plan->draft ? fmt::format(" + {:.2f} GB of DSpark draft ({} stages, {} experts each)",
+                                         double(plan->draftBytes) / 1e9, cfg->numNextnPredictLayers,
+                                         cfg->draftRoutedExperts())
+                           : std::string(opts.speculative          ? ""
+                                         : opts.longContext > 0 ? " (no DSpark draft: --long-context)"
+                                                                : " (no DSpark draft: --no-speculative)"),
                double(plan->freeBytes) / 1e9, double(plan->reserveBytes) / 1e9);
-    mo.speculative = false;
+    if (!plan->draftLeftOut.empty()) {
+      rep.draftLeftOut = plan->draftLeftOut;
+      fmt::print("NOTE: no speculative rows: {}\n", plan->draftLeftOut);
+    }
+    mo.speculative = plan->draft;
     if (rep.longContext) {
       rep.longContext->weightBytes = plan->weightBytes;
       fmt::print("long context {} fits (checked before loading): {}\n", opts.longContext,
@@ -373,6 +396,10 @@ int runModelBench(const ModelBenchOptions& opts) {
                         tokenWeightBytes(cfg, WeightStorage::Bf16, 0).embedRow + 2 * embedBytes;
   rep.checkpointWeightBytes = tokenWeightBytes(cfg, WeightStorage::Checkpoint, cfg.nRoutedExperts).total() -
                               tokenWeightBytes(cfg, WeightStorage::Checkpoint, 0).embedRow + 2 * embedBytes;
+  if (model.speculation()) {
+    auto draft = draftWeightBytes(cfg);
+    rep.draftWeightBytes = draft.ok() ? double(*draft) : 0;
+  }
   const GpuKvCapacity& cap = model.capacity();
   KvReport& kv = rep.kv;
   kv.runtimeBytesPerToken = cap.bytesPerToken;
@@ -457,6 +484,8 @@ int runModelBench(const ModelBenchOptions& opts) {
   if (opts.speculative && model.speculation()) {
     rep.speculative = measureSpeculative(model, opts, rng);
     for (const SpecRow& r : rep.speculative) problems = problems || !r.error.empty();
+  } else if (opts.speculative && rep.draftLeftOut.empty()) {
+    rep.draftLeftOut = "the model has no DSpark draft (no mtp.* tensors or no DSpark fields in its config)";
   }
   run.totalSeconds = secondsSince(start);
   rep.assumptions = assumptionsFor(rep);

@@ -19,16 +19,20 @@ std::string modelBenchUsage() {
          "(batched and serial) and the KV cache footprint, each against the roofline of the measured\n"
          "copy bandwidth and mma.sync bf16 rate. With DSpark draft layers it also measures speculative\n"
          "decoding at each stream count: a plain step, the draft pass, verify steps with the target's own\n"
-         "continuation as drafts (acceptance 0 .. block by construction; tok/s vs acceptance length) and\n"
-         "the draft model's natural acceptance. Prints a table; writes JSON.\n"
+         "greedy continuation as drafts, made wrong after the a-th (oracle a = 0 .. block; tok/s vs\n"
+         "acceptance length; the continuation is recorded at the verify steps' own batch shape, and a step\n"
+         "that accepts other than a fails the run) and the draft model's natural acceptance. Prints a\n"
+         "table; writes JSON.\n"
          "\n"
          "  --model DIR        model directory (config.json + safetensors), e.g. make-model --preset proxy\n"
          "  --synthetic flash  no checkpoint: V4.1-Flash's 40 layers and widths with synthetic weights in the\n"
-         "                     checkpoint's formats, generated on the host and uploaded (GpuModel::loadSynthetic);\n"
-         "                     no DSpark draft; KV budget 4 GiB unless --kv-bytes; refused before loading when\n"
-         "                     the weights and a reserve for caches and workspaces do not fit\n"
-         "  --experts N        routed experts per layer of --synthetic (default: the most that fit, a multiple\n"
-         "                     of 16, up to 384)\n"
+         "                     checkpoint's formats, generated on the host and uploaded (GpuModel::loadSynthetic),\n"
+         "                     with the DSpark draft (mtp.0-2, 128 experts each, 7.9 GB) unless --no-speculative\n"
+         "                     or it does not fit (then left out, saying why); KV budget 4 GiB unless --kv-bytes;\n"
+         "                     refused before loading when the weights and a reserve for caches and workspaces\n"
+         "                     do not fit\n"
+         "  --experts N        routed experts per layer of --synthetic (default: the most that fit next to the\n"
+         "                     draft, a multiple of 16, up to 384)\n"
          "  --out FILE         JSON output (default benchmarks/results/model-<gpu-slug>-<date>.json;\n"
          "                     with --long-context model-long-context-<gpu-slug>-<date>.json)\n"
          "  --contexts LIST    prefill contexts in tokens (default 16384,65536)\n"
@@ -43,7 +47,7 @@ std::string modelBenchUsage() {
          "  --seed N           token-id seed (default fixed, so runs compare)\n"
          "  --commit SHA       git commit recorded in the JSON (default $DI_GIT_COMMIT, else the build's)\n"
          "  --quick            smoke sizes: contexts 2048,8192, streams 1,4, 8 steps, 1 repeat, prompt 128\n"
-         "  --no-speculative   skip the speculative-decoding measurements\n"
+         "  --no-speculative   skip the speculative-decoding measurements (--synthetic: build no draft)\n"
          "\n"
          "Long context (--long-context N, e.g. 1048576): the KV cache is sized for N tokens (refused before\n"
          "loading, naming the shortfall, when the weights, the cache and the prefill's scratch do not fit);\n"
@@ -150,7 +154,6 @@ Result<ModelBenchOptions> parseModelBenchOptions(int argc, char** argv) {
   if (!o.synthetic.empty() && o.synthetic != "flash")
     return Error{fmt::format("--synthetic '{}': the only synthetic model is 'flash' (V4.1-Flash, 40 layers)", o.synthetic)};
   if (o.experts > 0 && o.synthetic.empty()) return Error{"--experts applies to --synthetic only"};
-  if (!o.synthetic.empty()) o.speculative = false;  // the synthetic model has no draft
   if (o.longContext == 0) {
     for (const auto& [set, flag] : {std::pair{setDecodeContexts, "--decode-contexts"}, {setSegment, "--segment"},
                                     {setBudget, "--time-budget"}})

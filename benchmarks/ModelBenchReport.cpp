@@ -31,6 +31,18 @@ std::string jlist(const std::vector<T>& v) {
 std::string pct(double f) { return f > 0 && std::isfinite(f) ? fmt::format("{:.1f}%", 100 * f) : "-"; }
 std::string num(double v, int prec) { return v > 0 && std::isfinite(v) ? fmt::format("{:.{}f}", v, prec) : "-"; }
 
+// The DSpark draft: its config and bytes when loaded, else null fields and why it is absent.
+std::string draftJson(const ModelBenchReport& r) {
+  const ModelConfig& m = r.cfg;
+  if (r.draftWeightBytes <= 0)
+    return fmt::format("{{\"stages\": null, \"weight_bytes\": null, \"left_out\": {}}}", jerr(r.draftLeftOut));
+  return fmt::format(
+      "{{\"stages\": {}, \"block_size\": {}, \"routed_experts\": {}, \"experts_per_token\": {}, "
+      "\"markov_rank\": {}, \"target_layers\": {}, \"weight_bytes\": {}, \"left_out\": null}}",
+      m.numNextnPredictLayers, m.dsparkBlockSize, m.draftRoutedExperts(), m.draftExpertsPerTok(), m.dspark.markovRank,
+      jlist(m.dsparkTargetLayerIds), jn(r.draftWeightBytes));
+}
+
 std::string ctxName(int64_t ctx) { return ctx % 1024 == 0 ? fmt::format("{}K", ctx / 1024) : fmt::format("{}", ctx); }
 
 std::string tallyJson(const LaunchTally& t) {
@@ -115,9 +127,12 @@ void printModelReport(const ModelBenchReport& r) {
              r.run.gpuName, r.run.arch, r.run.driver, r.run.commit, r.run.date, r.run.modelDir, r.cfg.numHiddenLayers,
              r.cfg.nRoutedExperts, r.cfg.hiddenSize, r.run.target);
   fmt::print("measured ceilings: copy {} GB/s, mma.sync bf16 {} TFLOP/s; weights {:.2f} GB on the GPU in the "
-             "checkpoint's formats ({:.2f} GB from the config, {:.1f} GB if bf16), loaded in {:.1f} s (model {:.0f} s)\n",
-             num(c.copyGBs, 0), num(c.mmaTflops, 0), r.deviceWeightBytes / 1e9, r.checkpointWeightBytes / 1e9,
+             "checkpoint's formats ({:.2f} GB from the config{}, {:.1f} GB if bf16), loaded in {:.1f} s (model {:.0f} s)\n",
+             num(c.copyGBs, 0), num(c.mmaTflops, 0), r.deviceWeightBytes / 1e9,
+             (r.checkpointWeightBytes + r.draftWeightBytes) / 1e9,
+             r.draftWeightBytes > 0 ? fmt::format(" of which {:.2f} GB the DSpark draft", r.draftWeightBytes / 1e9) : "",
              r.bf16WeightBytes / 1e9, r.run.weightLoadSeconds, r.run.loadSeconds);
+  if (!r.draftLeftOut.empty()) fmt::print("no speculative rows: {}\n", r.draftLeftOut);
 
   if (!r.prefill.empty()) {
     fmt::print("\ncold prefill (fresh request, kernels compiled by a warm-up; chunks of {} tokens)\n", r.opts.chunk);
@@ -207,13 +222,14 @@ std::string modelReportJson(const ModelBenchReport& r) {
       "\"moe_intermediate\": {}, \"sliding_window\": {}, \"index_topk\": {}, \"compress_ratios\": {}, "
       "\"kv_source_layers\": {}, \"index_source_layers\": {}, \"engram_layers\": {}, "
       "\"weight_bytes_device\": {}, \"weight_bytes_checkpoint\": {}, \"weight_bytes_bf16\": {}, "
-      "\"weight_load_seconds\": {}, \"load_seconds\": {}}},\n",
+      "\"weight_load_seconds\": {}, \"load_seconds\": {}, \"draft\": {}}},\n",
       js(r.run.modelDir), js(r.run.target), m.numHiddenLayers, m.hiddenSize, m.numAttentionHeads, m.headDim,
       m.vocabSize, m.nRoutedExperts, m.numExpertsPerTok, m.nSharedExperts, m.moeIntermediateSize, m.slidingWindow,
       m.indexTopk,
       jlist(std::vector<int>(m.compressRatios.begin(), m.compressRatios.begin() + m.numHiddenLayers)),
       jlist(m.kvSourceLayerIds), jlist(m.indexSourceLayerIds), jlist(m.engramLayerIds), jn(r.deviceWeightBytes),
-      jn(r.checkpointWeightBytes), jn(r.bf16WeightBytes), jn(r.run.weightLoadSeconds), jn(r.run.loadSeconds));
+      jn(r.checkpointWeightBytes), jn(r.bf16WeightBytes), jn(r.run.weightLoadSeconds), jn(r.run.loadSeconds),
+      draftJson(r));
   o += fmt::format(
       "  \"options\": {{\"contexts\": {}, \"streams\": {}, \"decode_steps\": {}, \"chunk\": {}, \"prompt\": {}, "
       "\"repeats\": {}, \"kv_bytes\": {}, \"seed\": {}, \"long_context\": {}, \"decode_contexts\": {}, "

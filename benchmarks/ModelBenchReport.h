@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ModelBenchOptions.h"
-#include "ModelBenchSpec.h"
+#include "ModelBenchSpecRows.h"
 #include "ModelLongContext.h"
 #include "ModelRoofline.h"
 #include "Roofline.h"
@@ -132,6 +132,8 @@ struct ModelBenchReport {
   double deviceWeightBytes = 0;        // the weights on the GPU as loaded (GpuWeightInfo::deviceBytes)
   double checkpointWeightBytes = 0;    // every weight in the checkpoint's fp8/fp4 formats (from the config)
   double bf16WeightBytes = 0;          // the same with every matrix bf16 (the runtime before issue 13)
+  double draftWeightBytes = 0;         // the DSpark draft's part of the device weights (from the config; 0: none)
+  std::string draftLeftOut;            // why there are no speculative rows although they were asked for
   std::vector<PrefillRow> prefill;
   std::vector<DecodeRow> decode;
   KvReport kv;

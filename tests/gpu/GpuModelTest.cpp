@@ -578,5 +578,62 @@ TEST(GpuModel, EngineStepLogitsOnTheDeviceAreTheRowsTokensCameFrom) {
   EXPECT_EQ(none->shape, (std::vector<int64_t>{0, V}));
 }
 
+// Engine's two backends on one prompt (what `run --backend cuda|cpu --dump-logits` writes):
+// every position's logits row (keepAllLogits), prompt and generated, agrees with the CPU's within
+// the guarantees above, up to the first token where greedy choices part (allowed only at a
+// near-tie: Agreement fails a decisive mismatch); plain and speculative decoding alike.
+TEST(GpuModel, EngineCudaRowsAgreeWithEngineCpuRowsUpToANearTie) {
+  NEED_GPU();
+  auto generate = [&](const std::string& backend, bool speculative, const std::vector<int32_t>& prompt) {
+    EngineOptions eo;
+    eo.backend = backend;
+    eo.device = e.dev->ordinal();
+    eo.kvCacheBytes = int64_t(256) << 20;
+    eo.maxRequests = 1;
+    eo.maxChunkTokens = 64;
+    eo.speculative = speculative;
+    std::pair<std::vector<int32_t>, std::vector<float>> out;
+    auto engine = Engine::create(eo);
+    EXPECT_TRUE(engine.ok()) << engine.error().message;
+    if (!engine.ok()) return out;
+    Status st = (*engine)->loadModel(e.dir);
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    EXPECT_EQ((*engine)->speculative(), speculative);
+    RequestParams p;
+    p.prompt = prompt;
+    p.maxNewTokens = 20;
+    p.keepAllLogits = true;
+    auto id = (*engine)->addRequest(p);
+    EXPECT_TRUE(id.ok()) << id.error().message;
+    if (!st.ok() || !id.ok()) return out;
+    while (!(*engine)->finished(*id)) {
+      auto ev = (*engine)->step();
+      EXPECT_TRUE(ev.ok()) << ev.error().message;
+      if (!ev.ok()) return out;
+    }
+    out.first = (*engine)->tokens(*id);
+    out.second = *(*engine)->allLogits(*id);
+    return out;
+  };
+  const int64_t V = e.cpu->config().vocabSize;
+  const auto prompt = randomIds(150, e.seed + 21, V);
+  const auto cpu = generate("cpu", false, prompt);
+  ASSERT_EQ(cpu.first.size(), 20u);
+  ASSERT_EQ(cpu.second.size(), size_t(150 + 20) * size_t(V));
+  for (bool speculative : {false, true}) {
+    const auto gpu = generate("cuda", speculative, prompt);
+    ASSERT_EQ(gpu.first.size(), 20u);
+    ASSERT_EQ(gpu.second.size(), cpu.second.size()) << "one row per position, prompt and generated";
+    Agreement a{speculative ? "engine_cuda_speculative_vs_cpu" : "engine_cuda_vs_cpu"};
+    for (int64_t row = 0; row < 150 + 20; ++row) {
+      a.add(checkRow(gpu.second.data() + row * V, cpu.second.data() + row * V, V), fmt::format("position {}", row));
+      const int64_t g = row - 149;  // the token sampled from this row
+      if (g >= 0 && g < 20 && gpu.first[size_t(g)] != cpu.first[size_t(g)]) break;  // inputs differ from here on
+    }
+    recordResult(fmt::format(R"({{"test":"{}",{}}})", a.tag, a.json()));
+    a.expectFewNearTieRows();
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer
