@@ -9,12 +9,13 @@ namespace deepinfer::bench {
 
 Derived derive(const CaseReport& c, const VariantResult& v, const Ceilings& ceil) {
   Derived d;
+  d.floor = rooflineFloor(ceil, c.bytes, c.flops);
+  d.floorUs = d.floor.us();
   if (v.timing.samples == 0 || v.timing.medianUs <= 0) return d;
   const double us = v.timing.medianUs;
   d.gbs = c.bytes / (us * 1e3);
   d.tflops = c.flops / (us * 1e6);
-  d.floorUs = rooflineFloorUs(ceil, c.bytes, c.flops);
-  d.rooflineFraction = d.floorUs / us;
+  d.rooflineFraction = d.floor.fractionOf(us);
   return d;
 }
 
@@ -78,6 +79,21 @@ std::string jn(double v, bool zeroIsNull = true) {
 
 std::string jb(bool b) { return b ? "true" : "false"; }
 
+// The bound of a floor as JSON: "copy", "mma", or null when no ceiling applies.
+std::string jbound(const RooflineFloor& f) {
+  return f.bound() == RooflineFloor::Bound::None ? "null" : js(boundName(f.bound()));
+}
+
+// Kernels one launch of the plan ran ("-" when it did not run).
+std::string kernelsCell(const VariantResult& v) {
+  return v.kernelsPerLaunch > 0 ? std::to_string(v.kernelsPerLaunch) : "-";
+}
+
+// Floor time and what bounds it, e.g. "6.97 copy" ("-" without ceilings).
+std::string floorCell(const RooflineFloor& f) {
+  return f.us() > 0 ? fmt::format("{:.2f} {}", f.us(), boundName(f.bound())) : "-";
+}
+
 std::string timingJson(const TimingStats& t) {
   return fmt::format("{{\"samples\": {}, \"median_us\": {}, \"min_us\": {}, \"p90_us\": {}, \"max_us\": {}}}", t.samples,
                      jn(t.medianUs), jn(t.minUs), jn(t.p90Us), jn(t.maxUs));
@@ -101,13 +117,17 @@ std::string rowJson(const RunInfo& run, const CaseReport& c, const VariantResult
       "{{\"op\": {}, \"shape\": {}, \"variant\": {}, \"tuned\": {}, \"target\": {}, \"arch\": {}, \"ptx\": {}, "
       "\"config\": {}, \"error\": {}, \"timing\": {}, \"median_us\": {}, \"min_us\": {}, \"p90_us\": {}, "
       "\"bytes\": {}, \"gbs\": {}, \"flops\": {}, \"tflops\": {}, \"roofline_floor_us\": {}, "
+      "\"roofline_bound\": {}, \"roofline_copy_us\": {}, \"roofline_mma_us\": {}, "
       "\"roofline_fraction\": {}, \"speedup_vs_sm80_default\": {}, \"target_us\": {}, \"target_met\": {}, "
-      "\"registers\": {}, \"spill_bytes\": {}, \"jit_seconds\": {}, \"compiled\": {}, \"check\": {}}}",
+      "\"kernels_per_launch\": {}, \"registers\": {}, \"spill_bytes\": {}, \"jit_seconds\": {}, \"compiled\": {}, "
+      "\"check\": {}}}",
       js(c.spec.op), js(c.spec.shape), js(v.kind), jb(v.tuned), js(v.target), v.arch, jb(v.ptx), js(v.config),
       v.error.empty() ? "null" : js(v.error), timingJson(v.timing), jn(v.timing.medianUs), jn(v.timing.minUs),
-      jn(v.timing.p90Us), jn(c.bytes), jn(d.gbs), jn(c.flops), jn(d.tflops), jn(d.floorUs), jn(d.rooflineFraction),
+      jn(v.timing.p90Us), jn(c.bytes), jn(d.gbs), jn(c.flops), jn(d.tflops), jn(d.floorUs), jbound(d.floor),
+      jn(d.floor.copyUs), jn(d.floor.mmaUs), jn(d.rooflineFraction),
       jn(vsSm80), jn(c.spec.targetUs),
       c.spec.targetUs > 0 && timed ? jb(v.timing.medianUs <= c.spec.targetUs) : "null",
+      v.kernelsPerLaunch > 0 ? std::to_string(v.kernelsPerLaunch) : "null",
       v.registers >= 0 ? std::to_string(v.registers) : "null",
       v.spillBytes >= 0 ? std::to_string(v.spillBytes) : "null", jn(v.getSeconds, false), jb(v.compiled),
       checkJson(v.check));
@@ -120,9 +140,12 @@ void printTable(const RunInfo& run, std::vector<CaseReport>& cases) {
              run.driver, run.nvrtc, run.commit, run.date);
   fmt::print("ceilings: copy {} GB/s, mma.sync bf16 {} TFLOP/s; device time, L2 flushed, median of {} samples\n",
              num(run.ceilings.copyGBs, 0), num(run.ceilings.mmaTflops, 0), run.samples);
-  const auto header = fmt::format("{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>8} {:>5} {:<8} {}",
-                                  "op", "shape", "variant", "median", "min", "p90", "GB/s", "TFLOP/s", "roof",
-                                  "vs sm80", "target", "met", "check", "config");
+  fmt::print("krnl: kernels one launch of the op's plan runs; floor: the op's bytes at the copy bandwidth or its "
+             "FLOPs at the mma.sync rate, whichever is longer (us, and which); roof = floor / median\n");
+  const auto header = fmt::format(
+      "{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>4} {:>12} {:>6} {:>7} {:>8} {:>5} {:<8} {}", "op", "shape",
+      "variant", "median", "min", "p90", "GB/s", "TFLOP/s", "krnl", "floor", "roof", "vs sm80", "target", "met",
+      "check", "config");
   fmt::print("{}\n{}\n", header, std::string(header.size() + 10, '-'));
   for (CaseReport& c : cases) {
     if (!c.error.empty()) {
@@ -138,10 +161,11 @@ void printTable(const RunInfo& run, std::vector<CaseReport>& cases) {
       const bool timed = rowUsable(*v);
       const bool judged = c.spec.targetUs > 0 && timed && std::string(label) != "sm80-default" &&
                           std::string(label) != "sm86-default";
-      fmt::print("{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>8} {:>5} {:<8} {}\n",
+      fmt::print("{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>4} {:>12} {:>6} {:>7} {:>8} {:>5} {:<8} {}\n",
                  c.spec.op, c.spec.shape, label, timed ? num(v->timing.medianUs, 2) : "-",
                  timed ? num(v->timing.minUs, 2) : "-", timed ? num(v->timing.p90Us, 2) : "-", num(d.gbs, 0),
-                 num(d.tflops, 1), d.rooflineFraction > 0 ? fmt::format("{:.0f}%", 100 * d.rooflineFraction) : "-",
+                 num(d.tflops, 1), kernelsCell(*v), floorCell(d.floor),
+                 d.rooflineFraction > 0 ? fmt::format("{:.0f}%", 100 * d.rooflineFraction) : "-",
                  speedup(s.sm80, v), c.spec.targetUs > 0 ? fmt::format("<={}", c.spec.targetUs) : "-",
                  judged ? (v->timing.medianUs <= c.spec.targetUs ? "yes" : "NO") : "-", checkCell(c, *v),
                  v->error.empty() ? v->config : v->error.substr(0, 120));
@@ -150,10 +174,10 @@ void printTable(const RunInfo& run, std::vector<CaseReport>& cases) {
       if (v.kind != "cublas-bf16") continue;
       const Derived d = derive(c, v, run.ceilings);
       const VariantResult* best = s.tuned ? s.tuned : s.local;
-      fmt::print("{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>8} {:>5} {:<8} {}\n", c.spec.op,
-                 c.spec.shape, v.kind, rowUsable(v) ? num(v.timing.medianUs, 2) : "-",
+      fmt::print("{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>4} {:>12} {:>6} {:>7} {:>8} {:>5} {:<8} {}\n",
+                 c.spec.op, c.spec.shape, v.kind, rowUsable(v) ? num(v.timing.medianUs, 2) : "-",
                  rowUsable(v) ? num(v.timing.minUs, 2) : "-", rowUsable(v) ? num(v.timing.p90Us, 2) : "-",
-                 num(d.gbs, 0), num(d.tflops, 1),
+                 num(d.gbs, 0), num(d.tflops, 1), kernelsCell(v), floorCell(d.floor),
                  d.rooflineFraction > 0 ? fmt::format("{:.0f}%", 100 * d.rooflineFraction) : "-", "-", "-", "-",
                  "-", v.error.empty() ? fmt::format("{}; best kernel {}", v.config, speedup(&v, best) + " faster")
                                       : v.error.substr(0, 120));
@@ -191,7 +215,10 @@ std::string toJson(const RunInfo& run, std::vector<CaseReport>& cases) {
       "\"samples\": {}, \"warmup\": {}, \"l2_flush_bytes\": {}, \"delay_us\": {}, \"kernels_error\": {}, "
       "\"statistic\": \"median\", \"seed\": {}, "
       "\"bytes\": \"fewest bytes the op must move: each needed input read once (paged caches and the gathered "
-      "workspace: only the referenced rows), each output written once\"}},\n",
+      "workspace: only the referenced rows), each output written once\", "
+      "\"roofline\": \"floor = the larger of bytes / the measured copy bandwidth (roofline_copy_us) and FLOPs / the "
+      "measured mma.sync bf16 rate (roofline_mma_us); roofline_bound names the larger ('copy' or 'mma'); "
+      "roofline_fraction = floor / median\"}},\n",
       run.samples, run.warmup, run.flushBytes, jn(run.delayUs, false),
       run.kernelsError.empty() ? "null" : js(run.kernelsError), run.seed);
   o += fmt::format(
@@ -210,6 +237,10 @@ std::string toJson(const RunInfo& run, std::vector<CaseReport>& cases) {
                                                       : std::string("null");
     };
     const VariantResult* judged = s.tuned ? s.tuned : s.local;
+    const RooflineFloor floor = rooflineFloor(run.ceilings, c.bytes, c.flops);
+    auto ofFloor = [&](const VariantResult* v) {
+      return v && rowUsable(*v) ? jn(floor.fractionOf(v->timing.medianUs)) : std::string("null");
+    };
     const VariantResult* cublas = nullptr;  // weight_gemm's baseline (CublasBaseline.h)
     for (const VariantResult& v : c.variants)
       if (v.kind == "cublas-bf16") cublas = &v;
@@ -220,7 +251,10 @@ std::string toJson(const RunInfo& run, std::vector<CaseReport>& cases) {
         "\"tuned_config\": {}, \"candidates\": {}, \"failed_checks\": {}, \"errors\": {}, "
         "\"tuned_vs_sm80_default\": {}, \"tuned_vs_sm86_default\": {}, \"tuned_vs_local_default\": {}, "
         "\"local_default_vs_sm80_default\": {}, \"target_us\": {}, \"target_met\": {}, \"public_best_us\": {}, "
-        "\"vs_public_best\": {}, \"repeat_spread\": {}, \"cublas_bf16_us\": {}, \"vs_cublas_bf16\": {}}}",
+        "\"vs_public_best\": {}, \"repeat_spread\": {}, \"cublas_bf16_us\": {}, \"vs_cublas_bf16\": {}, "
+        "\"roofline_floor_us\": {}, \"roofline_bound\": {}, \"roofline_copy_us\": {}, \"roofline_mma_us\": {}, "
+        "\"sm80_default_roofline_fraction\": {}, \"local_default_roofline_fraction\": {}, "
+        "\"tuned_roofline_fraction\": {}}}",
         summary.empty() ? "" : ",\n", js(c.spec.op), js(c.spec.shape),
         [&] {
           std::string p;
@@ -235,7 +269,8 @@ std::string toJson(const RunInfo& run, std::vector<CaseReport>& cases) {
         jn(c.spec.publicBestUs),
         c.spec.publicBestUs > 0 && judged && rowUsable(*judged) ? jn(c.spec.publicBestUs / judged->timing.medianUs)
                                                                 : "null",
-        s.localRepeat ? jn(s.repeatSpread, false) : "null", us(cublas), ratio(cublas, judged));
+        s.localRepeat ? jn(s.repeatSpread, false) : "null", us(cublas), ratio(cublas, judged), jn(floor.us()),
+        jbound(floor), jn(floor.copyUs), jn(floor.mmaUs), ofFloor(s.sm80), ofFloor(s.local), ofFloor(s.tuned));
     for (const VariantResult& v : c.variants)
       rows += fmt::format("{}    {}", rows.empty() ? "" : ",\n", rowJson(run, c, v, s.sm80));
   }

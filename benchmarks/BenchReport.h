@@ -35,9 +35,12 @@ struct CaseReport {
   std::vector<VariantResult> variants;
 };
 
-// Per-row figures derived from the timing, the case and the ceilings (0 where not applicable).
+// Per-row figures derived from the timing, the case and the ceilings (0 where not applicable):
+// the floor is the case's bytes at the copy bandwidth or its FLOPs at the mma.sync rate,
+// whichever takes longer (floor.bound() says which); rooflineFraction = floor / median.
 struct Derived {
   double gbs = 0, tflops = 0, floorUs = 0, rooflineFraction = 0;
+  RooflineFloor floor;
 };
 Derived derive(const CaseReport& c, const VariantResult& v, const Ceilings& ceil);
 

@@ -39,6 +39,11 @@ const std::vector<BenchSpec>& benchSpecs() {
     s.push_back({"combine_topk_swa", "T=1536", {{"T", 1536}}, 2.5, 7.1});
     s.push_back({"gather_kcache", "16K x1", {{"R", 1}, {"context", 16384}}, 8, 126});
     s.push_back({"gather_kcache", "48K x4", {{"R", 4}, {"context", 49152}}, 95, 941});
+    // The prefill window gather: a 1536-token chunk at the end of a 64K context reads its last
+    // 1536 + 127 window positions from the layer's ring (26 pages) into the workspace after the
+    // 32K compressed rows of a ratio-2 source (GpuForwardAttention.cpp attendPrefill).
+    s.push_back({"gather_kcache", "64K last 1663",
+                 {{"R", 1}, {"context", 65536}, {"gather", 1663}, {"ring_rows", 1664}, {"offset", 32768}}, 4, 53.4});
     s.push_back({"kv_quant_insert", "T=1536", {{"T", 1536}}, 0, 0});
     for (const char* op : {"mhc_fused_post_pre", "mhc_pre"}) {
       for (int64_t T : {6, 12, 16, 64, 1536}) {
@@ -84,6 +89,8 @@ std::vector<BenchSpec> selfTestSpecs() {
   return {
       {"combine_topk_swa", "T=96 R=2", {{"T", 96}, {"R", 2}, {"context", 3000}, {"max_model_len", 8192}}},
       {"gather_kcache", "300 x3", {{"R", 3}, {"context", 300}}},
+      {"gather_kcache", "700 last 77 ring",
+       {{"R", 2}, {"context", 700}, {"gather", 77}, {"ring_rows", 128}, {"offset", 40}}},
       {"kv_quant_insert", "T=150", {{"T", 150}, {"pages", 8}}},
       {"mhc_fused_post_pre", "T=5 C=256", {{"T", 5}, {"C", 256}}},
       {"mhc_fused_post_pre", "T=300 C=256 rows", {{"T", 300}, {"C", 256}, {"check_rows", 16}}},

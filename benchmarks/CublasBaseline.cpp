@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "deepinfer/Formats.h"
+#include "deepinfer/LaunchTally.h"
 #include "reference/QuantGemmRef.h"
 
 namespace deepinfer::bench {
@@ -57,7 +58,9 @@ VariantResult cublasBaseline(Cublas& blas, const BenchCase& c, const TimingOptio
     if (gated) DI_TRY(blas.gemmBf16F32(xb->addr(), K, up->addr(), Kg, yb->addr() + uint64_t(M * N * 4), N, M, N, Kg, nullptr));
     return {};
   };
+  const LaunchTally before = threadLaunchTally();
   if (Status s = launch(); !s.ok()) return fail(s.error().message);
+  r.kernelsPerLaunch = (threadLaunchTally() - before).launches();  // cuBLAS calls: one kernel each at least
   auto timing = timeOnDevice(launch, t);
   if (!timing.ok()) return fail(timing.error().message);
   r.timing = *timing;

@@ -14,58 +14,23 @@
 
 #include "ReportText.h"
 #include "BenchKernels.h"
+#include "ModelBenchMeasure.h"
 #include "ModelBenchOptions.h"
 #include "ModelBenchReport.h"
 #include "ModelBenchSpec.h"
 #include "ModelFullDepth.h"
+#include "ModelLongContextRun.h"
 #include "ModelRoofline.h"
 #include "Roofline.h"
+#include "model/Checkpoint.h"
 #include "model/gpu/GpuModel.h"
+#include "model/gpu/GpuWeights.h"
 #include "model/Sampling.h"
 
 using namespace deepinfer;
 using namespace deepinfer::bench;
 
 namespace {
-
-// The synthetic full-depth model's defaults: a KV budget far above a 64K context's needs (~1.8 KB
-// per token) and room for prefill workspaces (chunk activations, gathered attention rows, logits),
-// kernels and the CUDA context.
-constexpr int64_t kSyntheticKvBytes = int64_t(4) << 30;
-constexpr int64_t kSyntheticWorkspaceBytes = int64_t(10) << 30;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::vector<int32_t> randomIds(std::mt19937_64& rng, int64_t n, int64_t vocab) {
-  std::uniform_int_distribution<int32_t> d(0, int32_t(vocab - 1));
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& id : ids) id = d(rng);
-  return ids;
-}
-
-int32_t greedy(const float* logits, int64_t V) { return sampleToken(logits, V, SamplingOptions{}, 0); }
-
-// Prefills `ids` into `req` one chunk per call (lastOnly logits: the head runs on the last row of
-// each chunk only, as an engine would); returns the last chunk's logits row and each call's time.
-Result<std::vector<float>> prefillChunks(GpuModel& model, int64_t req, const std::vector<int32_t>& ids, int64_t chunk,
-                                         std::vector<double>* chunkMs) {
-  std::vector<float> last;
-  for (size_t at = 0; at < ids.size(); at += size_t(chunk)) {
-    const size_t len = std::min(size_t(chunk), ids.size() - at);
-    std::vector<int32_t> part(ids.begin() + int64_t(at), ids.begin() + int64_t(at + len));
-    const auto t0 = Clock::now();
-    auto logits = model.prefill(req, part, /*lastOnly=*/true);
-    if (!logits.ok()) return logits.error();
-    if (chunkMs) chunkMs->push_back(secondsSince(t0) * 1e3);
-    if (at + len == ids.size()) last.assign(logits->ptr<float>(), logits->ptr<float>() + model.config().vocabSize);
-  }
-  return last;
-}
 
 PrefillRow measurePrefill(GpuModel& model, int64_t ctx, const ModelBenchOptions& opts, const Ceilings& ceil,
                           std::mt19937_64& rng) {
@@ -94,31 +59,17 @@ PrefillRow measurePrefill(GpuModel& model, int64_t ctx, const ModelBenchOptions&
     const int32_t first = greedy(last->data(), cfg.vocabSize);
     row.sampleMs = secondsSince(t1) * 1e3;
     row.firstTokenMs = row.seconds * 1e3 + row.sampleMs;
+    row.lastChunkLaunches = model.lastCallLaunches();
     (void)first;
   }
   if (Status s = model.releaseRequest(*req); !s.ok() && row.error.empty()) row.error = s.error().message;
   return row;
 }
 
-// The decode floor at S streams from the model's bytes per step (ModelRoofline.h).
-void decodeFloor(const ModelConfig& cfg, const Ceilings& ceil, DecodeRow& d) {
-  const int64_t mid = (d.firstPosition + d.lastPosition) / 2;
-  d.kvPerToken = decodeKvBytes(cfg, mid);
-  d.distinctExperts = expectedDistinctExperts(cfg.nRoutedExperts, cfg.numExpertsPerTok, d.streams);
-  d.weightBytesBatched = tokenWeightBytes(cfg, WeightStorage::Checkpoint, d.distinctExperts).total();
-  d.weightBytesPerToken = tokenWeightBytes(cfg, WeightStorage::Checkpoint, cfg.numExpertsPerTok).total();
-  const double kv = d.streams * d.kvPerToken.total();
-  d.floorSecondsBatched = rooflineFloorUs(ceil, d.weightBytesBatched + kv, 0) * 1e-6;
-  d.floorSecondsSerial = rooflineFloorUs(ceil, d.streams * d.weightBytesPerToken + kv, 0) * 1e-6;
-}
-
-// S fresh requests, each prefilled with the prompt; two untimed steps (the decode-shape kernels
-// compile there), then `repeats` timed blocks of `steps` steps. Tokens are the greedy picks of
-// the previous step's logits (host argmax included in the time).
+// S fresh requests, each prefilled with the prompt, then the decode measurement (timeDecode).
 DecodeRow measureDecode(GpuModel& model, int streams, bool batched, const ModelBenchOptions& opts,
                         const Ceilings& ceil, std::mt19937_64& rng) {
-  const ModelConfig& cfg = model.config();
-  const int64_t V = cfg.vocabSize;
+  const int64_t V = model.config().vocabSize;
   DecodeRow row;
   row.batched = batched;
   row.streams = streams;
@@ -126,51 +77,50 @@ DecodeRow measureDecode(GpuModel& model, int streams, bool batched, const ModelB
   row.prompt = opts.promptTokens;
   std::vector<int64_t> reqs;
   std::vector<int32_t> next;
-  auto fail = [&](const Error& e) {
-    row.error = e.message;
-    for (int64_t r : reqs) (void)model.releaseRequest(r);
-    return row;
-  };
-  for (int s = 0; s < streams; ++s) {
+  for (int s = 0; s < streams && row.error.empty(); ++s) {
     auto req = model.newRequest();
-    if (!req.ok()) return fail(req.error());
+    if (!req.ok()) {
+      row.error = req.error().message;
+      break;
+    }
     reqs.push_back(*req);
     auto last = prefillChunks(model, *req, randomIds(rng, opts.promptTokens, V), opts.chunk, nullptr);
-    if (!last.ok()) return fail(last.error());
-    next.push_back(greedy(last->data(), V));
+    if (!last.ok()) row.error = last.error().message;
+    else next.push_back(greedy(last->data(), V));
   }
-  auto step = [&]() -> Status {
-    if (batched) {
-      std::vector<std::pair<int64_t, std::vector<int32_t>>> work;
-      for (int s = 0; s < streams; ++s) work.push_back({reqs[size_t(s)], {next[size_t(s)]}});
-      auto logits = model.forward(work, /*lastOnly=*/true);
-      if (!logits.ok()) return logits.error();
-      for (int s = 0; s < streams; ++s) next[size_t(s)] = greedy((*logits)[size_t(s)].ptr<float>(), V);
-      return {};
-    }
-    for (int s = 0; s < streams; ++s) {
-      auto logits = model.decode(reqs[size_t(s)], next[size_t(s)]);
-      if (!logits.ok()) return logits.error();
-      next[size_t(s)] = greedy(logits->data(), V);
-    }
-    return {};
-  };
-  for (int w = 0; w < 2; ++w)
-    if (Status s = step(); !s.ok()) return fail(s.error());
-  auto pos = model.position(reqs[0]);
-  row.firstPosition = pos.ok() ? *pos : 0;
-  for (int r = 0; r < opts.repeats; ++r) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < opts.decodeSteps; ++i)
-      if (Status s = step(); !s.ok()) return fail(s.error());
-    row.repeatSeconds.push_back(secondsSince(t0));
-  }
-  row.lastPosition = row.firstPosition + int64_t(opts.repeats) * opts.decodeSteps - 1;
-  row.seconds = median(row.repeatSeconds);
-  decodeFloor(cfg, ceil, row);
+  if (row.error.empty()) timeDecode(model, reqs, next, opts, ceil, row);
   for (int64_t r : reqs)
     if (Status s = model.releaseRequest(r); !s.ok() && row.error.empty()) row.error = s.error().message;
   return row;
+}
+
+// What the long-context run does, in place of the cold-prefill and decode-stream items.
+std::vector<std::string> longContextAssumptions(const ModelBenchReport& r) {
+  const LongContextReport& l = *r.longContext;
+  return {
+      fmt::format("Long context: the KV cache is sized for {} tokens (GpuModelOptions::kvCacheBytes = the window rings "
+                  "of {} requests + the compressed and index-key caches of {} tokens) and the run was checked "
+                  "against the free device memory before loading: weights + that cache + the prefill's scratch at "
+                  "the context (the indexer's scores [chunk, N] f32, the gathered attention workspaces, the "
+                  "candidate block scores, each with the runtime's 25% headroom) + a fixed {} GiB reserve.",
+                  l.context, l.memory.maxRequests, l.context + l.chunk, kLongContextReserveBytes >> 30),
+      fmt::format("The long prefill: one request, uniformly random token ids (seed {}), {} tokens per prefill call "
+                  "(lastOnly logits), {} positions (the context less the {} tokens of the decode measurement, so "
+                  "the last decode step sits at position {}). A warm-up of {} tokens compiled the first shapes; "
+                  "larger shapes compile when the context first reaches them, and those NVRTC compiles are in the "
+                  "segment's time (each segment reports its count; a warm kernel cache makes them disk loads). "
+                  "Time to first token = the sum of the chunks' times + the greedy pick from the last logits.",
+                  r.opts.seed, l.chunk, l.promptTokens, l.decodeTokens, l.context - 1, r.run.warmupTokens),
+      fmt::format("Segment floor: its positions' FLOPs (prefillFlops(end) - prefillFlops(begin)) at the mma.sync "
+                  "rate, or its chunks' weight reads at the copy bandwidth, whichever is longer. The runtime scores "
+                  "every key of a candidate-restricted index source before masking, which the FLOP count (the "
+                  "candidate entries only) leaves out."),
+      fmt::format("Decode at a context c: a fresh request prefilled with c - {} random ids (at the full context: "
+                  "the long request itself), 2 untimed steps, then {} timed repetitions of {} steps, one forward "
+                  "call per step (a CUDA graph), the median; how flat = tok/s at the longest context / tok/s at the "
+                  "first.",
+                  l.decodeTokens, r.opts.repeats, r.opts.decodeSteps),
+  };
 }
 
 std::vector<std::string> assumptionsFor(const ModelBenchReport& r) {
@@ -178,19 +128,33 @@ std::vector<std::string> assumptionsFor(const ModelBenchReport& r) {
   std::vector<std::string> a = {
       "Times are host wall-clock around GpuModel calls; every call returns only once its logits are on the host, "
       "so each includes device synchronization, the logits copy and host overheads.",
-      fmt::format("Cold prefill: a fresh request with an empty cache, uniformly random token ids (fixed seed "
-                  "{}), {} tokens per prefill call (lastOnly logits: the head runs on each chunk's last row). Kernels were "
-                  "compiled and warmed beforehand by an untimed warm-up prefill of {} tokens and decode steps, so "
-                  "no JIT compile is timed.",
-                  r.opts.seed, r.opts.chunk, r.run.warmupTokens),
-      "Time to first token = the cold prefill time + the host's greedy pick of the first token from the last "
-      "row's logits.",
-      fmt::format("Decode: each stream is a request prefilled with {} random ids, then 2 untimed steps; tok/s = "
-                  "streams x {} steps / the median of {} timed repetitions; each step feeds the greedy pick of "
-                  "the previous logits. 'batched' runs one GpuModel::forward call per step over every stream; "
-                  "'serial' runs one GpuModel::decode call per stream per step (streams stepped one after another, "
-                  "not batched).",
-                  r.opts.promptTokens, r.opts.decodeSteps, r.opts.repeats),
+  };
+  if (r.longContext) {
+    for (std::string& s : longContextAssumptions(r)) a.push_back(std::move(s));
+  } else {
+    std::vector<std::string> runs = {
+        fmt::format("Cold prefill: a fresh request with an empty cache, uniformly random token ids (fixed seed "
+                    "{}), {} tokens per prefill call (lastOnly logits: the head runs on each chunk's last row). "
+                    "Kernels were compiled and warmed beforehand by an untimed warm-up prefill of {} tokens and "
+                    "decode steps, so no JIT compile is timed.",
+                    r.opts.seed, r.opts.chunk, r.run.warmupTokens),
+        "Time to first token = the cold prefill time + the host's greedy pick of the first token from the last "
+        "row's logits.",
+        fmt::format("Decode: each stream is a request prefilled with {} random ids, then 2 untimed steps; tok/s = "
+                    "streams x {} steps / the median of {} timed repetitions; each step feeds the greedy pick of "
+                    "the previous logits. 'batched' runs one GpuModel::forward call per step over every stream; "
+                    "'serial' runs one GpuModel::decode call per stream per step (streams stepped one after another, "
+                    "not batched).",
+                    r.opts.promptTokens, r.opts.decodeSteps, r.opts.repeats),
+    };
+    a.insert(a.end(), runs.begin(), runs.end());
+  }
+  std::vector<std::string> rest = {
+      "Launches per forward call: counted where the runtime enqueues work (deepinfer/LaunchTally.h): kernels "
+      "launched through the driver (di ops, model kernels), cuBLAS GEMM calls (one each, though cuBLAS may run "
+      "more than one kernel) and stream-ordered copies and fills; per layer = that layer's iteration of the "
+      "forward pass (its engram module, mHC steps, attention, MoE). A decode step runs as a CUDA graph: one host "
+      "launch replays it; 'graph nodes' counts the graph's kernel nodes, cuBLAS's own kernels included.",
       "Decode roofline: floor time per step = (weights read per step + KV bytes read per step) / the measured "
       "copy bandwidth (a device-to-device copy's read + write bytes per second); fraction = floor / measured.",
       fmt::format("Weights per step: every matrix one token multiplies, as the runtime stores it (the checkpoint's "
@@ -225,33 +189,83 @@ std::vector<std::string> assumptionsFor(const ModelBenchReport& r) {
       "Random weights (make-model) and random token ids: routing and index selections are not those of real "
       "text, which may change expert reuse across a batch and the time of data-dependent steps.",
   };
+  a.insert(a.end(), rest.begin(), rest.end());
   if (!r.opts.synthetic.empty())
     a.push_back(fmt::format(
         "Synthetic full-depth model (--synthetic flash): V4.1-Flash's config (40 layers, hidden {}, vocab {}, every "
         "layer role, the engram layers) with {} routed experts per layer instead of 384 (a token reads {} either "
         "way, so per-token bytes and FLOPs are the real model's; a batch of S streams touches more distinct experts "
-        "of 384 than of {}); no DSpark draft; weights generated on the host in the checkpoint's formats "
+        "of 384 than of {}); {}; weights generated on the host in the checkpoint's formats "
         "(GpuModel::loadSynthetic: random codes, one scale per tensor); engram rows made up on the host from a hash "
         "of the row id instead of read from ~95 GB tables.",
-        c.hiddenSize, c.vocabSize, c.nRoutedExperts, c.numExpertsPerTok, c.nRoutedExperts));
+        c.hiddenSize, c.vocabSize, c.nRoutedExperts, c.numExpertsPerTok, c.nRoutedExperts,
+        r.draftWeightBytes > 0
+            ? fmt::format("the DSpark draft as the config defines it ({} stages mtp.0-{} with {} routed experts, "
+                          "top-{}, Markov rank {}, block {}; {:.2f} GB) generated the same way",
+                          c.numNextnPredictLayers, c.numNextnPredictLayers - 1, c.draftRoutedExperts(),
+                          c.draftExpertsPerTok(), c.dspark.markovRank, c.dsparkBlockSize, r.draftWeightBytes / 1e9)
+            : "no DSpark draft (" +
+                  (!r.draftLeftOut.empty()     ? r.draftLeftOut
+                   : r.opts.longContext > 0 ? std::string("--long-context measures no speculative rows")
+                                            : std::string("--no-speculative")) +
+                  ")"));
   if (!r.speculative.empty())
     a.push_back(fmt::format(
         "Speculative decoding (DSpark, block {}): at each stream count, fresh speculative requests prefilled with "
         "the decode prompt, one untimed step, then {} timed steps (median of {} repetitions), one GpuModel call "
         "per step over every stream. 'plain': steps verifying no draft (the target forward of a decode step plus "
         "the DSpark features a speculative request keeps). 'draft pass alone': GpuModel::draft (drafts to the "
-        "host). 'oracle a': the drafts are the target's own greedy continuation (from plain decoding) with "
-        "draft a+1 made wrong, so a are accepted unless the verify rows part from plain decoding at a near-tie "
-        "(the measured mean is reported); their step time is the verify step alone and their tok/s adds one "
-        "draft pass per step: streams x (accepted + 1) / (verify + draft). 'model drafts': the draft heads' own "
-        "drafts; with random weights they are accepted about as often as random tokens, so this row shows the "
-        "cost of the full step, not a realistic acceptance. The model has {} target layers and {} draft stages: "
-        "the draft pass's share of a step is far larger than in the 40-layer model.",
-        c.dsparkBlockSize, r.opts.decodeSteps, r.opts.repeats, c.numHiddenLayers, c.numNextnPredictLayers));
+        "host). 'oracle a': the drafts are the target's own greedy continuation with draft a+1 made wrong; the "
+        "continuation is recorded first ('oracle recording', untimed) by greedy speculative steps over the same "
+        "prompts in which every stream verifies {} drafts, i.e. verify forwards of the same rows as the oracle's "
+        "(the kernels round a row by the forward's row count, so a continuation from decode steps would part "
+        "from the verify rows at near-ties); every oracle step is checked to accept exactly a drafts and emit "
+        "the recorded tokens, else the row is an error. Their step time is the verify step alone and their "
+        "tok/s adds one draft pass per step: streams x (accepted + 1) / (verify + draft). 'model drafts': the draft "
+        "heads' own drafts; with random weights they are accepted about as often as random tokens, so this row "
+        "shows the cost of the full step, not a realistic acceptance. {}",
+        c.dsparkBlockSize, r.opts.decodeSteps, r.opts.repeats, c.dsparkBlockSize,
+        c.numHiddenLayers < v41FlashDefaults().numHiddenLayers
+            ? fmt::format("The model has {} target layers and {} draft stages: the draft pass's share of a step "
+                          "is far larger than in the {}-layer model.",
+                          c.numHiddenLayers, c.numNextnPredictLayers, v41FlashDefaults().numHiddenLayers)
+            : fmt::format("{} target layers and {} draft stages, as V4.1-Flash.", c.numHiddenLayers,
+                          c.numNextnPredictLayers)));
   if (c.numEngramLayers() > 0)
     a.push_back("Engram table rows are gathered on the host from the checkpoint's mapping (not device bytes; not "
                 "in the roofline).");
   return a;
+}
+
+// A long-context run keeps one request at a time (the decode contexts' requests are released
+// before the long one starts); one more for the warm-up's.
+constexpr int kLongContextRequests = 2;
+
+// --long-context: the memory a request of that context needs beside the weights, from the config,
+// checked against the free device memory with the checkpoint's weights (for --synthetic the
+// full-depth plan fits the weights around it).
+Result<LongContextReport> planLongContext(const ModelBenchOptions& opts, int64_t freeBytes, int maxRequests) {
+  LongContextReport lc;
+  lc.context = opts.longContext;
+  lc.chunk = opts.chunk;
+  lc.segment = opts.segment;
+  lc.decodeTokens = opts.decodeTokens();
+  lc.timeBudget = opts.timeBudget;
+  lc.freeBytesBeforeLoad = freeBytes;
+  // The full-depth model's attention and caches do not depend on its expert count.
+  auto cfg = opts.synthetic.empty() ? loadModelConfig(opts.model) : fullDepthConfig(16);
+  if (!cfg.ok()) return cfg.error();
+  auto memory = longContextMemory(*cfg, lc.context, lc.chunk, maxRequests);
+  if (!memory.ok()) return memory.error();
+  lc.memory = *memory;
+  if (!opts.synthetic.empty()) return lc;
+  auto ckpt = Checkpoint::open(opts.model);
+  if (!ckpt.ok()) return ckpt.error();
+  auto weights = gpuWeightBytes(*cfg, *ckpt);
+  if (!weights.ok()) return weights.error();
+  lc.weightBytes = *weights;
+  DI_TRY(checkLongContextFits(lc.memory, lc.weightBytes, freeBytes));
+  return lc;
 }
 
 int runModelBench(const ModelBenchOptions& opts) {
@@ -299,18 +313,37 @@ int runModelBench(const ModelBenchOptions& opts) {
   int maxStreams = 1;
   for (int s : opts.streams) maxStreams = std::max(maxStreams, s);
   mo.maxRequests = std::max(16, maxStreams + 1);
+  auto mem = (*dev)->memInfo();
+  if (!mem.ok()) {
+    fmt::print(stderr, "deepinfer-model-bench: {}\n", mem.error().message);
+    return 1;
+  }
+  const int64_t freeBeforeLoad = int64_t(mem->first);
+  // --long-context: the KV cache sized for the context and the run checked against the free
+  // memory before anything is loaded (ModelLongContext.h).
+  if (opts.longContext > 0) {
+    mo.maxRequests = kLongContextRequests;
+    mo.speculative = false;  // no draft rings
+    auto lc = planLongContext(opts, freeBeforeLoad, mo.maxRequests);
+    if (!lc.ok()) {
+      fmt::print(stderr, "deepinfer-model-bench: {}\n", lc.error().message);
+      return 1;
+    }
+    rep.longContext = std::move(*lc);
+    mo.kvCacheBytes = rep.longContext->memory.kvBytes;
+    if (opts.synthetic.empty())
+      fmt::print("long context {} fits (checked before loading): {}\n", opts.longContext,
+                 describeLongContextMemory(rep.longContext->memory, rep.longContext->weightBytes, freeBeforeLoad));
+  }
   auto t0 = Clock::now();
   Result<std::unique_ptr<GpuModel>> loaded = Error{""};
   if (!opts.synthetic.empty()) {
     // The full-depth model: bytes planned before anything is allocated, so a model that does not
     // fit is refused with the numbers instead of running out of memory half-way.
-    if (mo.kvCacheBytes <= 0) mo.kvCacheBytes = kSyntheticKvBytes;
-    auto mem = (*dev)->memInfo();
-    if (!mem.ok()) {
-      fmt::print(stderr, "deepinfer-model-bench: {}\n", mem.error().message);
-      return 1;
-    }
-    auto plan = planFullDepth(int64_t(mem->first), mo.kvCacheBytes + kSyntheticWorkspaceBytes, opts.experts);
+    if (mo.kvCacheBytes <= 0) mo.kvCacheBytes = kFullDepthKvBytes;
+    const int64_t reserve = rep.longContext ? rep.longContext->memory.total()
+                                            : mo.kvCacheBytes + kFullDepthWorkspaceBytes;
+    auto plan = planFullDepth(freeBeforeLoad, reserve, opts.experts, opts.speculative);
     if (!plan.ok()) {
       fmt::print(stderr, "deepinfer-model-bench: {}\n", plan.error().message);
       return 1;
@@ -320,13 +353,29 @@ int runModelBench(const ModelBenchOptions& opts) {
       fmt::print(stderr, "deepinfer-model-bench: {}\n", cfg.error().message);
       return 1;
     }
-    run.modelDir = fmt::format("synthetic V4.1-Flash, 40 layers, {} experts", plan->experts);
+    run.modelDir = fmt::format("synthetic V4.1-Flash, 40 layers, {} experts{}", plan->experts,
+                               plan->draft ? ", DSpark draft" : "");
     fmt::print("synthetic full-depth model: {} routed experts per layer, {:.2f} GB of weights ({:.3f} GB per expert in "
-               "every layer), {:.2f} GB free, {:.2f} GB kept for the KV cache and workspaces\n",
+               "every layer){}, {:.2f} GB free, {:.2f} GB kept for the KV cache and workspaces\n",
                plan->experts, double(plan->weightBytes) / 1e9, double(plan->bytesPerExpert) / 1e9,
+               plan->draft ? fmt::format(" + {:.2f} GB of DSpark draft ({} stages, {} experts each)",
+                                         double(plan->draftBytes) / 1e9, cfg->numNextnPredictLayers,
+                                         cfg->draftRoutedExperts())
+                           : std::string(opts.speculative          ? ""
+                                         : opts.longContext > 0 ? " (no DSpark draft: --long-context)"
+                                                                : " (no DSpark draft: --no-speculative)"),
                double(plan->freeBytes) / 1e9, double(plan->reserveBytes) / 1e9);
+    if (!plan->draftLeftOut.empty()) {
+      rep.draftLeftOut = plan->draftLeftOut;
+      fmt::print("NOTE: no speculative rows: {}\n", plan->draftLeftOut);
+    }
+    mo.speculative = plan->draft;
+    if (rep.longContext) {
+      rep.longContext->weightBytes = plan->weightBytes;
+      fmt::print("long context {} fits (checked before loading): {}\n", opts.longContext,
+                 describeLongContextMemory(rep.longContext->memory, plan->weightBytes, freeBeforeLoad));
+    }
     std::fflush(stdout);
-    mo.speculative = false;
     loaded = GpuModel::loadSynthetic(*cfg, opts.seed, *dev, mo);
   } else {
     loaded = GpuModel::load(opts.model, *dev, mo);
@@ -347,6 +396,10 @@ int runModelBench(const ModelBenchOptions& opts) {
                         tokenWeightBytes(cfg, WeightStorage::Bf16, 0).embedRow + 2 * embedBytes;
   rep.checkpointWeightBytes = tokenWeightBytes(cfg, WeightStorage::Checkpoint, cfg.nRoutedExperts).total() -
                               tokenWeightBytes(cfg, WeightStorage::Checkpoint, 0).embedRow + 2 * embedBytes;
+  if (model.speculation()) {
+    auto draft = draftWeightBytes(cfg);
+    rep.draftWeightBytes = draft.ok() ? double(*draft) : 0;
+  }
   const GpuKvCapacity& cap = model.capacity();
   KvReport& kv = rep.kv;
   kv.runtimeBytesPerToken = cap.bytesPerToken;
@@ -365,10 +418,25 @@ int runModelBench(const ModelBenchOptions& opts) {
 
   std::mt19937_64 rng(opts.seed);
   bool problems = false;
+  if (rep.longContext) {
+    LongContextReport& lc = *rep.longContext;
+    lc.capacityTokens = cap.tokens;
+    if (auto m = (*dev)->memInfo(); m.ok()) lc.freeBytesAfterLoad = int64_t(m->first);
+    fmt::print("long context {}: the runtime's KV cache holds {} tokens; {:.2f} GB free after loading\n", lc.context,
+               cap.tokens, double(lc.freeBytesAfterLoad) / 1e9);
+    if (cap.tokens < lc.context) {
+      fmt::print(stderr,
+                 "deepinfer-model-bench: the runtime's KV cache holds {} tokens, fewer than the {} planned (budget {} "
+                 "bytes)\n",
+                 cap.tokens, lc.context, mo.kvCacheBytes);
+      return 1;
+    }
+  }
   // Warm-up: the largest context once (every kernel and shape bucket the timed prefills reach
-  // compiles here), then a few decode steps of that request and a batched step.
+  // compiles here), then a few decode steps of that request and a batched step. A long-context
+  // run warms up on two chunks: its larger shapes compile during the segments (counted there).
   {
-    run.warmupTokens = *std::max_element(opts.contexts.begin(), opts.contexts.end());
+    run.warmupTokens = rep.longContext ? 2 * opts.chunk : *std::max_element(opts.contexts.begin(), opts.contexts.end());
     t0 = Clock::now();
     auto req = model.newRequest();
     Status s = req.ok() ? Status{} : Status{req.error()};
@@ -386,7 +454,12 @@ int runModelBench(const ModelBenchOptions& opts) {
     problems = !s.ok();
   }
 
-  for (int64_t ctx : opts.contexts) {
+  if (rep.longContext) {
+    measureLongContext(model, **dev, opts, ceil, start, rng, *rep.longContext);
+    problems = problems || !rep.longContext->error.empty();
+    for (const LongDecode& d : rep.longContext->decode) problems = problems || !d.row.error.empty();
+  }
+  for (int64_t ctx : rep.longContext ? std::vector<int64_t>{} : opts.contexts) {
     rep.prefill.push_back(measurePrefill(model, ctx, opts, ceil, rng));
     const PrefillRow& p = rep.prefill.back();
     if (p.error.empty())
@@ -396,13 +469,13 @@ int runModelBench(const ModelBenchOptions& opts) {
     std::fflush(stdout);
     problems = problems || !p.error.empty();
   }
-  for (int s : opts.streams)
+  for (int s : rep.longContext ? std::vector<int>{} : opts.streams)
     for (bool batched : {true, false}) {
       rep.decode.push_back(measureDecode(model, s, batched, opts, ceil, rng));
       const DecodeRow& d = rep.decode.back();
       if (d.error.empty())
-        fmt::print("decode {} stream(s), {}: {:.1f} tok/s ({:.2f} ms per step)\n", s, batched ? "batched" : "serial",
-                   d.tokPerS(), d.stepMs());
+        fmt::print("decode {} stream(s), {}: {:.1f} tok/s ({:.2f} ms per step; a call: {})\n", s,
+                   batched ? "batched" : "serial", d.tokPerS(), d.stepMs(), launchesText(d.stepLaunches));
       else
         fmt::print("decode {} stream(s), {}: ERROR {}\n", s, batched ? "batched" : "serial", d.error);
       std::fflush(stdout);
@@ -411,13 +484,16 @@ int runModelBench(const ModelBenchOptions& opts) {
   if (opts.speculative && model.speculation()) {
     rep.speculative = measureSpeculative(model, opts, rng);
     for (const SpecRow& r : rep.speculative) problems = problems || !r.error.empty();
+  } else if (opts.speculative && rep.draftLeftOut.empty()) {
+    rep.draftLeftOut = "the model has no DSpark draft (no mtp.* tensors or no DSpark fields in its config)";
   }
   run.totalSeconds = secondsSince(start);
   rep.assumptions = assumptionsFor(rep);
   printModelReport(rep);
 
   const std::string path = !opts.out.empty() ? opts.out
-                                             : fmt::format("benchmarks/results/model-{}-{}.json", slug(run.gpuName),
+                                             : fmt::format("benchmarks/results/model-{}{}-{}.json",
+                                                           rep.longContext ? "long-context-" : "", slug(run.gpuName),
                                                            utcNow("%Y-%m-%d"));
   std::error_code ec;
   const auto parent = std::filesystem::path(path).parent_path();

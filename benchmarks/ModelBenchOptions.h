@@ -24,6 +24,15 @@ struct ModelBenchOptions {
   uint64_t seed = 0x5EED70C5ull;
   bool quick = false, help = false;
   bool speculative = true;                   // --no-speculative skips the DSpark measurements
+  // --long-context N: instead of the contexts and streams above, one request prefilled to N tokens
+  // with the KV cache sized for it (ModelLongContext.h): prefill per segment, time to first
+  // token, single-stream decode at each decode context and at N.
+  int64_t longContext = 0;
+  std::vector<int64_t> decodeContexts{16384, 131072};  // --decode-contexts (each below N)
+  int64_t segment = 131072;                  // --segment: prefill reported per this many positions
+  int64_t timeBudget = 0;                    // --time-budget S: stop the long prefill after S s of the run (0: none)
+  // Decode tokens of one decode measurement: 2 untimed steps, then repeats x decode-steps.
+  int64_t decodeTokens() const { return 2 + int64_t(repeats) * decodeSteps; }
 };
 
 // Parses argv; --quick replaces the sizes the user did not set with small ones.

@@ -1,14 +1,17 @@
 // What deepinfer-model-bench measured and derived, the readable table and the JSON file.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ModelBenchOptions.h"
-#include "ModelBenchSpec.h"
+#include "ModelBenchSpecRows.h"
+#include "ModelLongContext.h"
 #include "ModelRoofline.h"
 #include "Roofline.h"
 #include "model/ModelConfig.h"
+#include "model/gpu/GpuModel.h"
 
 namespace deepinfer::bench {
 
@@ -32,6 +35,7 @@ struct PrefillRow {
   PrefillFlops flops;
   double weightBytes = 0;        // weights read once per chunk (the checkpoint's formats, as the runtime holds them)
   double floorSeconds = 0;       // rooflineFloorUs(flops, bytes)
+  GpuCallLaunches lastChunkLaunches;  // what the last chunk's forward call enqueued
   std::string error;
   double tokPerS() const { return seconds > 0 ? double(ctx) / seconds : 0; }
   double fraction() const { return seconds > 0 ? floorSeconds / seconds : 0; }
@@ -53,6 +57,7 @@ struct DecodeRow {
   DecodeKvBytes kvPerToken;         // at the middle position of the timed steps
   double floorSecondsBatched = 0;   // per step: (batched weights + S * KV) / copy bandwidth
   double floorSecondsSerial = 0;    // per step: S * (weights + KV) / copy bandwidth
+  GpuCallLaunches stepLaunches;     // what the last timed forward call enqueued (one step, or one stream's step)
   std::string error;
   double tokPerS() const { return seconds > 0 ? double(streams) * steps / seconds : 0; }
   double stepMs() const { return steps > 0 ? seconds / steps * 1e3 : 0; }
@@ -75,6 +80,51 @@ struct KvReport {
   }
 };
 
+// deepinfer-model-bench --long-context N (ModelLongContext.h for the memory).
+// One segment of the long prefill: positions [begin, end), chunk by chunk.
+struct LongSegment {
+  int64_t begin = 0, end = 0;
+  int chunks = 0;
+  double seconds = 0;                 // its chunks' prefill calls, back to back
+  int jitCompiles = 0;                // NVRTC compiles during the segment (their time is in `seconds`)
+  double floorSeconds = 0;            // its FLOPs at the mma.sync rate or its chunks' weights at the copy bandwidth
+  GpuCallLaunches lastChunkLaunches;
+  double tokPerS() const { return seconds > 0 ? double(end - begin) / seconds : 0; }
+  double fraction() const { return seconds > 0 ? floorSeconds / seconds : 0; }
+};
+
+// Single-stream decode ending at `context`: a request prefilled to context - decode tokens, then
+// the decode measurement (DecodeRow, one stream, batched) on it.
+struct LongDecode {
+  int64_t context = 0;
+  int64_t prefillTokens = 0;
+  double prefillSeconds = 0;          // that request's prefill (at N: the long prefill)
+  int jitCompiles = 0;                // during that prefill
+  DecodeRow row;
+};
+
+struct LongContextReport {
+  int64_t context = 0, chunk = 0, segment = 0, decodeTokens = 0, timeBudget = 0;
+  LongContextMemory memory;
+  int64_t weightBytes = 0;            // planned before loading (gpuWeightBytes / the full-depth plan)
+  int64_t freeBytesBeforeLoad = 0;
+  int64_t capacityTokens = 0;         // GpuKvCapacity::tokens of the loaded model
+  // Device memory free right after loading and after the long prefill: what the forward passes
+  // took (scratch buffers, activations, kernels), against memory.scratchBytes() + reserveBytes.
+  int64_t freeBytesAfterLoad = 0, freeBytesAfterPrefill = 0;
+  int64_t promptTokens = 0;           // context - decode tokens
+  int64_t reached = 0;                // positions prefilled (promptTokens unless stopped or failed)
+  bool stopped = false;               // the time budget ran out before the prompt was in
+  double prefillSeconds = 0;          // every chunk of the long prefill, back to back
+  double firstTokenMs = 0;            // prefillSeconds + the greedy pick of the first token (0 when incomplete)
+  std::vector<LongSegment> segments;
+  std::vector<double> chunkMs;
+  std::string error;
+  std::vector<LongDecode> decode;     // at each decode context, then at the context the long prefill reached
+  // Decode tok/s at the longest context over tok/s at the first (0 when either is missing).
+  double flatness() const;
+};
+
 struct ModelBenchReport {
   ModelRunInfo run;
   ModelBenchOptions opts;
@@ -82,14 +132,25 @@ struct ModelBenchReport {
   double deviceWeightBytes = 0;        // the weights on the GPU as loaded (GpuWeightInfo::deviceBytes)
   double checkpointWeightBytes = 0;    // every weight in the checkpoint's fp8/fp4 formats (from the config)
   double bf16WeightBytes = 0;          // the same with every matrix bf16 (the runtime before issue 13)
+  double draftWeightBytes = 0;         // the DSpark draft's part of the device weights (from the config; 0: none)
+  std::string draftLeftOut;            // why there are no speculative rows although they were asked for
   std::vector<PrefillRow> prefill;
   std::vector<DecodeRow> decode;
   KvReport kv;
   std::vector<SpecRow> speculative;    // DSpark measurements (empty without a draft or with --no-speculative)
+  std::optional<LongContextReport> longContext;  // --long-context
   std::vector<std::string> assumptions;
 };
 
 void printModelReport(const ModelBenchReport& r);
 std::string modelReportJson(const ModelBenchReport& r);
+
+// Pieces the long-context report shares (ModelLongContextReport.cpp).
+std::string launchesJson(const GpuCallLaunches& l);
+std::string decodeRowJson(const DecodeRow& d);
+// "123 kernels + 14 cuBLAS + 9 copies/fills (eager)" / "... (graph: 140 kernel nodes)".
+std::string launchesText(const GpuCallLaunches& l);
+void printLongContext(const LongContextReport& r);
+std::string longContextJson(const LongContextReport& r);
 
 }  // namespace deepinfer::bench

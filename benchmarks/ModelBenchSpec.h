@@ -2,33 +2,25 @@
 // of a verify step against a plain decode step, the draft pass alone, and decode tok/s as a
 // function of the acceptance length (oracle drafts: the target's own greedy continuation, with
 // the draft after the a-th made wrong), next to the natural acceptance of the draft model.
+//
+// The oracle's continuation is recorded, per stream count, by greedy speculative steps over the
+// same prompts with every stream verifying B drafts, i.e. verify forwards of the same S (B + 1)
+// rows as the timed oracle steps. The GPU kernels are not batch-invariant (a row's rounding
+// depends on the forward's row count), but a row's value depends only on its own tokens and that
+// count, so the timed steps reproduce the recorded rows bit for bit and accept exactly the
+// forced a; a continuation from one-row or S-row decode steps would not (tiny's near-ties flip).
+// Every oracle step is checked, and a step that accepts otherwise makes its row an error.
 #pragma once
 #include <random>
-#include <string>
 #include <vector>
 
 #include "ModelBenchOptions.h"
+#include "ModelBenchSpecRows.h"
 #include "model/gpu/GpuModel.h"
 
 namespace deepinfer::bench {
 
-// One measurement at S streams (speculative requests stepped together, one GpuModel call per
-// step), the median of `repeats` blocks of `steps` steps on fresh requests.
-struct SpecRow {
-  int streams = 0;
-  std::string kind;          // "plain" (no drafts: verify [next] only), "draft" (the draft pass alone),
-                             // "oracle" (target continuation, the draft after `target` wrong), "model"
-  int target = -1;           // oracle: drafts accepted by construction (B: all)
-  int steps = 0;
-  double stepMs = 0;         // per step (draft pass + verify for "model"; verify only for "oracle")
-  double meanAccepted = 0;   // drafts accepted per step per stream, as measured
-  double tokPerS = 0;        // streams x tokens per step / time per step ("oracle": + a draft pass)
-  std::string error;
-};
-
 // Runs every measurement for each stream count of `opts`; the model must speculate.
 std::vector<SpecRow> measureSpeculative(GpuModel& model, const ModelBenchOptions& opts, std::mt19937_64& rng);
-void printSpecRows(const std::vector<SpecRow>& rows, int blockSize);
-std::string specRowsJson(const std::vector<SpecRow>& rows);
 
 }  // namespace deepinfer::bench

@@ -13,10 +13,22 @@ constexpr int kExpertStep = 16;
 
 double gib(int64_t b) { return double(b) / double(int64_t(1) << 30); }
 
-Result<int64_t> bytesWith(int experts) {
+Result<int64_t> bytesWith(int experts, bool draft) {
   auto cfg = fullDepthConfig(experts);
   if (!cfg.ok()) return cfg.error();
-  return gpuWeightBytes(*cfg, ConfigWeightTable(*cfg, /*draft=*/false));
+  return gpuWeightBytes(*cfg, ConfigWeightTable(*cfg, draft));
+}
+
+// The most experts (a multiple of 16, at most 384, at most `below`) whose backbone and draft
+// fit; 0 when not even 16 do. The draft's MoE has min(128, experts) experts, so its bytes are
+// not affine in the count: every candidate is planned exactly.
+Result<int> mostExpertsWithDraft(int64_t freeBytes, int64_t reserveBytes, int below) {
+  for (int e = std::min(below, kMaxExperts) / kExpertStep * kExpertStep; e >= kExpertStep; e -= kExpertStep) {
+    auto all = bytesWith(e, true);
+    if (!all.ok()) return all.error();
+    if (*all + reserveBytes <= freeBytes) return e;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -32,22 +44,43 @@ Result<ModelConfig> fullDepthConfig(int experts) {
   return c;
 }
 
-Result<FullDepthPlan> planFullDepth(int64_t freeBytes, int64_t reserveBytes, int requestedExperts) {
+Result<int64_t> draftWeightBytes(const ModelConfig& cfg) {
+  auto with = gpuWeightBytes(cfg, ConfigWeightTable(cfg, true));
+  auto without = gpuWeightBytes(cfg, ConfigWeightTable(cfg, false));
+  if (!with.ok()) return with.error();
+  if (!without.ok()) return without.error();
+  return *with - *without;
+}
+
+Result<int64_t> fullDepthDraftBytes(int experts) {
+  auto cfg = fullDepthConfig(experts);
+  if (!cfg.ok()) return cfg.error();
+  return draftWeightBytes(*cfg);
+}
+
+Result<FullDepthPlan> planFullDepth(int64_t freeBytes, int64_t reserveBytes, int requestedExperts, bool wantDraft) {
   FullDepthPlan p;
   p.freeBytes = freeBytes;
   p.reserveBytes = reserveBytes;
-  // Weight bytes are affine in the expert count: measure the slope between two counts.
-  auto a = bytesWith(kExpertStep), b = bytesWith(2 * kExpertStep);
+  // Backbone bytes are affine in the expert count: measure the slope between two counts.
+  auto a = bytesWith(kExpertStep, false), b = bytesWith(2 * kExpertStep, false);
   if (!a.ok()) return a.error();
   if (!b.ok()) return b.error();
   p.bytesPerExpert = (*b - *a) / kExpertStep;
   p.fixedBytes = *a - kExpertStep * p.bytesPerExpert;
   const int64_t room = freeBytes - reserveBytes - p.fixedBytes;
+  const int64_t fitWithout = room > 0 ? room / p.bytesPerExpert : 0;
   if (requestedExperts > 0) {
     p.experts = requestedExperts;
   } else {
-    const int64_t fit = room > 0 ? room / p.bytesPerExpert : 0;
-    p.experts = int(std::min<int64_t>(fit / kExpertStep * kExpertStep, kMaxExperts));
+    const int without = int(std::min<int64_t>(fitWithout / kExpertStep * kExpertStep, kMaxExperts));
+    int with = 0;
+    if (wantDraft && without >= kExpertStep) {
+      auto w = mostExpertsWithDraft(freeBytes, reserveBytes, without);
+      if (!w.ok()) return w.error();
+      with = *w;
+    }
+    p.experts = with > 0 ? with : without;
     if (p.experts < kExpertStep)
       return Error{fmt::format("full-depth model: not even {} routed experts per layer fit: {:.2f} GiB free, {:.2f} GiB "
                                "kept for caches and workspaces, {:.2f} GiB of weights besides the routed experts, "
@@ -55,14 +88,33 @@ Result<FullDepthPlan> planFullDepth(int64_t freeBytes, int64_t reserveBytes, int
                                kExpertStep, gib(freeBytes), gib(reserveBytes), gib(p.fixedBytes),
                                gib(p.bytesPerExpert))};
   }
-  auto bytes = bytesWith(p.experts);
+  auto bytes = bytesWith(p.experts, false);
   if (!bytes.ok()) return bytes.error();
   p.weightBytes = *bytes;
   if (p.weightBytes + reserveBytes > freeBytes)
     return Error{fmt::format("full-depth model with {} routed experts per layer does not fit: {:.2f} GiB of weights + "
                              "{:.2f} GiB kept for caches and workspaces > {:.2f} GiB free (at most {} experts fit)",
-                             p.experts, gib(p.weightBytes), gib(reserveBytes), gib(freeBytes),
-                             room > 0 ? room / p.bytesPerExpert : 0)};
+                             p.experts, gib(p.weightBytes), gib(reserveBytes), gib(freeBytes), fitWithout)};
+  auto draft = fullDepthDraftBytes(p.experts);
+  if (!draft.ok()) return draft.error();
+  p.draftBytes = *draft;
+  if (!wantDraft) return p;
+  if (p.weightBytes + p.draftBytes + reserveBytes <= freeBytes) {
+    p.draft = true;
+    return p;
+  }
+  auto keep = mostExpertsWithDraft(freeBytes, reserveBytes, p.experts);
+  if (!keep.ok()) return keep.error();
+  auto cfg = fullDepthConfig(p.experts);
+  if (!cfg.ok()) return cfg.error();
+  p.draftLeftOut = fmt::format(
+      "the DSpark draft ({:.2f} GiB: {} stages with {} routed experts each, main_proj, the Markov and confidence "
+      "heads) does not fit next to {} routed experts per layer: {:.2f} GiB of weights + {:.2f} GiB of draft + {:.2f} "
+      "GiB kept for caches and workspaces > {:.2f} GiB free; {}",
+      gib(p.draftBytes), cfg->numNextnPredictLayers, cfg->draftRoutedExperts(), p.experts, gib(p.weightBytes),
+      gib(p.draftBytes), gib(reserveBytes), gib(freeBytes),
+      *keep > 0 ? fmt::format("--experts {} or fewer leave room for it", *keep)
+                : std::string("no expert count leaves room for it"));
   return p;
 }
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "deepinfer/LaunchTally.h"
 #include "deepinfer/OpSignature.h"
 
 namespace deepinfer::bench {
@@ -122,7 +123,9 @@ VariantResult CaseRunner::run(const Variant& v, const Expected* exp, const Timin
 
   // Check once: restore in/out tensors, poison the rest, run, compare.
   if (Status s = restoreAndPoison(); !s.ok()) return fail(s.error());
+  const LaunchTally before = threadLaunchTally();
   if (Status s = launch(); !s.ok()) return fail(s.error());
+  r.kernelsPerLaunch = (threadLaunchTally() - before).kernels;
   if (Status s = jit_.device().synchronize(); !s.ok()) return fail(s.error());
   if (exp) {
     auto got = downloadOutputs(exp->rows);

@@ -28,6 +28,7 @@ struct VariantResult {
   std::string error;       // what stopped the variant (compile, launch, download)
   double getSeconds = 0;   // JIT lookup incl. compile when not cached
   bool compiled = false;   // this variant's lookup compiled a new unit
+  int64_t kernelsPerLaunch = 0;  // kernels one launch of the plan runs (a plan's empty steps launch none)
   int registers = -1;      // from the ptxas report (cubin only; -1 unknown)
   int64_t spillBytes = -1;
   CheckResult check;

@@ -95,11 +95,17 @@ Ceilings measureCeilings(const Device& dev, const DeviceModule* kernels, const s
   return c;
 }
 
-double rooflineFloorUs(const Ceilings& c, double bytes, double flops) {
-  double us = 0;
-  if (c.copyGBs > 0 && bytes > 0) us = std::max(us, bytes / (c.copyGBs * 1e3));
-  if (c.mmaTflops > 0 && flops > 0) us = std::max(us, flops / (c.mmaTflops * 1e6));
-  return us;
+RooflineFloor rooflineFloor(const Ceilings& c, double bytes, double flops) {
+  RooflineFloor f;
+  if (c.copyGBs > 0 && bytes > 0) f.copyUs = bytes / (c.copyGBs * 1e3);
+  if (c.mmaTflops > 0 && flops > 0) f.mmaUs = flops / (c.mmaTflops * 1e6);
+  return f;
 }
+
+const char* boundName(RooflineFloor::Bound b) {
+  return b == RooflineFloor::Bound::Copy ? "copy" : b == RooflineFloor::Bound::Mma ? "mma" : "";
+}
+
+double rooflineFloorUs(const Ceilings& c, double bytes, double flops) { return rooflineFloor(c, bytes, flops).us(); }
 
 }  // namespace deepinfer::bench

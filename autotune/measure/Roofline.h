@@ -26,8 +26,22 @@ struct Ceilings {
 Ceilings measureCeilings(const Device& dev, const DeviceModule* kernels, const std::string& unavailable,
                          int samples);
 
-// The roofline floor of a row: the larger of bytes / copy bandwidth and FLOPs / mma rate
-// (0 when neither ceiling applies).
+// The floor of a piece of work: the time its bytes take at the measured copy bandwidth and the
+// time its FLOPs take at the measured mma.sync rate; the larger one bounds it.
+struct RooflineFloor {
+  enum class Bound { None, Copy, Mma };
+  double copyUs = 0;  // bytes / copy bandwidth (0: no bytes, or the copy ceiling not measured)
+  double mmaUs = 0;   // FLOPs / mma.sync rate (0: no FLOPs, or the mma ceiling not measured)
+  double us() const { return copyUs > mmaUs ? copyUs : mmaUs; }
+  // Copy when the bytes take at least as long as the FLOPs; None when neither applies.
+  Bound bound() const { return us() <= 0 ? Bound::None : copyUs >= mmaUs ? Bound::Copy : Bound::Mma; }
+  double fractionOf(double measuredUs) const { return measuredUs > 0 ? us() / measuredUs : 0; }
+};
+RooflineFloor rooflineFloor(const Ceilings& c, double bytes, double flops);
+// "copy" or "mma" (reports and JSON), "" for None.
+const char* boundName(RooflineFloor::Bound b);
+
+// rooflineFloor(c, bytes, flops).us(): 0 when neither ceiling applies.
 double rooflineFloorUs(const Ceilings& c, double bytes, double flops);
 
 }  // namespace deepinfer::bench

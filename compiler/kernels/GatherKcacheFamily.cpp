@@ -318,27 +318,39 @@ class GatherKcacheFamily final : public TypedKernelFamily<GatherKcacheConfig> {
     BenchParams& p = ctx.params;
     Rng& rng = ctx.rng;
     const int64_t R = p.get("R", 1), context = p.get("context", 16384), bs = p.get("block_size", 64);
+    const int64_t g = p.get("gather", context), offset = p.get("offset", 0), ring = p.get("ring_rows", 0);
     DI_TRY(p.require(R >= 1 && context >= 1 && bs >= 1, "needs R, context, block_size >= 1"));
-    const int64_t maxPages = (context + bs - 1) / bs, P = R * maxPages + 4;
+    DI_TRY(p.require(g >= 1 && g <= context && offset >= 0, "needs 1 <= gather <= context and offset >= 0"));
+    DI_TRY(p.require(ring == 0 || (ring % bs == 0 && ring >= g),
+                     "ring_rows must be 0 or a multiple of block_size holding the gathered rows"));
+    // Each request gathers the last `gather` positions of its `context` (the whole sequence by
+    // default: the compressed cache at offset 0). Pages are handed out in random order, as a paged
+    // allocator leaves them. With ring_rows, a request owns only ring_rows / block_size pages and
+    // position p lives in ring row p mod ring_rows, as the runtime's per-layer window rings
+    // (docs/model.md §11): its block table maps every logical page of the context onto them.
+    const int64_t maxPages = (context + bs - 1) / bs, ownPages = ring > 0 ? ring / bs : maxPages, P = R * ownPages + 4;
     const std::vector<int64_t> order = shuffledRange(rng, P);
     std::vector<int32_t> table(size_t(R * maxPages));
-    std::vector<int64_t> used;
-    for (size_t i = 0; i < table.size(); ++i) {
-      table[i] = int32_t(order[i]);
-      used.push_back(order[i]);
-    }
+    std::vector<int64_t> used(order.begin(), order.begin() + R * ownPages);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t lp = 0; lp < maxPages; ++lp)
+        table[size_t(r * maxPages + lp)] = int32_t(order[size_t(r * ownPages + lp % ownPages)]);
     BenchInputs in;
     in.attrs.setInt("block_size", bs);
-    in.attrs.setInt("offset", 0);
+    in.attrs.setInt("offset", offset);
     auto cache = tiledKvCache(rng, P, bs, used, ctx.reference);
     if (!cache.ok()) return cache.error();
     in.inputs["k_cache"] = std::move(*cache);
     in.inputs["seq_lens"] = i32Tensor({R}, std::vector<int32_t>(size_t(R), int32_t(context)));
-    in.inputs["gather_lens"] = i32Tensor({R}, std::vector<int32_t>(size_t(R), int32_t(context)));
+    in.inputs["gather_lens"] = i32Tensor({R}, std::vector<int32_t>(size_t(R), int32_t(g)));
     in.inputs["block_table"] = i32Tensor({R, maxPages}, table);
-    in.inputs["out"] = randomBytes(rng, DType::BF16, {R, context, kHeadDim});  // poison: all rows written
-    const double tokens = double(R * context);
-    in.bytes = tokens * double(kTokenBytes + kScaleBytes) + tokens * kHeadDim * 2 + double(table.size() * 4 + 2 * R * 4);
+    // out as the runtime sizes its workspace: rows [0, offset) belong to other gathers, then the
+    // ring (or the gathered rows). Random contents: rows the op does not write must keep them.
+    const int64_t M = offset + (ring > 0 ? ring : g);
+    in.inputs["out"] = randomBytes(rng, DType::BF16, {R, M, kHeadDim});
+    // Only the block-table entries of the gathered positions are read.
+    const double rows = double(R * g), entries = double(R * ((context - 1) / bs - (context - g) / bs + 1));
+    in.bytes = rows * double(kTokenBytes + kScaleBytes) + rows * kHeadDim * 2 + entries * 4 + double(2 * R * 4);
     return in;
   }
 };

@@ -1,4 +1,5 @@
-"""The engine: DeepSeek-V4.1 on one GPU through the generated kernels, with continuous batching.
+"""The engine: DeepSeek-V4.1 on one GPU through the generated kernels (or on the CPU through the
+C++ reference, backend="cpu"), with continuous batching.
 
     with deepinfer.Engine("/models/v41-tiny") as eng:
         for token in eng.generate([1, 2, 3], max_new_tokens=32):
@@ -8,7 +9,7 @@ Lifetimes and streams:
   * step(stream=None) enqueues one forward call for every live request (a prefill chunk or one
     decode token) on `stream` and returns once that step's tokens are known (it synchronises).
     stream=None: torch's current stream when torch is in use, else the engine's own stream (a
-    stream is needed for decode steps to run as CUDA graphs).
+    stream is needed for decode steps to run as CUDA graphs). The cpu backend ignores streams.
   * speculative=True (the default) runs DSpark speculative decoding when the model has draft
     layers: a decode step may then yield several tokens per request (StepEvent.tokens).
   * logits() is the last plain step's fp32 logits on the GPU as a DLPack tensor [events, vocab]
@@ -30,13 +31,16 @@ StepEvent.__doc__ = ("One request's result of a step: token is the newest token 
 
 
 class Engine:
-    """A model on one GPU (Engine.h). Without a GPU, the constructor raises deepinfer.Error."""
+    """A model on one GPU (Engine.h), or on the CPU with backend="cpu" (the fp32 C++ reference:
+    slow, for tests and small models; no device logits). Without a GPU, the cuda backend's
+    constructor raises deepinfer.Error."""
 
-    def __init__(self, model=None, *, device=0, target=None, kv_cache_bytes=0, max_requests=16,
-                 max_chunk_tokens=256, speculative=True):
+    def __init__(self, model=None, *, backend="cuda", threads=0, device=0, target=None, kv_cache_bytes=0,
+                 max_requests=16, max_chunk_tokens=256, speculative=True):
         self._device = int(device)
-        self._core = _core.Engine(self._device, target or "", int(kv_cache_bytes), int(max_requests),
-                                  int(max_chunk_tokens), bool(speculative))
+        self._backend = str(backend)
+        self._core = _core.Engine(self._backend, int(threads), self._device, target or "", int(kv_cache_bytes),
+                                  int(max_requests), int(max_chunk_tokens), bool(speculative))
         if model is not None:
             self.load_model(model)
 
@@ -48,6 +52,14 @@ class Engine:
     @property
     def device(self):
         return self._device
+
+    @property
+    def backend(self):
+        return self._backend
+
+    def describe(self):
+        """One line naming the backend, its device and KV capacity (or the CPU threads)."""
+        return self._core.describe()
 
     @property
     def has_model(self):
@@ -76,7 +88,9 @@ class Engine:
 
     def step(self, stream=None):
         """One forward call over every live, unfinished request; returns a StepEvent per request."""
-        if stream is not None:
+        if self._backend == "cpu":
+            handle = 0
+        elif stream is not None:
             handle = _tensors.stream_handle(stream)
         else:
             handle = _tensors.current_stream((), self._device)

@@ -18,9 +18,11 @@ namespace {
 
 class PyEngine {
  public:
-  PyEngine(int device, const std::string& target, int64_t kvCacheBytes, int maxRequests, int64_t maxChunkTokens,
-           bool speculative) {
+  PyEngine(const std::string& backend, int threads, int device, const std::string& target, int64_t kvCacheBytes,
+           int maxRequests, int64_t maxChunkTokens, bool speculative) {
     EngineOptions o;
+    o.backend = backend;
+    o.threads = threads;
     o.device = device;
     o.target = target;
     o.kvCacheBytes = kvCacheBytes;
@@ -57,7 +59,8 @@ nb::object stepLogits(nb::handle self) {
 
 void bindEngine(nb::module_& m) {
   nb::class_<PyEngine>(m, "Engine")
-      .def(nb::init<int, const std::string&, int64_t, int, int64_t, bool>(), nb::arg("device"), nb::arg("target"),
+      .def(nb::init<const std::string&, int, int, const std::string&, int64_t, int, int64_t, bool>(), nb::arg("backend"),
+           nb::arg("threads"), nb::arg("device"), nb::arg("target"),
            nb::arg("kv_cache_bytes"), nb::arg("max_requests"), nb::arg("max_chunk_tokens"), nb::arg("speculative"))
       .def("load_model",
            [](PyEngine& pe, const std::string& dir) {
@@ -72,6 +75,7 @@ void bindEngine(nb::module_& m) {
       .def("has_model", [](PyEngine& pe) { return pe.e().hasModel(); })
       .def("vocab_size", [](PyEngine& pe) { return pe.e().vocabSize(); })
       .def("kv_capacity_tokens", [](PyEngine& pe) { return pe.e().kvCapacityTokens(); })
+      .def("describe", [](PyEngine& pe) { return pe.e().describe(); })
       .def("live_requests", [](PyEngine& pe) { return pe.e().liveRequests(); })
       .def("add_request",
            [](PyEngine& pe, const std::vector<int32_t>& prompt, int64_t maxNew, double temperature, double topP,

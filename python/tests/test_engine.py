@@ -1,5 +1,6 @@
-"""The engine without a GPU: the error path (the Engine runs on a GPU only), make_model, and the
-generate() generator's bookkeeping over a stand-in core (a GPU run is in test_gpu.py)."""
+"""The engine without a GPU: the cuda backend's error path, the cpu backend (the C++ reference)
+end to end on tiny, make_model, and the generate() generator's bookkeeping over a stand-in core
+(a GPU run is in test_gpu.py)."""
 
 import pytest
 
@@ -20,6 +21,58 @@ def test_engine_without_a_gpu_says_so():
         pytest.skip("a GPU is present")
     with pytest.raises(deepinfer.Error, match="engine: no GPU 0"):
         Engine()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("engine") / "tiny"
+    deepinfer.make_model("tiny", path, seed=5)
+    return path
+
+
+def run_alone(tiny, prompt, n, speculative):
+    with Engine(tiny, backend="cpu", speculative=speculative) as eng:
+        return list(eng.generate(prompt, n))
+
+
+def test_cpu_engine_speculative_greedy_equals_plain_greedy(tiny):
+    prompt = [5, 6, 7, 8, 9]
+    plain = run_alone(tiny, prompt, 9, speculative=False)
+    assert len(plain) == 9 and all(0 <= t < 1024 for t in plain)
+    assert run_alone(tiny, prompt, 9, speculative=True) == plain
+
+
+def test_cpu_engine_batched_requests_equal_requests_alone(tiny):
+    prompts = [[3, 4, 5], [11, 12, 13, 14, 15, 16, 17], [40]]
+    alone = [run_alone(tiny, p, 6, speculative=False) for p in prompts]
+    with Engine(tiny, backend="cpu", speculative=False, max_chunk_tokens=2) as eng:
+        assert eng.describe().startswith("cpu, ") and eng.kv_capacity_tokens == 0
+        ids = [eng.add_request(p, 6) for p in prompts]
+        while not all(eng.finished(i) for i in ids):
+            eng.step()
+        assert [eng.tokens(i) for i in ids] == alone
+
+
+def test_cpu_engine_keeps_logits_on_the_host_only(tiny):
+    with Engine(tiny, backend="cpu", speculative=False) as eng:
+        rid = eng.add_request([1, 2, 3], 2, keep_logits=True)
+        eng.step()
+        row = eng.last_logits(rid)
+        import numpy
+        assert numpy.from_dlpack(row).shape == (eng.vocab_size,)
+        with pytest.raises(deepinfer.Error, match="cpu backend has no device logits"):
+            eng.logits()
+
+
+def test_cpu_engine_rejects_bad_options(tiny):
+    with pytest.raises(deepinfer.Error, match="unknown backend 'tpu'"):
+        Engine(backend="tpu")
+    with pytest.raises(deepinfer.Error, match="target applies to the cuda backend only"):
+        Engine(backend="cpu", target="sm_80")
+    with Engine(tiny, backend="cpu", max_requests=1) as eng:
+        eng.add_request([1], 1)
+        with pytest.raises(deepinfer.Error, match="request slots"):
+            eng.add_request([2], 1)
 
 
 def test_make_model_writes_a_checkpoint(tmp_path):
@@ -67,7 +120,7 @@ class FakeCore:
 
 def engine_over(core):
     e = Engine.__new__(Engine)
-    e._device, e._core = 0, core
+    e._device, e._backend, e._core = 0, "cuda", core
     return e
 
 

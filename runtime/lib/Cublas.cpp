@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <string>
 
+#include "deepinfer/LaunchTally.h"
+
 namespace deepinfer {
 namespace {
 
@@ -91,6 +93,7 @@ Status Cublas::gemmBf16F32(uint64_t x, int64_t ldx, uint64_t W, int64_t ldw, uin
                             CUDA_R_16BF, ldw, reinterpret_cast<const void*>(x), CUDA_R_16BF, ldx, &beta,
                             reinterpret_cast<void*>(y), CUDA_R_32F, ldy, compute, CUBLAS_GEMM_DEFAULT),
             fmt::format("cublasGemmEx (gemmBf16F32 {} alpha={} beta={})", shapes(M, N, K, ldx, ldw, ldy), alpha, beta));
+  ++threadLaunchTally().cublasCalls;
   return {};
 }
 
@@ -120,6 +123,7 @@ Status Cublas::gemmBf16F32Batched(uint64_t x, int64_t ldx, int64_t strideX, uint
                                           reinterpret_cast<void*>(y), CUDA_R_32F, ldy, strideY, batch, compute,
                                           CUBLAS_GEMM_DEFAULT),
             fmt::format("cublasGemmStridedBatchedEx (gemmBf16F32Batched {})", desc));
+  ++threadLaunchTally().cublasCalls;
   return {};
 }
 

@@ -19,9 +19,10 @@ namespace deepinfer::cuda {
   X(cuMemsetD32) X(cuMemsetD8Async) X(cuMemGetInfo) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)     \
   X(cuMemcpyDtoDAsync) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)               \
   X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuStreamCreate)                 \
-  X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)   \
+  X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)   \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture)       \
-  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemAllocHost)       \
+  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)       \
+  X(cuGraphNodeGetType) X(cuMemAllocHost)                                                          \
   X(cuMemFreeHost) X(cuMemAllocAsync) X(cuMemFreeAsync)
 
 struct Driver {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "CudaDriver.h"
+#include "deepinfer/LaunchTally.h"
 
 namespace deepinfer {
 
@@ -12,6 +13,7 @@ Status copyHostToDevice(uint64_t dst, const void* src, size_t bytes, void* strea
   if (!d.ok()) return d.error();
   DI_CU((*d)->cuMemcpyHtoDAsync(CUdeviceptr(dst), src, bytes, static_cast<CUstream>(stream)),
         fmt::format("copying {} bytes host -> device 0x{:x}", bytes, dst));
+  ++threadLaunchTally().memoryOps;
   return {};
 }
 
@@ -21,6 +23,7 @@ Status copyDeviceToHost(void* dst, uint64_t src, size_t bytes, void* stream) {
   if (!d.ok()) return d.error();
   DI_CU((*d)->cuMemcpyDtoHAsync(dst, CUdeviceptr(src), bytes, static_cast<CUstream>(stream)),
         fmt::format("copying {} bytes device 0x{:x} -> host", bytes, src));
+  ++threadLaunchTally().memoryOps;
   DI_CU((*d)->cuStreamSynchronize(static_cast<CUstream>(stream)), "waiting for a device -> host copy");
   return {};
 }
@@ -31,6 +34,7 @@ Status copyDeviceToDevice(uint64_t dst, uint64_t src, size_t bytes, void* stream
   if (!d.ok()) return d.error();
   DI_CU((*d)->cuMemcpyDtoDAsync(CUdeviceptr(dst), CUdeviceptr(src), bytes, static_cast<CUstream>(stream)),
         fmt::format("copying {} bytes device 0x{:x} -> 0x{:x}", bytes, src, dst));
+  ++threadLaunchTally().memoryOps;
   return {};
 }
 
@@ -40,6 +44,7 @@ Status fillDevice8(uint64_t dst, uint8_t value, size_t bytes, void* stream) {
   if (!d.ok()) return d.error();
   DI_CU((*d)->cuMemsetD8Async(CUdeviceptr(dst), value, bytes, static_cast<CUstream>(stream)),
         fmt::format("filling {} bytes at 0x{:x}", bytes, dst));
+  ++threadLaunchTally().memoryOps;
   return {};
 }
 

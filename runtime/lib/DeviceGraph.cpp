@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 #include "CudaDriver.h"
 
 namespace deepinfer {
@@ -19,11 +21,29 @@ Result<DeviceGraph> DeviceGraph::endCapture(void* stream) {
   if (!d.ok()) return d.error();
   CUgraph graph = nullptr;
   DI_CU((*d)->cuStreamEndCapture(static_cast<CUstream>(stream), &graph), "ending a stream capture");
+  DeviceGraph g;
+  size_t n = 0;
+  CUresult rc = (*d)->cuGraphGetNodes(graph, nullptr, &n);
+  std::vector<CUgraphNode> nodes(n);
+  if (rc == CUDA_SUCCESS && n > 0) rc = (*d)->cuGraphGetNodes(graph, nodes.data(), &n);
+  for (size_t i = 0; i < n && rc == CUDA_SUCCESS; ++i) {
+    CUgraphNodeType type;
+    rc = (*d)->cuGraphNodeGetType(nodes[i], &type);
+    if (rc != CUDA_SUCCESS) break;
+    int64_t& count = type == CU_GRAPH_NODE_TYPE_KERNEL   ? g.nodes_.kernels
+                     : type == CU_GRAPH_NODE_TYPE_MEMCPY ? g.nodes_.memcpys
+                     : type == CU_GRAPH_NODE_TYPE_MEMSET ? g.nodes_.memsets
+                                                         : g.nodes_.other;
+    ++count;
+  }
+  if (rc != CUDA_SUCCESS) {
+    (*d)->cuGraphDestroy(graph);
+    return cuda::cudaError(rc, "counting a captured graph's nodes");
+  }
   CUgraphExec exec = nullptr;
-  const CUresult rc = (*d)->cuGraphInstantiate(&exec, graph, 0);
+  rc = (*d)->cuGraphInstantiate(&exec, graph, 0);
   (*d)->cuGraphDestroy(graph);
   if (rc != CUDA_SUCCESS) return cuda::cudaError(rc, "instantiating a captured graph");
-  DeviceGraph g;
   g.exec_ = exec;
   return g;
 }
@@ -32,6 +52,7 @@ DeviceGraph& DeviceGraph::operator=(DeviceGraph&& o) noexcept {
   if (this != &o) {
     this->~DeviceGraph();
     exec_ = o.exec_;
+    nodes_ = o.nodes_;
     o.exec_ = nullptr;
   }
   return *this;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "CudaDriver.h"
+#include "deepinfer/LaunchTally.h"
 
 namespace deepinfer {
 
@@ -55,6 +56,7 @@ Status DeviceModule::launch(const std::string& entry, std::array<uint32_t, 3> gr
                          static_cast<CUstream>(stream), params.empty() ? nullptr : args, nullptr),
         fmt::format("launching {} grid ({},{},{}) block ({},{},{})", entry, grid[0], grid[1], grid[2], block[0],
                     block[1], block[2]));
+  ++threadLaunchTally().kernels;
   return {};
 }
 

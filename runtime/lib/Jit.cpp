@@ -5,6 +5,7 @@
 
 #include "CudaDriver.h"
 #include "deepinfer/EmbeddedTemplates.h"
+#include "deepinfer/LaunchTally.h"
 #include "deepinfer/ShapeBuckets.h"
 #include "deepinfer/TuningDims.h"
 
@@ -173,6 +174,7 @@ Status Jit::launchPacked(const LoadedKernel& k, const std::vector<uint8_t>& para
                             st.dynamicSmem, static_cast<CUstream>(stream), args, nullptr),
           fmt::format("launching {} grid ({},{},{}) block ({},{},{}) smem {}", st.entry, st.grid[0], st.grid[1],
                       st.grid[2], st.block[0], st.block[1], st.block[2], st.dynamicSmem));
+    ++threadLaunchTally().kernels;
   }
   return {};
 }

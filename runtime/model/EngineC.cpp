@@ -41,6 +41,8 @@ int di_engine_create(const di_engine_options* opts, di_engine** out) {
     if (opts->max_requests > 0) o.maxRequests = opts->max_requests;
     if (opts->max_chunk_tokens > 0) o.maxChunkTokens = opts->max_chunk_tokens;
     o.speculative = opts->no_speculative == 0;
+    if (opts->backend && *opts->backend) o.backend = opts->backend;
+    o.threads = opts->threads;
   }
   auto e = deepinfer::Engine::create(o);
   if (!e.ok()) return fail(e.error().message);

@@ -415,6 +415,65 @@ TEST(GpuModel, DecodeGraphsMatchEagerBitForBit) {
   EXPECT_TRUE(e.gpu->releaseRequest(*rg).ok());
 }
 
+TEST(GpuModel, LaunchCountsPerCallAndLayer) {
+  NEED_GPU();
+  // What a prefill chunk and a decode step enqueue, counted where the runtime enqueues it
+  // (GpuModel::lastCallLaunches). A decode step replayed as a graph reports what its capture
+  // enqueued: the same as the same step run eagerly, and the graph holds at least those kernels
+  // (cuBLAS may launch more than one per call).
+  GpuModelOptions go;
+  go.kvCacheBytes = int64_t(256) << 20;
+  go.maxRequests = 2;
+  go.maxChunkTokens = 128;
+  go.cudaGraphs = false;
+  auto eager = GpuModel::load(e.dir, e.dev, go);
+  ASSERT_TRUE(eager.ok()) << eager.error().message;
+  const int64_t V = e.cpu->config().vocabSize, L = e.cpu->config().numHiddenLayers;
+  const auto prompt = randomIds(200, e.seed + 9, V);  // chunks of 128 and 72 tokens
+  auto rg = e.gpu->newRequest();
+  auto re = (*eager)->newRequest();
+  ASSERT_TRUE(rg.ok() && re.ok());
+  ASSERT_TRUE(e.gpu->prefill(*rg, prompt, true).ok());
+  auto pe = (*eager)->prefill(*re, prompt, true);
+  ASSERT_TRUE(pe.ok()) << pe.error().message;
+  auto sumOf = [](const GpuCallLaunches& c) {
+    LaunchTally s;
+    for (const LaunchTally& t : c.perLayer) s += t;
+    return s;
+  };
+  const GpuCallLaunches chunk = (*eager)->lastCallLaunches();
+  EXPECT_FALSE(chunk.graph);
+  EXPECT_EQ(chunk.graphKernels, -1);
+  ASSERT_EQ(int64_t(chunk.perLayer.size()), L);
+  for (int64_t l = 0; l < L; ++l) EXPECT_GT(chunk.perLayer[size_t(l)].kernels, 0) << "layer " << l;
+  const LaunchTally inLayers = sumOf(chunk);
+  // Outside the layers: the embedding and the last rows' gather (kernels), the head (cuBLAS), the
+  // ids/positions/one-hot uploads.
+  EXPECT_GE(chunk.total.kernels, inLayers.kernels + 2);
+  EXPECT_GE(chunk.total.cublasCalls, inLayers.cublasCalls + 1);
+  EXPECT_GE(chunk.total.memoryOps, inLayers.memoryOps + 3);
+  EXPECT_EQ(e.gpu->lastCallLaunches().total, chunk.total) << "the same chunk on two instances";
+
+  const int32_t next = argmaxToken(pe->ptr<float>(), V);
+  ASSERT_TRUE(e.gpu->decode(*rg, next).ok());
+  ASSERT_TRUE((*eager)->decode(*re, next).ok());
+  const GpuCallLaunches g = e.gpu->lastCallLaunches(), x = (*eager)->lastCallLaunches();
+  EXPECT_TRUE(g.graph);
+  EXPECT_FALSE(x.graph);
+  EXPECT_EQ(g.total, x.total);
+  ASSERT_EQ(g.perLayer.size(), x.perLayer.size());
+  for (size_t l = 0; l < g.perLayer.size(); ++l) EXPECT_EQ(g.perLayer[l], x.perLayer[l]) << "layer " << l;
+  EXPECT_GE(g.graphKernels, g.total.launches());
+  EXPECT_GE(g.graphMemoryNodes, g.total.memoryOps);
+  recordResult(fmt::format(
+      R"({{"test":"launch_counts","chunk_tokens":72,"chunk_kernels":{},"chunk_cublas":{},"chunk_memory_ops":{},)"
+      R"("decode_kernels":{},"decode_cublas":{},"decode_memory_ops":{},"decode_graph_kernel_nodes":{},)"
+      R"("decode_graph_memory_nodes":{},"layers":{}}})",
+      chunk.total.kernels, chunk.total.cublasCalls, chunk.total.memoryOps, x.total.kernels, x.total.cublasCalls,
+      x.total.memoryOps, g.graphKernels, g.graphMemoryNodes, L));
+  EXPECT_TRUE(e.gpu->releaseRequest(*rg).ok());
+}
+
 TEST(GpuModel, NoLeakOver1000Requests) {
   NEED_GPU();
   const int64_t V = e.cpu->config().vocabSize;
@@ -517,6 +576,63 @@ TEST(GpuModel, EngineStepLogitsOnTheDeviceAreTheRowsTokensCameFrom) {
   auto none = eng.stepLogits();
   ASSERT_TRUE(none.ok()) << none.error().message;
   EXPECT_EQ(none->shape, (std::vector<int64_t>{0, V}));
+}
+
+// Engine's two backends on one prompt (what `run --backend cuda|cpu --dump-logits` writes):
+// every position's logits row (keepAllLogits), prompt and generated, agrees with the CPU's within
+// the guarantees above, up to the first token where greedy choices part (allowed only at a
+// near-tie: Agreement fails a decisive mismatch); plain and speculative decoding alike.
+TEST(GpuModel, EngineCudaRowsAgreeWithEngineCpuRowsUpToANearTie) {
+  NEED_GPU();
+  auto generate = [&](const std::string& backend, bool speculative, const std::vector<int32_t>& prompt) {
+    EngineOptions eo;
+    eo.backend = backend;
+    eo.device = e.dev->ordinal();
+    eo.kvCacheBytes = int64_t(256) << 20;
+    eo.maxRequests = 1;
+    eo.maxChunkTokens = 64;
+    eo.speculative = speculative;
+    std::pair<std::vector<int32_t>, std::vector<float>> out;
+    auto engine = Engine::create(eo);
+    EXPECT_TRUE(engine.ok()) << engine.error().message;
+    if (!engine.ok()) return out;
+    Status st = (*engine)->loadModel(e.dir);
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    EXPECT_EQ((*engine)->speculative(), speculative);
+    RequestParams p;
+    p.prompt = prompt;
+    p.maxNewTokens = 20;
+    p.keepAllLogits = true;
+    auto id = (*engine)->addRequest(p);
+    EXPECT_TRUE(id.ok()) << id.error().message;
+    if (!st.ok() || !id.ok()) return out;
+    while (!(*engine)->finished(*id)) {
+      auto ev = (*engine)->step();
+      EXPECT_TRUE(ev.ok()) << ev.error().message;
+      if (!ev.ok()) return out;
+    }
+    out.first = (*engine)->tokens(*id);
+    out.second = *(*engine)->allLogits(*id);
+    return out;
+  };
+  const int64_t V = e.cpu->config().vocabSize;
+  const auto prompt = randomIds(150, e.seed + 21, V);
+  const auto cpu = generate("cpu", false, prompt);
+  ASSERT_EQ(cpu.first.size(), 20u);
+  ASSERT_EQ(cpu.second.size(), size_t(150 + 20) * size_t(V));
+  for (bool speculative : {false, true}) {
+    const auto gpu = generate("cuda", speculative, prompt);
+    ASSERT_EQ(gpu.first.size(), 20u);
+    ASSERT_EQ(gpu.second.size(), cpu.second.size()) << "one row per position, prompt and generated";
+    Agreement a{speculative ? "engine_cuda_speculative_vs_cpu" : "engine_cuda_vs_cpu"};
+    for (int64_t row = 0; row < 150 + 20; ++row) {
+      a.add(checkRow(gpu.second.data() + row * V, cpu.second.data() + row * V, V), fmt::format("position {}", row));
+      const int64_t g = row - 149;  // the token sampled from this row
+      if (g >= 0 && g < 20 && gpu.first[size_t(g)] != cpu.first[size_t(g)]) break;  // inputs differ from here on
+    }
+    recordResult(fmt::format(R"({{"test":"{}",{}}})", a.tag, a.json()));
+    a.expectFewNearTieRows();
+  }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
-// `deepinfer-jit run`: generation from a prompt of token ids, greedy or sampled, on the CUDA
-// backend (runtime/model/gpu/GpuModel.h: generated kernels) or the CPU reference backend
-// (runtime/model/CpuForward.h). Token ids stream to stdout as they are produced; a final line
-// reports prefill tok/s, time to first token and decode tok/s.
+// `deepinfer-jit run`: generation from a prompt of token ids, greedy or sampled, through the
+// Engine API (deepinfer/Engine.h) on its cuda backend (generated kernels) or its cpu backend (the
+// C++ reference). Token ids stream to stdout as steps produce them; a final line reports prefill
+// tok/s, time to first token and decode tok/s.
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -14,12 +14,11 @@
 #include "Args.h"
 #include "Verbs.h"
 #include "deepinfer/Device.h"
-#include "model/gpu/GpuModel.h"
-#include "model/CpuForward.h"
-#include "model/Sampling.h"
+#include "deepinfer/Engine.h"
+#include "deepinfer/InputFiles.h"
 #include "model/ModelConfig.h"
 #include "model/Safetensors.h"
-#include "deepinfer/InputFiles.h"
+#include "model/Sampling.h"
 
 using namespace deepinfer;
 
@@ -80,90 +79,6 @@ Result<double> parseReal(const std::string& flag, const std::string& text) {
   return v;
 }
 
-// One speculative step's result (docs/dspark.md §5): the emitted tokens d_1..d_a, b and the
-// target's logits at the positions it committed ([a + 1, V]).
-struct SpecStepResult {
-  std::vector<int32_t> emitted;
-  int accepted = 0;
-  int drafts = 0;  // verified
-  std::vector<float> logits;
-};
-
-// The two backends behind one interface: prefill returns every position's logits, decode one
-// row, a speculative step 1 .. B+1 tokens (backends whose request was made speculative).
-class Backend {
- public:
-  virtual ~Backend() = default;
-  virtual Result<HostTensor> prefill(const std::vector<int32_t>& ids) = 0;
-  virtual Result<std::vector<float>> decode(int32_t token) = 0;
-  virtual Result<SpecStepResult> speculativeStep(int32_t next, int64_t maxDrafts, const SamplingOptions& s) = 0;
-  virtual int64_t vocab() const = 0;
-  virtual std::string describe() const = 0;
-};
-
-// A one-request speculative step's outcome (CpuSpecOutcome or GpuSpecOutcome) as `run` reports it.
-template <class Outcome>
-SpecStepResult stepResultOf(Outcome& o) {
-  SpecStepResult r;
-  r.emitted = std::move(o.emitted);
-  r.accepted = o.accepted;
-  r.drafts = int(o.drafts.size());
-  r.logits.assign(o.logits.template ptr<float>(), o.logits.template ptr<float>() + o.logits.numel());
-  return r;
-}
-
-class CpuBackend : public Backend {
- public:
-  CpuBackend(std::unique_ptr<CpuModel> m, CpuRequestState req) : m_(std::move(m)), req_(std::move(req)) {}
-  Result<HostTensor> prefill(const std::vector<int32_t>& ids) override { return m_->prefill(req_, ids); }
-  Result<std::vector<float>> decode(int32_t t) override { return m_->decode(req_, t); }
-  Result<SpecStepResult> speculativeStep(int32_t next, int64_t maxDrafts, const SamplingOptions& s) override {
-    std::vector<CpuSpecStep> steps(1);
-    steps[0].state = &req_;
-    steps[0].next = next;
-    steps[0].sampling = s;
-    steps[0].maxDrafts = maxDrafts;
-    auto out = m_->speculativeStep(steps);
-    if (!out.ok()) return out.error();
-    return stepResultOf((*out)[0]);
-  }
-  int64_t vocab() const override { return m_->config().vocabSize; }
-  std::string describe() const override { return fmt::format("cpu, {} threads", m_->threads()); }
-
- private:
-  std::unique_ptr<CpuModel> m_;
-  CpuRequestState req_;
-};
-
-class CudaBackend : public Backend {
- public:
-  CudaBackend(std::unique_ptr<GpuModel> m, int64_t req, std::string gpu) : m_(std::move(m)), req_(req), gpu_(std::move(gpu)) {}
-  Result<HostTensor> prefill(const std::vector<int32_t>& ids) override { return m_->prefill(req_, ids); }
-  Result<std::vector<float>> decode(int32_t t) override { return m_->decode(req_, t); }
-  Result<SpecStepResult> speculativeStep(int32_t next, int64_t maxDrafts, const SamplingOptions& s) override {
-    std::vector<GpuSpecStep> steps(1);
-    steps[0].request = req_;
-    steps[0].next = next;
-    steps[0].sampling = s;
-    steps[0].maxDrafts = maxDrafts;
-    steps[0].keepLogits = keepLogits_;
-    auto out = m_->speculativeStep(steps);
-    if (!out.ok()) return out.error();
-    return stepResultOf((*out)[0]);
-  }
-  void keepLogits(bool on) { keepLogits_ = on; }
-  int64_t vocab() const override { return m_->config().vocabSize; }
-  std::string describe() const override {
-    return fmt::format("cuda, {} ({} kernels), KV capacity {} tokens", gpu_, m_->targetName(), m_->capacity().tokens);
-  }
-
- private:
-  std::unique_ptr<GpuModel> m_;
-  int64_t req_;
-  std::string gpu_;
-  bool keepLogits_ = false;
-};
-
 int fail(const std::string& msg) {
   fmt::print(stderr, "deepinfer-jit run: {}\n", msg);
   return 1;
@@ -196,7 +111,7 @@ int verbRun(const std::vector<std::string>& argv) {
       .option("top-p", "P", "nucleus sampling mass in (0, 1] (default 1)")
       .option("seed", "S", "sampling seed (default 0)")
       .option("target", "sm_XX", "cuda: run this target's specialization (PTX for sm_80/sm_86)")
-      .option("chunk", "N", "cuda: prefill chunk size in tokens (default 256)")
+      .option("chunk", "N", "prefill chunk size in tokens (default 256)")
       .option("dump-logits", "FILE", "write every position's logits to a safetensors file")
       .option("threads", "N", "cpu: threads (default: all hardware threads)")
       .flag("speculative", "require speculative decoding (an error if the model has no DSpark draft)")
@@ -264,106 +179,65 @@ int verbRun(const std::vector<std::string>& argv) {
   if (backendName != "cpu" && backendName != "cuda")
     return args.usageError(fmt::format("unknown backend '{}' (cuda, cpu)", backendName));
   if (backendName == "cuda" && !dev) return fail(fmt::format("--backend cuda needs a GPU: {}", noGpu));
-  if (backendName == "cpu" && (args.has("target") || args.has("chunk")))
-    return args.usageError("--target and --chunk apply to the cuda backend only");
+  if (backendName == "cpu" && args.has("target")) return args.usageError("--target applies to the cuda backend only");
+  dev.reset();  // the engine opens its own
   if (args.has("speculative") && args.has("no-speculative"))
     return args.usageError("give at most one of --speculative and --no-speculative");
 
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
   const auto t0 = Clock::now();
-  std::unique_ptr<Backend> be;
-  bool speculative = false;
-  int64_t blockSize = 0;
-  if (backendName == "cpu") {
-    CpuModelOptions opts;
-    opts.threads = int(*threads);
-    auto model = CpuModel::load(args.get("model"), opts);
-    if (!model.ok()) return fail(fmt::format("cannot load model '{}': {}", args.get("model"), model.error().message));
-    speculative = !args.has("no-speculative") && ((*model)->hasDraft() || args.has("speculative"));
-    blockSize = (*model)->draftBlockSize();
-    auto req = speculative ? (*model)->newSpeculativeRequest() : Result<CpuRequestState>((*model)->newRequest());
-    if (!req.ok()) return fail(fmt::format("--speculative: {}", req.error().message));
-    be = std::make_unique<CpuBackend>(std::move(*model), std::move(*req));
-  } else {
-    GpuModelOptions opts;
-    opts.target = args.get("target");
-    opts.maxChunkTokens = *chunk;
-    opts.maxRequests = 1;
-    opts.speculative = !args.has("no-speculative");
-    auto model = GpuModel::load(args.get("model"), dev, opts);
-    if (!model.ok()) return fail(fmt::format("cannot load model '{}': {}", args.get("model"), model.error().message));
-    if (fed > (*model)->capacity().tokens)
-      return fail(fmt::format("the prompt's {} tokens and {} new tokens need {} positions of KV cache; this GPU holds {} "
-                              "(--max-new-tokens)",
-                              promptLen, *maxNew, fed, (*model)->capacity().tokens));
-    speculative = (*model)->speculation() || args.has("speculative");
-    blockSize = (*model)->draftBlockSize();
-    auto req = speculative ? (*model)->newSpeculativeRequest() : (*model)->newRequest();
-    if (!req.ok()) return fail(speculative ? fmt::format("--speculative: {}", req.error().message) : req.error().message);
-    auto cuda = std::make_unique<CudaBackend>(std::move(*model), *req, dev->info().profile.gpuName);
-    cuda->keepLogits(!dumpPath.empty());
-    be = std::move(cuda);
-  }
-  const int64_t V = be->vocab();
+  EngineOptions eo;
+  eo.backend = backendName;
+  eo.threads = int(*threads);
+  eo.target = args.get("target");
+  eo.maxChunkTokens = *chunk;
+  eo.maxRequests = 1;
+  eo.speculative = !args.has("no-speculative");
+  auto engine = Engine::create(eo);
+  if (!engine.ok()) return fail(engine.error().message);
+  Engine& e = **engine;
+  if (Status st = e.loadModel(args.get("model")); !st.ok())
+    return fail(fmt::format("cannot load model '{}': {}", args.get("model"), st.error().message));
+  if (args.has("speculative") && !e.speculative())
+    return fail(fmt::format("--speculative: the model in '{}' has no DSpark draft (num_nextn_predict_layers {}, "
+                            "dspark_block_size {}, and its mtp.* tensors)",
+                            args.get("model"), cfg->numNextnPredictLayers, cfg->dsparkBlockSize));
+  RequestParams rp;
+  rp.prompt = *ids;
+  rp.maxNewTokens = *maxNew;
+  rp.temperature = sampling.temperature;
+  rp.topP = sampling.topP;
+  rp.seed = sampling.seed;
+  rp.keepAllLogits = !dumpPath.empty();
+  auto request = e.addRequest(rp);
+  if (!request.ok()) return fail(request.error().message);
   const auto t1 = Clock::now();
 
-  auto prompt = be->prefill(*ids);
-  if (!prompt.ok()) return fail(prompt.error().message);
-  const int64_t n = int64_t(ids->size());
-  std::vector<float> all;  // every position's logits when dumping
-  if (!dumpPath.empty()) all.assign(prompt->ptr<float>(), prompt->ptr<float>() + n * V);
-  std::vector<float> last(prompt->ptr<float>() + (n - 1) * V, prompt->ptr<float>() + n * V);
+  // Steps until the request finished; tokens stream as steps produce them. The first token
+  // comes with the step that ends the prompt.
   Clock::time_point firstToken = t1;
-  int64_t decoded = 0, specSteps = 0, specAccepted = 0, specDrafts = 0;
-  if (!speculative) {
-    for (int64_t step = 0; step < *maxNew; ++step) {
-      if (Status st = checkFiniteLogits(last.data(), V, fmt::format("logits at position {}", n - 1 + step)); !st.ok())
-        return fail(st.error().message);
-      const int32_t next = sampleToken(last.data(), V, sampling, uint64_t(step));
-      fmt::print("{}\n", next);
-      std::fflush(stdout);
-      if (step == 0) firstToken = Clock::now();
-      // The last token is fed back only when its logits are wanted in the dump.
-      if (step + 1 == *maxNew && dumpPath.empty()) break;
-      auto logits = be->decode(next);
-      if (!logits.ok()) return fail(logits.error().message);
-      ++decoded;
-      last = std::move(*logits);
-      if (!dumpPath.empty()) all.insert(all.end(), last.begin(), last.end());
+  int64_t generated = 0;
+  while (!e.finished(*request)) {
+    auto events = e.step();
+    if (!events.ok()) return fail(events.error().message);
+    for (const StepEvent& ev : *events) {
+      if (ev.tokens.empty()) continue;
+      if (generated == 0) firstToken = Clock::now();
+      for (int32_t t : ev.tokens) fmt::print("{}\n", t);
+      generated += int64_t(ev.tokens.size());
     }
-  } else if (*maxNew > 0) {
-    // The first token comes from the prompt's logits; every step then verifies up to B drafts
-    // after the newest token, never more than the budget can emit.
-    if (Status st = checkFiniteLogits(last.data(), V, fmt::format("logits at position {}", n - 1)); !st.ok())
-      return fail(st.error().message);
-    int32_t next = sampleToken(last.data(), V, sampling, 0);
-    fmt::print("{}\n", next);
     std::fflush(stdout);
-    firstToken = Clock::now();
-    int64_t emitted = 1;
-    while (emitted < *maxNew || !dumpPath.empty()) {
-      const bool tail = emitted >= *maxNew;  // only the last token's logits are still wanted
-      auto r = be->speculativeStep(next, tail ? 0 : std::min<int64_t>(blockSize, *maxNew - emitted - 1), sampling);
-      if (!r.ok()) return fail(r.error().message);
-      if (!dumpPath.empty()) all.insert(all.end(), r->logits.begin(), r->logits.end());
-      if (tail) break;
-      for (int32_t t : r->emitted) fmt::print("{}\n", t);
-      std::fflush(stdout);
-      emitted += int64_t(r->emitted.size());
-      decoded += int64_t(r->emitted.size());
-      ++specSteps;
-      specAccepted += r->accepted;
-      specDrafts += r->drafts;
-      next = r->emitted.back();
-    }
   }
   const auto t3 = Clock::now();
+  const int64_t n = int64_t(ids->size()), decoded = std::max<int64_t>(0, generated - 1);
 
   if (!dumpPath.empty()) {
-    const int64_t rows = int64_t(all.size()) / V;
+    auto all = e.allLogits(*request);
+    if (!all.ok()) return fail(all.error().message);
+    const int64_t V = e.vocabSize(), rows = int64_t(all->size()) / V;
     HostTensor t(DType::F32, {rows, V});
-    std::memcpy(t.bytes.data(), all.data(), all.size() * sizeof(float));
+    std::memcpy(t.bytes.data(), all->data(), all->size() * sizeof(float));
     TensorMap out;
     out.emplace("logits", std::move(t));
     Status st = writeSafetensors(dumpPath, out);
@@ -371,16 +245,19 @@ int verbRun(const std::vector<std::string>& argv) {
   }
   const double prefillS = seconds(t1, firstToken), decodeS = seconds(firstToken, t3);
   std::string spec;
-  if (speculative)
+  if (e.speculative()) {
+    const SpeculationStats ss = e.speculationStats();
+    const double steps = double(ss.steps);
     spec = fmt::format("; speculative (block {}): {} steps, {:.2f} drafts accepted per step of {:.2f} verified, {:.2f} "
                        "tokens per step",
-                       blockSize, specSteps, specSteps ? double(specAccepted) / double(specSteps) : 0.0,
-                       specSteps ? double(specDrafts) / double(specSteps) : 0.0,
-                       specSteps ? double(decoded) / double(specSteps) : 0.0);
+                       cfg->dsparkBlockSize, ss.steps, ss.steps ? double(ss.accepted) / steps : 0.0,
+                       ss.steps ? double(ss.drafted) / steps : 0.0,
+                       ss.steps ? double(ss.accepted + ss.steps) / steps : 0.0);
+  }
   fmt::print("# {} prompt tokens: prefill {:.1f} tok/s, time to first token {:.1f} ms; {} decode {}: {:.1f} tok/s "
              "({}){}\n",
-             n, prefillS > 0 ? double(n) / prefillS : 0.0, prefillS * 1e3, decoded, speculative ? "tokens" : "steps",
-             decodeS > 0 && decoded > 0 ? double(decoded) / decodeS : 0.0, be->describe(), spec);
+             n, prefillS > 0 ? double(n) / prefillS : 0.0, prefillS * 1e3, decoded, e.speculative() ? "tokens" : "steps",
+             decodeS > 0 && decoded > 0 ? double(decoded) / decodeS : 0.0, e.describe(), spec);
   if (args.has("timing")) fmt::print(stderr, "load {:.2f} s\n", seconds(t0, t1));
   return 0;
 }

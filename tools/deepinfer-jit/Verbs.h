@@ -28,3 +28,4 @@ int verbRunOp(const std::vector<std::string>& args);
 int verbCache(const std::vector<std::string>& args);
 int verbTune(const std::vector<std::string>& args);
 int verbRoofline(const std::vector<std::string>& args);
+int verbShardPlan(const std::vector<std::string>& args);

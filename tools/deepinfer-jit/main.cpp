@@ -20,6 +20,7 @@ const std::vector<Verb>& verbs() {
       {"run-op", "run one op on tensors from a safetensors file (kernel or C++ reference)", verbRunOp},
       {"make-model", "write a random-weight test checkpoint (tiny, proxy)", verbMakeModel},
       {"run", "run a model on a prompt (CUDA backend through generated kernels, or the CPU reference)", verbRun},
+      {"shard-plan", "show how a model splits over tp x pp GPUs: shards, bytes, traffic, KV capacity", verbShardPlan},
   };
   return v;
 }

@@ -3,6 +3,7 @@
 // stable address, which the host refreshes before each replay).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "deepinfer/Error.h"
 
@@ -10,20 +11,27 @@ namespace deepinfer {
 
 class DeviceGraph {
  public:
+  // What a captured graph holds, by node type (cuBLAS's own kernels included): the work one
+  // replay launches.
+  struct Nodes {
+    int64_t kernels = 0, memcpys = 0, memsets = 0, other = 0;
+  };
   // Starts capturing `stream` (relaxed mode: allocations and module loads may happen meanwhile).
   static Status beginCapture(void* stream);
   // Ends the capture and instantiates the graph; on failure the capture is ended and dropped.
   static Result<DeviceGraph> endCapture(void* stream);
   DeviceGraph() = default;
-  DeviceGraph(DeviceGraph&& o) noexcept : exec_(o.exec_) { o.exec_ = nullptr; }
+  DeviceGraph(DeviceGraph&& o) noexcept : exec_(o.exec_), nodes_(o.nodes_) { o.exec_ = nullptr; }
   DeviceGraph& operator=(DeviceGraph&& o) noexcept;
   DeviceGraph(const DeviceGraph&) = delete;
   DeviceGraph& operator=(const DeviceGraph&) = delete;
   ~DeviceGraph();
   Status launch(void* stream) const;
+  const Nodes& nodes() const { return nodes_; }
 
  private:
   void* exec_ = nullptr;  // CUgraphExec
+  Nodes nodes_;
 };
 
 // Page-locked host memory (cuMemAllocHost); owned, movable.

@@ -1,5 +1,6 @@
 // The engine API: what an inference engine links to run DeepSeek-V4.1 through deepinfer-jit's
-// generated kernels (no MLIR, CUDA or cuBLAS headers here; a C version is deepinfer.h).
+// generated kernels, or through the C++ reference on the CPU (no MLIR, CUDA or cuBLAS headers
+// here; a C version is deepinfer.h). `deepinfer-jit run` is a thin loop over this API.
 //
 //   auto engine = deepinfer::Engine::create({/*device*/ 0});
 //   engine->loadModel("/models/v41-tiny");
@@ -30,6 +31,11 @@
 namespace deepinfer {
 
 struct EngineOptions {
+  // "cuda": the generated kernels on GPU `device`; "cpu": the C++ reference forward pass
+  // (docs/model.md; fp32, slow, no GPU needed: tests and small models). The cpu backend has no
+  // paged KV budget (its caches grow in host memory) and no device logits.
+  std::string backend = "cuda";
+  int threads = 0;                // cpu: worker threads (0 = all hardware threads)
   int device = 0;
   std::string target;             // "" = the GPU's own arch; "sm_80" / "sm_86" run their PTX
   int64_t kvCacheBytes = 0;       // 0 = half of the free device memory after the weights
@@ -45,6 +51,9 @@ struct RequestParams {
   double topP = 1.0;
   uint64_t seed = 0;
   bool keepLogits = false;        // keep the last row of logits (lastLogits)
+  // Keep every position's logits, prompt and generated (allLogits): row i is the distribution
+  // after position i. The last generated token is then fed back as well, for its row.
+  bool keepAllLogits = false;
 };
 
 struct StepEvent {
@@ -78,7 +87,10 @@ class Engine {
   Status loadModel(const std::string& modelDir);
   bool hasModel() const;
   int64_t vocabSize() const;
-  int64_t kvCapacityTokens() const;
+  int64_t kvCapacityTokens() const;  // 0 on the cpu backend (no fixed cache)
+  // One line naming the backend: "cuda, <GPU> (<target> kernels), KV capacity N tokens" or
+  // "cpu, N threads".
+  std::string describe() const;
 
   Result<int64_t> addRequest(const RequestParams& params);
   Status removeRequest(int64_t request);
@@ -87,16 +99,18 @@ class Engine {
   bool finished(int64_t request) const;
   std::vector<int32_t> tokens(int64_t request) const;  // generated so far
   Result<std::vector<float>> lastLogits(int64_t request) const;
+  // [prompt + generated, vocab] row-major, complete once the request finished (keepAllLogits).
+  Result<std::vector<float>> allLogits(int64_t request) const;
   // The fp32 logits of the last step, still on the device: [events, vocab] row-major, row i for
   // event i of that step (what its token was sampled from; after a prefill chunk, the logits of
   // the chunk's last token). Complete when step() returns; valid until the next step() or
-  // loadModel() reuses the memory. An error before the first step.
+  // loadModel() reuses the memory. An error before the first step and on the cpu backend.
   Result<TensorView> stepLogits() const;
   int64_t liveRequests() const;
   bool speculative() const;       // the loaded model speculates (draft layers and the option on)
   SpeculationStats speculationStats() const;
 
-  // One `di` op on caller-owned device buffers, specialized for the engine's target.
+  // One `di` op on caller-owned device buffers, specialized for the engine's target (cuda only).
   Status runOp(const std::string& op, const OpAttrs& attrs, const std::map<std::string, EngineTensor>& tensors,
                void* stream = nullptr);
 

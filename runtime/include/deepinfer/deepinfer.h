@@ -19,6 +19,8 @@ typedef struct di_engine_options {
   int max_requests;          /* 0 = 16 */
   int64_t max_chunk_tokens;  /* 0 = 256 */
   int no_speculative;        /* 0 = DSpark speculative decoding when the model has draft layers */
+  const char* backend;       /* NULL or "" = "cuda" (generated kernels); "cpu" = the C++ reference */
+  int threads;               /* cpu backend: worker threads (0 = all hardware threads) */
 } di_engine_options;
 
 typedef struct di_step_event {

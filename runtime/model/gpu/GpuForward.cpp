@@ -175,6 +175,8 @@ Status GpuForwardPass::mhcPostOnly() {
 
 Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
   const int64_t C = cfg.hiddenSize, V = cfg.vocabSize;
+  const LaunchTally start = threadLaunchTally();
+  launches = {};
   DI_TRY(allocStreams(T));
   DI_ASSIGN(idsDev, upload("ids", ids.data(), ids.size() * 4));
   DI_ASSIGN(posDev, upload("positions", positions.data(), positions.size() * 8));
@@ -197,6 +199,7 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
   bool attnPreDone = false;  // layer_input/post/comb of this layer's attention already computed
   for (int layer = 0; layer < L; ++layer) {
     const GpuLayerWeights& lw = w.layers[size_t(layer)];
+    const LaunchTally layerStart = threadLaunchTally();
     if (!attnPreDone) {
       if (lw.hasEngram) DI_TRY(engram(layer, st.X));
       DI_TRY(mhcPre(lw.hcAttn, st.preF, lw.attnNorm.addr(), st.preA));
@@ -220,6 +223,7 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
       // mixes, from the last FFN's parameters, are not used).
       DI_TRY(mhcFusedPostPre(lw.hcFfn, st.preF, w.norm.addr(), st.preA));
     }
+    launches.perLayer.push_back(threadLaunchTally() - layerStart);
   }
   const uint64_t hFinal = st.u;
   if (features) DI_TRY(commitFeatures());
@@ -238,6 +242,7 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
   }
   DI_ASSIGN(logitsDev, buf("logits", size_t(rows * V * 4)));
   DI_LAUNCH(gemm(h, C, w.head, logitsDev, rows));
+  launches.total = threadLaunchTally() - start;
   ++m.counters.forwards;
   m.counters.tokens += T;
   logitsAddr = logitsDev;

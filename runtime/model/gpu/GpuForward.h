@@ -125,6 +125,7 @@ class GpuModelImpl {
     DeviceGraph graph;
     std::vector<uint64_t> outputs;
     int64_t rows = 0;
+    GpuCallLaunches launches;                          // what the capture enqueued, and the graph's nodes
   };
   std::map<std::string, CachedGraph> graphs;
   std::map<std::string, int> captureFailures;
@@ -139,6 +140,7 @@ class GpuModelImpl {
   Result<const CachedGraph*> runGraph(const std::string& kind, const std::vector<GpuSeq>& seqs, const PassBody& body,
                                       const std::function<void()>& restore, bool* done);
   GpuDeviceLogits lastLogits;                          // where the last forward call left its logits
+  GpuCallLaunches lastLaunches;                        // what the last forward call enqueued
 
   std::map<int64_t, GpuRequest> requests;
   int64_t nextRequest = 1;
@@ -202,6 +204,7 @@ struct GpuForwardPass {
   int64_t logitsRows = 0;
   std::vector<uint64_t> outputs;          // where the pass left its results (graphs replay into them)
   bool hostLogits = true;                 // Eager run(): copy the logits to the host
+  GpuCallLaunches launches;               // what run() enqueued (nothing in Refresh mode), per layer
   bool launching() const { return mode != Mode::Refresh; }
   Status runOp(const std::string& op, const OpAttrs& attrs, const std::map<std::string, DiTensor>& tensors,
                void* stream);

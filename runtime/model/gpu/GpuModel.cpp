@@ -43,6 +43,8 @@ const ModelConfig& GpuModel::config() const { return impl_->cfg; }
 const GpuKvCapacity& GpuModel::capacity() const { return impl_->capacity; }
 const GpuWeightInfo& GpuModel::weightInfo() const { return impl_->weightInfo; }
 const GpuForwardCounters& GpuModel::counters() const { return impl_->counters; }
+const GpuCallLaunches& GpuModel::lastCallLaunches() const { return impl_->lastLaunches; }
+int GpuModel::jitCompiles() const { return impl_->jit->compiles(); }
 std::string GpuModel::targetName() const { return impl_->target.archName(); }
 GpuDeviceLogits GpuModel::lastDeviceLogits() const { return impl_->lastLogits; }
 void GpuModel::setStream(void* stream) {
@@ -418,6 +420,7 @@ Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWi
   };
   Status st = Error{"not run"};
   lastLogits = {};
+  lastLaunches = {};
   bool viaGraph = false;
   if (opts.cudaGraphs && stream && rowWise) {
     // The host-side state a pass changes (compressed counts, tails), restored before a capture.
@@ -449,6 +452,7 @@ Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWi
     } else if (viaGraph) {
       *logitsDev = (*g)->outputs.at(0);
       *rows = (*g)->rows;
+      lastLaunches = (*g)->launches;
       st = Status{};
     }
   }
@@ -459,6 +463,7 @@ Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWi
     if (r.ok()) {
       *logitsDev = pass.logitsAddr;
       *rows = pass.logitsRows;
+      lastLaunches = pass.launches;
       st = Status{};
     } else {
       st = r.error();
@@ -527,6 +532,10 @@ Result<const GpuModelImpl::CachedGraph*> GpuModelImpl::runGraph(const std::strin
   g.graph = std::move(*graph);
   g.outputs = record.outputs;
   g.rows = record.logitsRows;
+  g.launches = record.launches;
+  g.launches.graph = true;
+  g.launches.graphKernels = g.graph.nodes().kernels;
+  g.launches.graphMemoryNodes = g.graph.nodes().memcpys + g.graph.nodes().memsets;
   ++counters.graphCaptures;
   return finish(g);
 }

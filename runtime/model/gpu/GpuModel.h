@@ -22,6 +22,7 @@
 #include "deepinfer/Device.h"
 #include "deepinfer/Error.h"
 #include "deepinfer/Jit.h"
+#include "deepinfer/LaunchTally.h"
 #include "deepinfer/Tensor.h"
 #include "model/ModelConfig.h"
 #include "model/Sampling.h"
@@ -57,6 +58,17 @@ struct GpuForwardCounters {
   // tokens of restricted layers whose candidate mask therefore removed entries.
   int64_t candidateBlocksDropped = 0;
   int64_t candidateEntriesMasked = 0;
+};
+
+// The work one forward call (a prefill chunk, a decode step, a batched forward) enqueued, counted
+// where the runtime enqueues it (deepinfer/LaunchTally.h). A call run as a CUDA graph reports what
+// its capture enqueued and the graph's nodes: one host-side launch replays them all.
+struct GpuCallLaunches {
+  bool graph = false;
+  int64_t graphKernels = -1;        // kernel nodes of the graph, cuBLAS's own included (-1: eager)
+  int64_t graphMemoryNodes = -1;    // its copy and memset nodes (-1: eager)
+  LaunchTally total;                // the whole pass, embedding to head (the logits download not included)
+  std::vector<LaunchTally> perLayer;  // [num_hidden_layers]: each layer's engram module, mHC steps, attention, MoE
 };
 
 // One request's part in a speculative step (docs/dspark.md §4-§6; the CPU reference's
@@ -127,6 +139,10 @@ class GpuModel {
   const GpuKvCapacity& capacity() const;
   const GpuWeightInfo& weightInfo() const;
   const GpuForwardCounters& counters() const;
+  // What the last forward call (prefill chunk, decode step or forward) enqueued.
+  const GpuCallLaunches& lastCallLaunches() const;
+  // NVRTC compiles the model's JIT has run so far (kernels loaded from the disk cache are not).
+  int jitCompiles() const;
   int64_t pagesInUse() const;       // KV pages held by live requests (0 after all are released)
   std::string targetName() const;
 

@@ -1,0 +1,83 @@
+// deepinfer-model-bench's command line (benchmarks/ModelBenchOptions.h): the synthetic full-depth
+// model speculates unless told not to (it builds the DSpark draft), --no-speculative turns the
+// speculative rows (and the synthetic draft) off for either source, and bad combinations are
+// refused with the flag named.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ModelBenchOptions.h"
+
+using namespace deepinfer;
+using namespace deepinfer::bench;
+
+namespace {
+
+Result<ModelBenchOptions> parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "deepinfer-model-bench");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return parseModelBenchOptions(int(argv.size()), argv.data());
+}
+
+TEST(ModelBenchOptions, SyntheticSpeculatesUnlessTurnedOff) {
+  auto synth = parse({"--synthetic", "flash", "--experts", "128"});
+  ASSERT_TRUE(synth.ok()) << synth.error().message;
+  EXPECT_EQ(synth->synthetic, "flash");
+  EXPECT_EQ(synth->experts, 128);
+  EXPECT_TRUE(synth->speculative);
+  auto off = parse({"--synthetic", "flash", "--no-speculative"});
+  ASSERT_TRUE(off.ok()) << off.error().message;
+  EXPECT_FALSE(off->speculative);
+  auto model = parse({"--model", "/tmp/m"});
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_TRUE(model->speculative);
+  auto modelOff = parse({"--no-speculative", "--model", "/tmp/m"});
+  ASSERT_TRUE(modelOff.ok());
+  EXPECT_FALSE(modelOff->speculative);
+}
+
+TEST(ModelBenchOptions, SizesForTheSpeculativeRows) {
+  auto o = parse({"--synthetic", "flash", "--contexts", "2048", "--streams", "1,4,12", "--decode-steps", "16",
+                  "--repeats", "2", "--prompt", "256"});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->contexts, std::vector<int64_t>{2048});
+  EXPECT_EQ(o->streams, (std::vector<int>{1, 4, 12}));
+  EXPECT_EQ(o->decodeSteps, 16);
+  EXPECT_EQ(o->repeats, 2);
+  EXPECT_EQ(o->promptTokens, 256);
+  // --quick fills in only what was not given.
+  auto q = parse({"--synthetic", "flash", "--quick", "--streams", "12"});
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->streams, std::vector<int>{12});
+  EXPECT_EQ(q->decodeSteps, 8);
+  EXPECT_EQ(q->repeats, 1);
+  EXPECT_TRUE(q->speculative);
+}
+
+TEST(ModelBenchOptions, RefusesBadCombinations) {
+  auto both = parse({"--synthetic", "flash", "--model", "/tmp/m"});
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.error().message.find("either --model DIR or --synthetic flash"), std::string::npos);
+  auto expertsAlone = parse({"--model", "/tmp/m", "--experts", "64"});
+  ASSERT_FALSE(expertsAlone.ok());
+  EXPECT_NE(expertsAlone.error().message.find("--experts applies to --synthetic only"), std::string::npos);
+  auto zeroSteps = parse({"--synthetic", "flash", "--decode-steps", "0"});
+  ASSERT_FALSE(zeroSteps.ok());
+  EXPECT_NE(zeroSteps.error().message.find("--decode-steps expects an integer >= 1, got '0'"), std::string::npos)
+      << zeroSteps.error().message;
+  auto noValue = parse({"--synthetic", "flash", "--streams"});
+  ASSERT_FALSE(noValue.ok());
+  EXPECT_NE(noValue.error().message.find("--streams needs a value"), std::string::npos);
+}
+
+TEST(ModelBenchOptions, UsageDescribesTheDraftAndTheOracle) {
+  const std::string u = modelBenchUsage();
+  EXPECT_NE(u.find("with the DSpark draft (mtp.0-2, 128 experts each, 7.9 GB) unless --no-speculative"),
+            std::string::npos);
+  EXPECT_NE(u.find("recorded at the verify steps' own batch shape"), std::string::npos);
+  EXPECT_NE(u.find("--synthetic: build no draft"), std::string::npos);
+}
+
+}  // namespace
