@@ -59,6 +59,9 @@ struct Tile {
   static constexpr int NT = BN / (8 * WN);
   static constexpr int KB = BK / 32;      // k32 blocks per stage
   static constexpr int KBW = KB / WK;     // of them per warp
+  // Decode tiles whose warps take whole quads of k32 blocks multiply in block order
+  // (compute_stage_blocks); the others in word order (compute_stage).
+  static constexpr bool kBlockOrder = BM <= 16 && KBW % 4 == 0;
   static constexpr int kMats = GATED ? 2 : 1;
   static constexpr int kBlockBytes = FP4 ? 16 : 32;  // weight bytes of one row in a k32 block
   static constexpr int kAChunks = BK / 8;            // 16-byte chunks of an A row
@@ -248,10 +251,98 @@ struct StageCopier {
   }
 };
 
+// Block order (decode tiles whose warps take whole quads of k32 blocks, T::kBlockOrder): per
+// quad, thread t multiplies k32 block 4q + t of the warp's range, all 32 columns of it in 8
+// mma steps (word i of the block: steps 2i, 2i + 1), so it reads its weights as one 16-byte
+// (e2m1) or two (e4m3) shared loads and works out one scale per 32 weights instead of per 8. The
+// rare fix-ups (a scale byte past one multiply's range, e4m3 NaN codes) are tested once per 32
+// weights. K order inside a quad is free as long as A and B agree: thread t's A registers hold the
+// same columns (chunk i of block 4q + t, rows g and g + 8).
+template <class T>
+__device__ __forceinline__ void compute_stage_blocks(const uint8_t* st, const Operand* ops, int n0, int kb0,
+                                                     float (&acc)[T::kMats][T::MT][T::NT][4]) {
+  static_assert(T::MT == 1 && T::kWM == 1, "block order: decode tiles (one m16 tile)");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wn = warp % T::kWN, wk = warp / T::kWN;
+  constexpr bool kFp4 = T::kBlockBytes == 16;
+#pragma unroll
+  for (int q = 0; q < T::KBW / 4; ++q) {
+    const int kb = wk * T::KBW + 4 * q + t;  // the thread's k32 block in the stage
+    uint32_t a[4][2][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      U32x4 lo{0u, 0u, 0u, 0u}, hi{0u, 0u, 0u, 0u};  // rows past BM (a partial m16 tile) are zero
+      if (T::kBM >= 16 || g < T::kBM)
+        lo = *reinterpret_cast<const U32x4*>(st + g * T::kARow + T::a_chunk(g, kb * 4 + i) * 16);
+      if (T::kBM >= 16)
+        hi = *reinterpret_cast<const U32x4*>(st + (g + 8) * T::kARow + T::a_chunk(g + 8, kb * 4 + i) * 16);
+      qw::activation_fragments<kFp4>(lo, hi, a[i]);
+    }
+#pragma unroll
+    for (int m = 0; m < T::kMats; ++m) {
+      const uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
+      const uint8_t* ss = ws + T::kWBytes;
+#pragma unroll
+      for (int nt = 0; nt < T::NT; ++nt) {
+        const int rbase = (wn * T::NT + nt) * 8;  // the n8 tile's first row in the tile
+        const int r = rbase + g;
+        uint32_t b[4][2][2];
+        if constexpr (kFp4) {
+          const int64_t so = int64_t(n0 + r) * ops[m].scale_cols + kb0;
+          const qw::ScaleFactors f = qw::e2m1_scale_factors(ss[r * T::kSRow + int(so & 3) + kb]);
+          const U32x4 w = *reinterpret_cast<const U32x4*>(ws + r * T::kWRow + T::w_slot(r, kb) * 16);
+          qw::e2m1_decode(w.x, f.first, b[0]);
+          qw::e2m1_decode(w.y, f.first, b[1]);
+          qw::e2m1_decode(w.z, f.first, b[2]);
+          qw::e2m1_decode(w.w, f.first, b[3]);
+          if (f.two) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) qw::apply_second(f.second, b[i]);
+          }
+        } else {
+          // The n8 tile lies inside one 32-row scale block (tiles start at multiples of 8).
+          const int srow = (n0 + rbase) / 32 - n0 / 32;
+          const int64_t so = int64_t((n0 + rbase) / 32) * ops[m].scale_cols + kb0;
+          const qw::ScaleFactors f = qw::e4m3_scale_factors(ss[srow * T::kSRow + int(so & 3) + kb]);
+          const uint8_t* wp = ws + r * T::kWRow + T::w_slot(r, kb) * 32;
+          const U32x4 w0 = *reinterpret_cast<const U32x4*>(wp);
+          const U32x4 w1 = *reinterpret_cast<const U32x4*>(wp + 16);
+          qw::e4m3_decode(w0.x, w0.y, f.first, b[0]);
+          qw::e4m3_decode(w0.z, w0.w, f.first, b[1]);
+          qw::e4m3_decode(w1.x, w1.y, f.first, b[2]);
+          qw::e4m3_decode(w1.z, w1.w, f.first, b[3]);
+          if (f.two) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) qw::apply_second(f.second, b[i]);
+          }
+          if ((qw::e4m3_nan_probe(w0.x) | qw::e4m3_nan_probe(w0.y) | qw::e4m3_nan_probe(w0.z) |
+               qw::e4m3_nan_probe(w0.w) | qw::e4m3_nan_probe(w1.x) | qw::e4m3_nan_probe(w1.y) |
+               qw::e4m3_nan_probe(w1.z) | qw::e4m3_nan_probe(w1.w)) != 0u) {
+            qw::e4m3_patch_nan(w0.x, w0.y, b[0]);
+            qw::e4m3_patch_nan(w0.z, w0.w, b[1]);
+            qw::e4m3_patch_nan(w1.x, w1.y, b[2]);
+            qw::e4m3_patch_nan(w1.z, w1.w, b[3]);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          mma_bf16_16816(acc[m][0][nt], a[i][0], b[i][0], acc[m][0][nt]);
+          mma_bf16_16816(acc[m][0][nt], a[i][1], b[i][1], acc[m][0][nt]);
+        }
+      }
+    }
+  }
+}
+
 // Multiplies one landed stage (k32 blocks from kb0) into the warp's accumulators.
 template <class T>
 __device__ __forceinline__ void compute_stage(const uint8_t* st, const Operand* ops, int n0, int kb0,
                                               float (&acc)[T::kMats][T::MT][T::NT][4]) {
+  if constexpr (T::kBlockOrder) {
+    compute_stage_blocks<T>(st, ops, n0, kb0, acc);
+    return;
+  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int wm = warp % T::kWM, wn = (warp / T::kWM) % T::kWN, wk = warp / (T::kWM * T::kWN);

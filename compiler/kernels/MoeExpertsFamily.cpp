@@ -112,8 +112,8 @@ QuantTile defaultTile(const Shape& s, const TargetProfile& t) {
     const int64_t active = std::min(s.E, s.entries());
     if (active * cdiv(s.I, 64) < 2 * int64_t(std::max(1, t.smCount))) q.bn = 32;
     q.wm = 1;
-    q.wn = 1;
-    q.wk = 4;
+    q.wn = 4;  // block order: a thread decodes whole k32 blocks (QuantGemmTile.cuh)
+    q.wk = 1;
     q.bk = 128;
     const int64_t budget = std::min<int64_t>(t.smemPerCtaCap, 64 * 1024);
     q.stages = 2;
@@ -200,15 +200,21 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
     };
     QuantTile narrow = *q0, wide = *q0, deeper = *q0;
     narrow.bn /= 2;
+    narrow.wn = std::min(narrow.wn, narrow.bn / 8);
     wide.bn *= 2;
     ++deeper.stages;
     add(narrow);
     add(wide);
     add(deeper);
     if (q0->bm <= 16) {
-      QuantTile two = *q0;
+      QuantTile words = *q0;  // word order: 4 warps over K, a k32 block each (the earlier default)
+      words.wn = 1;
+      words.wk = 4;
+      add(words);
+      QuantTile two = *q0;  // block order on 2 x 2 warps: more columns per warp's A registers
       two.wn = 2;
       two.wk = 2;
+      two.bk = 256;
       add(two);
       QuantTile rows32 = *q0;  // two m16 tiles: experts with 17..32 rows read their weights once
       rows32.bm = 32;

@@ -95,15 +95,16 @@ Result<Geometry> geometry(const WeightGemmConfig& c, const OpDesc& d) {
   return g;
 }
 
-// The decode tile: 4 warps over K, 8 KB of weights per stage per matrix, only the rows M has.
+// The decode tile: 4 warps over N in block order (a thread decodes whole k32 blocks), 8 KB of
+// weights per stage per matrix, only the rows M has.
 QuantTile decodeTile(const Shape& s, const TargetProfile& t) {
   QuantTile q;
   q.fp4 = s.fp4;
   q.gated = s.gated();
   q.bm = decodeBlockM(s.M);
   q.wm = 1;
-  q.wn = 1;
-  q.wk = 4;
+  q.wn = 4;
+  q.wk = 1;
   q.bk = 128;
   q.bn = (s.fp4 ? 128 : 64) / (s.gated() ? 2 : 1);
   const int64_t budget = std::min<int64_t>(t.smemPerCtaCap, 64 * 1024);
@@ -239,19 +240,21 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       for (int f : {2, -2}) {  // narrower / wider tiles, splits re-derived
         QuantTile q = *q0;
         q.bn = f > 0 ? q.bn * 2 : q.bn / 2;
+        q.wn = std::min(q.wn, q.bn / 8);
         if (q.bn >= 16) add(q, splitsFor(q, s, t));
       }
-      QuantTile two = *q0;  // 2 x 2 warps: fewer K partials to sum, more columns per warp
+      QuantTile words = *q0;  // word order: 4 warps over K, a k32 block each (the earlier default)
+      words.wn = 1;
+      words.wk = 4;
+      add(words, sp0);
+      QuantTile two = *q0;  // block order on 2 x 2 warps: more columns per warp's A registers
       two.wn = 2;
       two.wk = 2;
+      two.bk = 256;
       add(two, sp0);
       QuantTile deeper = *q0;
       ++deeper.stages;
       add(deeper, sp0);
-      QuantTile wideK = *q0;
-      wideK.bk = 256;
-      wideK.wk = 8;
-      add(wideK, sp0);
       if (q0->bm < 16) {  // a full m16 tile (the decode tile before block_m followed M)
         QuantTile rows16 = *q0;
         rows16.bm = 16;
