@@ -216,6 +216,10 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
       two.wk = 2;
       two.bk = 256;
       add(two);
+      QuantTile eight = *q0;  // block order on 8 warps (4 over N, 2 over K): twice the warps per SM
+      eight.wk = 2;
+      eight.bk = 256;
+      add(eight);
       QuantTile rows32 = *q0;  // two m16 tiles: experts with 17..32 rows read their weights once
       rows32.bm = 32;
       add(rows32);

@@ -255,6 +255,20 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       QuantTile deeper = *q0;
       ++deeper.stages;
       add(deeper, sp0);
+      QuantTile eight = *q0;  // block order on 8 warps (4 over N, 2 over K): twice the warps per SM
+      eight.wk = 2;
+      eight.bk = 256;
+      add(eight, sp0);
+      // One launch, block order: 16-row tiles over the whole K on 8 warps (2 over N, 4 over K,
+      // a quad each), every SM a tile when N >= 16 per SM, no reduce launch.
+      QuantTile one = *q0;
+      one.bn = 16;
+      one.wn = 2;
+      one.wk = 4;
+      one.bk = 512;
+      one.stages = 8;
+      while (one.smemBytes() > std::min<int64_t>(t.smemPerCtaCap, 64 * 1024) && one.stages > 2) --one.stages;
+      add(one, 1);
       if (q0->bm < 16) {  // a full m16 tile (the decode tile before block_m followed M)
         QuantTile rows16 = *q0;
         rows16.bm = 16;
