@@ -17,7 +17,9 @@
 // word of e2m1, two of e4m3) and decodes them into the B registers of two m16n8k16 steps in the
 // order QuantWeights.cuh documents; it reads the same 8 columns of rows g and g+8 of A as one
 // 16-byte load each and permutes them to match (K order inside a block is free as long as A and
-// B agree). The scale of the block is folded into the decode's one bf16x2 multiply.
+// B agree). The scale of the block is folded into the decode's one bf16x2 multiply. Decode tiles
+// whose warps take whole quads of k32 blocks use block order instead (compute_stage_blocks: a
+// thread multiplies a whole k32 block of one row per quad).
 //
 // Shared memory bank conflicts: A rows are 16-byte chunks XOR-swizzled by (row & 1) so the 16-byte
 // loads of rows g = 0, 1 of a quarter warp hit distinct banks; W rows swizzle their k32 blocks
@@ -254,10 +256,50 @@ struct StageCopier {
 // Block order (decode tiles whose warps take whole quads of k32 blocks, T::kBlockOrder): per
 // quad, thread t multiplies k32 block 4q + t of the warp's range, all 32 columns of it in 8
 // mma steps (word i of the block: steps 2i, 2i + 1), so it reads its weights as one 16-byte
-// (e2m1) or two (e4m3) shared loads and works out one scale per 32 weights instead of per 8. The
-// rare fix-ups (a scale byte past one multiply's range, e4m3 NaN codes) are tested once per 32
-// weights. K order inside a quad is free as long as A and B agree: thread t's A registers hold the
-// same columns (chunk i of block 4q + t, rows g and g + 8).
+// (e2m1) or two (e4m3) shared loads and works out one scale per 32 weights instead of per 8. K
+// order inside a quad is free as long as A and B agree: thread t's A registers hold the same
+// columns (chunk i of block 4q + t, rows g and g + 8).
+//
+// A quad's shared loads (A, every n8 tile's weight words and scale bytes) come first; then one
+// warp-uniform test picks the straight-line decode + mma body (no branch between the tiles, so
+// the scheduler interleaves them) or, when some thread of the warp has a scale byte past one
+// multiply's range or an e4m3 NaN code (never in a valid checkpoint), the body with the fix-ups.
+template <class T>
+struct QuadWeights {
+  static constexpr int kWords = T::kBlockBytes / 4;  // 32-bit words of one row's k32 block
+  uint32_t w[T::kMats][T::NT][kWords];
+  uint32_t s[T::kMats][T::NT];
+};
+
+template <class T, bool kFix>
+__device__ __forceinline__ void quad_mma(const QuadWeights<T>& qw_, const uint32_t (&a)[4][2][4],
+                                         float (&acc)[T::kMats][T::MT][T::NT][4]) {
+  constexpr bool kFp4 = T::kBlockBytes == 16;
+#pragma unroll
+  for (int m = 0; m < T::kMats; ++m)
+#pragma unroll
+    for (int nt = 0; nt < T::NT; ++nt) {
+      const uint32_t* w = qw_.w[m][nt];
+      const qw::ScaleFactors f = kFp4 ? qw::e2m1_scale_factors(qw_.s[m][nt]) : qw::e4m3_scale_factors(qw_.s[m][nt]);
+      uint32_t b[4][2][2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if constexpr (kFp4) qw::e2m1_decode(w[i], f.first, b[i]);
+        else qw::e4m3_decode(w[2 * i], w[2 * i + 1], f.first, b[i]);
+        if constexpr (kFix) {
+          if (f.two) qw::apply_second(f.second, b[i]);
+          if (!kFp4 && (qw::e4m3_nan_probe(w[2 * i]) | qw::e4m3_nan_probe(w[2 * i + 1])) != 0u)
+            qw::e4m3_patch_nan(w[2 * i], w[2 * i + 1], b[i]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        mma_bf16_16816(acc[m][0][nt], a[i][0], b[i][0], acc[m][0][nt]);
+        mma_bf16_16816(acc[m][0][nt], a[i][1], b[i][1], acc[m][0][nt]);
+      }
+    }
+}
+
 template <class T>
 __device__ __forceinline__ void compute_stage_blocks(const uint8_t* st, const Operand* ops, int n0, int kb0,
                                                      float (&acc)[T::kMats][T::MT][T::NT][4]) {
@@ -269,6 +311,37 @@ __device__ __forceinline__ void compute_stage_blocks(const uint8_t* st, const Op
 #pragma unroll
   for (int q = 0; q < T::KBW / 4; ++q) {
     const int kb = wk * T::KBW + 4 * q + t;  // the thread's k32 block in the stage
+    QuadWeights<T> qwt;
+    bool fix = false;
+#pragma unroll
+    for (int m = 0; m < T::kMats; ++m) {
+      const uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
+      const uint8_t* ss = ws + T::kWBytes;
+#pragma unroll
+      for (int nt = 0; nt < T::NT; ++nt) {
+        const int rbase = (wn * T::NT + nt) * 8;  // the n8 tile's first row in the tile
+        const int r = rbase + g;
+        const uint8_t* wp = ws + r * T::kWRow + T::w_slot(r, kb) * T::kBlockBytes;
+        uint32_t* w = qwt.w[m][nt];
+        const U32x4 w0 = *reinterpret_cast<const U32x4*>(wp);
+        w[0] = w0.x, w[1] = w0.y, w[2] = w0.z, w[3] = w0.w;
+        if constexpr (kFp4) {
+          const int64_t so = int64_t(n0 + r) * ops[m].scale_cols + kb0;
+          qwt.s[m][nt] = ss[r * T::kSRow + int(so & 3) + kb];
+          fix |= qwt.s[m][nt] > 128u;
+        } else {
+          const U32x4 w1 = *reinterpret_cast<const U32x4*>(wp + 16);
+          w[4] = w1.x, w[5] = w1.y, w[6] = w1.z, w[7] = w1.w;
+          // The n8 tile lies inside one 32-row scale block (tiles start at multiples of 8).
+          const int srow = (n0 + rbase) / 32 - n0 / 32;
+          const int64_t so = int64_t((n0 + rbase) / 32) * ops[m].scale_cols + kb0;
+          qwt.s[m][nt] = ss[srow * T::kSRow + int(so & 3) + kb];
+          fix |= qwt.s[m][nt] > 134u;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) fix |= qw::e4m3_nan_probe(w[i]) != 0u;
+        }
+      }
+    }
     uint32_t a[4][2][4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -279,59 +352,9 @@ __device__ __forceinline__ void compute_stage_blocks(const uint8_t* st, const Op
         hi = *reinterpret_cast<const U32x4*>(st + (g + 8) * T::kARow + T::a_chunk(g + 8, kb * 4 + i) * 16);
       qw::activation_fragments<kFp4>(lo, hi, a[i]);
     }
-#pragma unroll
-    for (int m = 0; m < T::kMats; ++m) {
-      const uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
-      const uint8_t* ss = ws + T::kWBytes;
-#pragma unroll
-      for (int nt = 0; nt < T::NT; ++nt) {
-        const int rbase = (wn * T::NT + nt) * 8;  // the n8 tile's first row in the tile
-        const int r = rbase + g;
-        uint32_t b[4][2][2];
-        if constexpr (kFp4) {
-          const int64_t so = int64_t(n0 + r) * ops[m].scale_cols + kb0;
-          const qw::ScaleFactors f = qw::e2m1_scale_factors(ss[r * T::kSRow + int(so & 3) + kb]);
-          const U32x4 w = *reinterpret_cast<const U32x4*>(ws + r * T::kWRow + T::w_slot(r, kb) * 16);
-          qw::e2m1_decode(w.x, f.first, b[0]);
-          qw::e2m1_decode(w.y, f.first, b[1]);
-          qw::e2m1_decode(w.z, f.first, b[2]);
-          qw::e2m1_decode(w.w, f.first, b[3]);
-          if (f.two) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) qw::apply_second(f.second, b[i]);
-          }
-        } else {
-          // The n8 tile lies inside one 32-row scale block (tiles start at multiples of 8).
-          const int srow = (n0 + rbase) / 32 - n0 / 32;
-          const int64_t so = int64_t((n0 + rbase) / 32) * ops[m].scale_cols + kb0;
-          const qw::ScaleFactors f = qw::e4m3_scale_factors(ss[srow * T::kSRow + int(so & 3) + kb]);
-          const uint8_t* wp = ws + r * T::kWRow + T::w_slot(r, kb) * 32;
-          const U32x4 w0 = *reinterpret_cast<const U32x4*>(wp);
-          const U32x4 w1 = *reinterpret_cast<const U32x4*>(wp + 16);
-          qw::e4m3_decode(w0.x, w0.y, f.first, b[0]);
-          qw::e4m3_decode(w0.z, w0.w, f.first, b[1]);
-          qw::e4m3_decode(w1.x, w1.y, f.first, b[2]);
-          qw::e4m3_decode(w1.z, w1.w, f.first, b[3]);
-          if (f.two) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) qw::apply_second(f.second, b[i]);
-          }
-          if ((qw::e4m3_nan_probe(w0.x) | qw::e4m3_nan_probe(w0.y) | qw::e4m3_nan_probe(w0.z) |
-               qw::e4m3_nan_probe(w0.w) | qw::e4m3_nan_probe(w1.x) | qw::e4m3_nan_probe(w1.y) |
-               qw::e4m3_nan_probe(w1.z) | qw::e4m3_nan_probe(w1.w)) != 0u) {
-            qw::e4m3_patch_nan(w0.x, w0.y, b[0]);
-            qw::e4m3_patch_nan(w0.z, w0.w, b[1]);
-            qw::e4m3_patch_nan(w1.x, w1.y, b[2]);
-            qw::e4m3_patch_nan(w1.z, w1.w, b[3]);
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          mma_bf16_16816(acc[m][0][nt], a[i][0], b[i][0], acc[m][0][nt]);
-          mma_bf16_16816(acc[m][0][nt], a[i][1], b[i][1], acc[m][0][nt]);
-        }
-      }
-    }
+    // Warp-uniform, so both bodies run their mma.sync with every lane.
+    if (__ballot_sync(0xFFFFFFFFu, fix) != 0u) quad_mma<T, true>(qwt, a, acc);
+    else quad_mma<T, false>(qwt, a, acc);
   }
 }
 

@@ -7,8 +7,8 @@
 // same tile with 2 * block_n output columns (the same weight bytes per stage). Default heuristic,
 // from the expected rows per expert (T * k / E):
 //  - up to 16 (decode steps, small batches): one m16 tile of block_m = T rounded up to a power of
-//    two (at most 16; shared memory and copies only for those rows), 4 warps splitting each
-//    stage's K, block_n 64 (8 KB of weights per stage; 32 when the active experts' column tiles
+//    two (at most 16; shared memory and copies only for those rows), 4 warps over N in block
+//    order (block_k 128), block_n 64 (8 KB of weights per stage; 32 when the active experts' column tiles
 //    would leave SMs idle), as many stages as fit 48 KB (64 KB where the cap is lifted): every
 //    expert's weights are streamed once, spread over all SMs;
 //  - up to 64: 64-row tiles, above: 128-row tiles, on 2 x 2 warps with block_n 64, block_k 32 and

@@ -5,8 +5,8 @@
 // number of CTAs that share one output tile's K (their fp32 partials go to the workspace and a
 // second launch sums them in split order). Default heuristic, per target:
 //  - decode (M <= 16, weight-bandwidth bound): one m16 tile holding M rows (block_m = M rounded
-//    up to a power of two: shared memory and copies only for real rows), 4 warps splitting each stage's K
-//    (block_k 128: one k32 block per warp), 8 KB of weights per stage per matrix (block_n 128
+//    up to a power of two: shared memory and copies only for real rows), 4 warps over N in block
+//    order (block_k 128: a thread decodes whole k32 blocks), 8 KB of weights per stage per matrix (block_n 128
 //    for e2m1, 64 for e4m3; halved for a SwiGLU pair), as many stages as fit 48 KB (64 KB where
 //    the target lifts the cap), and splits so that about two CTAs per SM stream weights (each
 //    split keeping at least two stages of K);
