@@ -264,6 +264,7 @@ struct StageCopier {
 // warp-uniform test picks the straight-line decode + mma body (no branch between the tiles, so
 // the scheduler interleaves them) or, when some thread of the warp has a scale byte past one
 // multiply's range or an e4m3 NaN code (never in a valid checkpoint), the body with the fix-ups.
+// Words 0-1 of a block accumulate into `acc`, words 2-3 into `acc_odd` (mainloop adds them).
 template <class T>
 struct QuadWeights {
   static constexpr int kWords = T::kBlockBytes / 4;  // 32-bit words of one row's k32 block
@@ -273,7 +274,8 @@ struct QuadWeights {
 
 template <class T, bool kFix>
 __device__ __forceinline__ void quad_mma(const QuadWeights<T>& qw_, const uint32_t (&a)[4][2][4],
-                                         float (&acc)[T::kMats][T::MT][T::NT][4]) {
+                                         float (&acc)[T::kMats][T::MT][T::NT][4],
+                                         float (&acc_odd)[T::kMats][T::MT][T::NT][4]) {
   constexpr bool kFp4 = T::kBlockBytes == 16;
 #pragma unroll
   for (int m = 0; m < T::kMats; ++m)
@@ -294,15 +296,17 @@ __device__ __forceinline__ void quad_mma(const QuadWeights<T>& qw_, const uint32
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        mma_bf16_16816(acc[m][0][nt], a[i][0], b[i][0], acc[m][0][nt]);
-        mma_bf16_16816(acc[m][0][nt], a[i][1], b[i][1], acc[m][0][nt]);
+        float (&c)[4] = i < 2 ? acc[m][0][nt] : acc_odd[m][0][nt];
+        mma_bf16_16816(c, a[i][0], b[i][0], c);
+        mma_bf16_16816(c, a[i][1], b[i][1], c);
       }
     }
 }
 
 template <class T>
 __device__ __forceinline__ void compute_stage_blocks(const uint8_t* st, const Operand* ops, int n0, int kb0,
-                                                     float (&acc)[T::kMats][T::MT][T::NT][4]) {
+                                                     float (&acc)[T::kMats][T::MT][T::NT][4],
+                                                     float (&acc_odd)[T::kMats][T::MT][T::NT][4]) {
   static_assert(T::MT == 1 && T::kWM == 1, "block order: decode tiles (one m16 tile)");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -353,8 +357,8 @@ __device__ __forceinline__ void compute_stage_blocks(const uint8_t* st, const Op
       qw::activation_fragments<kFp4>(lo, hi, a[i]);
     }
     // Warp-uniform, so both bodies run their mma.sync with every lane.
-    if (__ballot_sync(0xFFFFFFFFu, fix) != 0u) quad_mma<T, true>(qwt, a, acc);
-    else quad_mma<T, false>(qwt, a, acc);
+    if (__ballot_sync(0xFFFFFFFFu, fix) != 0u) quad_mma<T, true>(qwt, a, acc, acc_odd);
+    else quad_mma<T, false>(qwt, a, acc, acc_odd);
   }
 }
 
@@ -362,10 +366,6 @@ __device__ __forceinline__ void compute_stage_blocks(const uint8_t* st, const Op
 template <class T>
 __device__ __forceinline__ void compute_stage(const uint8_t* st, const Operand* ops, int n0, int kb0,
                                               float (&acc)[T::kMats][T::MT][T::NT][4]) {
-  if constexpr (T::kBlockOrder) {
-    compute_stage_blocks<T>(st, ops, n0, kb0, acc);
-    return;
-  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int wm = warp % T::kWM, wn = (warp / T::kWM) % T::kWN, wk = warp / (T::kWM * T::kWN);
@@ -417,10 +417,10 @@ __device__ __forceinline__ void compute_stage(const uint8_t* st, const Operand* 
 }
 
 // The cp.async pipeline over `stages` stages of KB k32 blocks from kb_begin: load(buffer, kb0)
-// enqueues one stage's copies.
-template <class T, class Load>
-__device__ __forceinline__ void pipeline(uint8_t* smem, const Operand* ops, int n0, int kb_begin, int stages,
-                                         float (&acc)[T::kMats][T::MT][T::NT][4], const Load& load) {
+// enqueues one stage's copies, compute(buffer, kb0) multiplies a landed one.
+template <class T, class Load, class Compute>
+__device__ __forceinline__ void pipeline(uint8_t* smem, int kb_begin, int stages, const Load& load,
+                                         const Compute& compute) {
   constexpr int S = T::kStages;
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
@@ -434,7 +434,7 @@ __device__ __forceinline__ void pipeline(uint8_t* smem, const Operand* ops, int 
     const int next = it + S - 1;
     if (next < stages) load(smem + (next % S) * T::kStageBytes, kb_begin + next * T::KB);
     cp_async_commit();
-    compute_stage<T>(smem + (it % S) * T::kStageBytes, ops, n0, kb_begin + it * T::KB, acc);
+    compute(smem + (it % S) * T::kStageBytes, kb_begin + it * T::KB);
   }
 }
 
@@ -457,14 +457,28 @@ __device__ __forceinline__ void mainloop(uint8_t* smem, const int64_t* a_src, co
   const int stages = kb_end > kb_begin ? (kb_end - kb_begin + T::KB - 1) / T::KB : 0;
   // Decode tiles (BM <= 16) hoist the copies' addressing out of the K loop; the prefill tiles'
   // registers go to their accumulators instead.
-  if constexpr (T::kBM <= 16) {
+  if constexpr (T::kBlockOrder) {
+    // Two accumulator chains (words 0-1 and 2-3 of each block) halve the dependent mma chain of a
+    // quad; they are added once at the end, in that order.
+    float acc_odd[T::kMats][T::MT][T::NT][4];
+#pragma unroll
+    for (int i = 0; i < T::kAcc; ++i) (&acc_odd[0][0][0][0])[i] = 0.f;
     const StageCopier<T> copier(a_src, a, acol_limit, ops, n0, n_end, kb_end);
-    pipeline<T>(smem, ops, n0, kb_begin, stages, acc,
-                [&](uint8_t* st, int kb0) { copier.load(st, a, ops, n0, n_end, kb0, kb_end); });
+    pipeline<T>(
+        smem, kb_begin, stages, [&](uint8_t* st, int kb0) { copier.load(st, a, ops, n0, n_end, kb0, kb_end); },
+        [&](const uint8_t* st, int kb0) { compute_stage_blocks<T>(st, ops, n0, kb0, acc, acc_odd); });
+#pragma unroll
+    for (int i = 0; i < T::kAcc; ++i) (&acc[0][0][0][0])[i] = __fadd_rn((&acc[0][0][0][0])[i], (&acc_odd[0][0][0][0])[i]);
+  } else if constexpr (T::kBM <= 16) {
+    const StageCopier<T> copier(a_src, a, acol_limit, ops, n0, n_end, kb_end);
+    pipeline<T>(
+        smem, kb_begin, stages, [&](uint8_t* st, int kb0) { copier.load(st, a, ops, n0, n_end, kb0, kb_end); },
+        [&](const uint8_t* st, int kb0) { compute_stage<T>(st, ops, n0, kb0, acc); });
   } else {
-    pipeline<T>(smem, ops, n0, kb_begin, stages, acc, [&](uint8_t* st, int kb0) {
-      load_stage<T>(st, a_src, a, acol_limit, ops, n0, n_end, kb0, kb_end);
-    });
+    pipeline<T>(
+        smem, kb_begin, stages,
+        [&](uint8_t* st, int kb0) { load_stage<T>(st, a_src, a, acol_limit, ops, n0, n_end, kb0, kb_end); },
+        [&](const uint8_t* st, int kb0) { compute_stage<T>(st, ops, n0, kb0, acc); });
   }
   cp_async_wait<0>();
   __syncthreads();
