@@ -21,8 +21,9 @@
 // whose warps take whole quads of k32 blocks use block order instead (compute_stage_blocks: a
 // thread multiplies a whole k32 block of one row per quad).
 //
-// Shared memory bank conflicts: A rows are 16-byte chunks XOR-swizzled by (row & 1) so the 16-byte
-// loads of rows g = 0, 1 of a quarter warp hit distinct banks; W rows swizzle their k32 blocks
+// Shared memory bank conflicts: A rows are 16-byte chunks XOR-swizzled by (row & 1) (block order:
+// by the row's parity and the block's) so the 16-byte loads of rows g = 0, 1 of a quarter warp
+// hit distinct banks; W rows swizzle their k32 blocks
 // (e2m1: 16 bytes, e4m3: 32 bytes) by the row so the 8 rows of an n8 tile read distinct banks.
 #pragma once
 #include "common/Mma.cuh"
@@ -86,10 +87,17 @@ struct Tile {
   static constexpr int kTableBytes = BM * 8 + BM * 4;  // A row sources (int64) + a per-row float
   static constexpr int kSmemBytes = kTableOffset + align16(kTableBytes);
 
-  // 16-byte chunk c of A row r.
-  static __device__ __forceinline__ int a_chunk(int r, int c) { return kAChunks >= 8 ? c ^ ((r & 1) << 2) : c; }
+  // 16-byte chunk c of A row r. Block order reads chunk i of blocks 4q + t (t = 0..3) of rows g =
+  // 0, 1 in one quarter warp: bit 3 of c (bit 1 of t) and the row's parity pick the low two bits.
+  static __device__ __forceinline__ int a_chunk(int r, int c) {
+    if constexpr (kBlockOrder) return c ^ (((c >> 3) & 1) | ((r & 1) << 1));
+    return kAChunks >= 8 ? c ^ ((r & 1) << 2) : c;
+  }
   // Slot of k32 block kb in W row r (units of kBlockBytes).
   static __device__ __forceinline__ int w_slot(int r, int kb) {
+    // Block order reads 4 consecutive e2m1 blocks of rows g = 0, 1 in one quarter warp: rows of
+    // 128 bytes or more put odd rows' quads in the other half of 128 bytes.
+    if constexpr (kBlockOrder && FP4 && KB >= 8) return kb ^ ((r & 1) << 2);
     constexpr int lanes = FP4 ? 8 : 4;  // blocks per 128 bytes
     constexpr int P = cmin(KB, lanes);
     return kb ^ ((r / (lanes / P)) & (P - 1));
