@@ -17,10 +17,13 @@
 // word of e2m1, two of e4m3) and decodes them into the B registers of two m16n8k16 steps in the
 // order QuantWeights.cuh documents; it reads the same 8 columns of rows g and g+8 of A as one
 // 16-byte load each and permutes them to match (K order inside a block is free as long as A and
-// B agree). The scale of the block is folded into the decode's one bf16x2 multiply.
+// B agree). The scale of the block is folded into the decode's one bf16x2 multiply. Decode tiles
+// whose warps take whole quads of k32 blocks use block order instead (compute_stage_blocks: a
+// thread multiplies a whole k32 block of one row per quad).
 //
-// Shared memory bank conflicts: A rows are 16-byte chunks XOR-swizzled by (row & 1) so the 16-byte
-// loads of rows g = 0, 1 of a quarter warp hit distinct banks; W rows swizzle their k32 blocks
+// Shared memory bank conflicts: A rows are 16-byte chunks XOR-swizzled by (row & 1) (block order:
+// by the row's parity and the block's) so the 16-byte loads of rows g = 0, 1 of a quarter warp
+// hit distinct banks; W rows swizzle their k32 blocks
 // (e2m1: 16 bytes, e4m3: 32 bytes) by the row so the 8 rows of an n8 tile read distinct banks.
 #pragma once
 #include "common/Mma.cuh"
@@ -59,6 +62,9 @@ struct Tile {
   static constexpr int NT = BN / (8 * WN);
   static constexpr int KB = BK / 32;      // k32 blocks per stage
   static constexpr int KBW = KB / WK;     // of them per warp
+  // Decode tiles whose warps take whole quads of k32 blocks multiply in block order
+  // (compute_stage_blocks); the others in word order (compute_stage).
+  static constexpr bool kBlockOrder = BM <= 16 && KBW % 4 == 0;
   static constexpr int kMats = GATED ? 2 : 1;
   static constexpr int kBlockBytes = FP4 ? 16 : 32;  // weight bytes of one row in a k32 block
   static constexpr int kAChunks = BK / 8;            // 16-byte chunks of an A row
@@ -81,10 +87,17 @@ struct Tile {
   static constexpr int kTableBytes = BM * 8 + BM * 4;  // A row sources (int64) + a per-row float
   static constexpr int kSmemBytes = kTableOffset + align16(kTableBytes);
 
-  // 16-byte chunk c of A row r.
-  static __device__ __forceinline__ int a_chunk(int r, int c) { return kAChunks >= 8 ? c ^ ((r & 1) << 2) : c; }
+  // 16-byte chunk c of A row r. Block order reads chunk i of blocks 4q + t (t = 0..3) of rows g =
+  // 0, 1 in one quarter warp: bit 3 of c (bit 1 of t) and the row's parity pick the low two bits.
+  static __device__ __forceinline__ int a_chunk(int r, int c) {
+    if constexpr (kBlockOrder) return c ^ (((c >> 3) & 1) | ((r & 1) << 1));
+    return kAChunks >= 8 ? c ^ ((r & 1) << 2) : c;
+  }
   // Slot of k32 block kb in W row r (units of kBlockBytes).
   static __device__ __forceinline__ int w_slot(int r, int kb) {
+    // Block order reads 4 consecutive e2m1 blocks of rows g = 0, 1 in one quarter warp: rows of
+    // 128 bytes or more put odd rows' quads in the other half of 128 bytes.
+    if constexpr (kBlockOrder && FP4 && KB >= 8) return kb ^ ((r & 1) << 2);
     constexpr int lanes = FP4 ? 8 : 4;  // blocks per 128 bytes
     constexpr int P = cmin(KB, lanes);
     return kb ^ ((r / (lanes / P)) & (P - 1));
@@ -248,6 +261,115 @@ struct StageCopier {
   }
 };
 
+// Block order (decode tiles whose warps take whole quads of k32 blocks, T::kBlockOrder): per
+// quad, thread t multiplies k32 block 4q + t of the warp's range, all 32 columns of it in 8
+// mma steps (word i of the block: steps 2i, 2i + 1), so it reads its weights as one 16-byte
+// (e2m1) or two (e4m3) shared loads and works out one scale per 32 weights instead of per 8. K
+// order inside a quad is free as long as A and B agree: thread t's A registers hold the same
+// columns (chunk i of block 4q + t, rows g and g + 8).
+//
+// A quad's shared loads (A, every n8 tile's weight words and scale bytes) come first; then one
+// warp-uniform test picks the straight-line decode + mma body (no branch between the tiles, so
+// the scheduler interleaves them) or, when some thread of the warp has a scale byte past one
+// multiply's range or an e4m3 NaN code (never in a valid checkpoint), the body with the fix-ups.
+// Words 0-1 of a block accumulate into `acc`, words 2-3 into `acc_odd` (mainloop adds them).
+template <class T>
+struct QuadWeights {
+  static constexpr int kWords = T::kBlockBytes / 4;  // 32-bit words of one row's k32 block
+  uint32_t w[T::kMats][T::NT][kWords];
+  uint32_t s[T::kMats][T::NT];
+};
+
+template <class T, bool kFix>
+__device__ __forceinline__ void quad_mma(const QuadWeights<T>& qw_, const uint32_t (&a)[4][2][4],
+                                         float (&acc)[T::kMats][T::MT][T::NT][4],
+                                         float (&acc_odd)[T::kMats][T::MT][T::NT][4]) {
+  constexpr bool kFp4 = T::kBlockBytes == 16;
+#pragma unroll
+  for (int m = 0; m < T::kMats; ++m)
+#pragma unroll
+    for (int nt = 0; nt < T::NT; ++nt) {
+      const uint32_t* w = qw_.w[m][nt];
+      const qw::ScaleFactors f = kFp4 ? qw::e2m1_scale_factors(qw_.s[m][nt]) : qw::e4m3_scale_factors(qw_.s[m][nt]);
+      uint32_t b[4][2][2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if constexpr (kFp4) qw::e2m1_decode(w[i], f.first, b[i]);
+        else qw::e4m3_decode(w[2 * i], w[2 * i + 1], f.first, b[i]);
+        if constexpr (kFix) {
+          if (f.two) qw::apply_second(f.second, b[i]);
+          if (!kFp4 && (qw::e4m3_nan_probe(w[2 * i]) | qw::e4m3_nan_probe(w[2 * i + 1])) != 0u)
+            qw::e4m3_patch_nan(w[2 * i], w[2 * i + 1], b[i]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float (&c)[4] = i < 2 ? acc[m][0][nt] : acc_odd[m][0][nt];
+        mma_bf16_16816(c, a[i][0], b[i][0], c);
+        mma_bf16_16816(c, a[i][1], b[i][1], c);
+      }
+    }
+}
+
+template <class T>
+__device__ __forceinline__ void compute_stage_blocks(const uint8_t* st, const Operand* ops, int n0, int kb0,
+                                                     float (&acc)[T::kMats][T::MT][T::NT][4],
+                                                     float (&acc_odd)[T::kMats][T::MT][T::NT][4]) {
+  static_assert(T::MT == 1 && T::kWM == 1, "block order: decode tiles (one m16 tile)");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wn = warp % T::kWN, wk = warp / T::kWN;
+  constexpr bool kFp4 = T::kBlockBytes == 16;
+#pragma unroll
+  for (int q = 0; q < T::KBW / 4; ++q) {
+    const int kb = wk * T::KBW + 4 * q + t;  // the thread's k32 block in the stage
+    QuadWeights<T> qwt;
+    bool fix = false;
+#pragma unroll
+    for (int m = 0; m < T::kMats; ++m) {
+      const uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
+      const uint8_t* ss = ws + T::kWBytes;
+#pragma unroll
+      for (int nt = 0; nt < T::NT; ++nt) {
+        const int rbase = (wn * T::NT + nt) * 8;  // the n8 tile's first row in the tile
+        const int r = rbase + g;
+        const uint8_t* wp = ws + r * T::kWRow + T::w_slot(r, kb) * T::kBlockBytes;
+        uint32_t* w = qwt.w[m][nt];
+        const U32x4 w0 = *reinterpret_cast<const U32x4*>(wp);
+        w[0] = w0.x, w[1] = w0.y, w[2] = w0.z, w[3] = w0.w;
+        if constexpr (kFp4) {
+          const int64_t so = int64_t(n0 + r) * ops[m].scale_cols + kb0;
+          qwt.s[m][nt] = ss[r * T::kSRow + int(so & 3) + kb];
+          fix |= qwt.s[m][nt] > 128u;
+        } else {
+          const U32x4 w1 = *reinterpret_cast<const U32x4*>(wp + 16);
+          w[4] = w1.x, w[5] = w1.y, w[6] = w1.z, w[7] = w1.w;
+          // The n8 tile lies inside one 32-row scale block (tiles start at multiples of 8).
+          const int srow = (n0 + rbase) / 32 - n0 / 32;
+          const int64_t so = int64_t((n0 + rbase) / 32) * ops[m].scale_cols + kb0;
+          qwt.s[m][nt] = ss[srow * T::kSRow + int(so & 3) + kb];
+          fix |= qwt.s[m][nt] > 134u;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) fix |= qw::e4m3_nan_probe(w[i]) != 0u;
+        }
+      }
+    }
+    uint32_t a[4][2][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      U32x4 lo{0u, 0u, 0u, 0u}, hi{0u, 0u, 0u, 0u};  // rows past BM (a partial m16 tile) are zero
+      if (T::kBM >= 16 || g < T::kBM)
+        lo = *reinterpret_cast<const U32x4*>(st + g * T::kARow + T::a_chunk(g, kb * 4 + i) * 16);
+      if (T::kBM >= 16)
+        hi = *reinterpret_cast<const U32x4*>(st + (g + 8) * T::kARow + T::a_chunk(g + 8, kb * 4 + i) * 16);
+      qw::activation_fragments<kFp4>(lo, hi, a[i]);
+    }
+    // Warp-uniform, so both bodies run their mma.sync with every lane.
+    if (__ballot_sync(0xFFFFFFFFu, fix) != 0u) quad_mma<T, true>(qwt, a, acc, acc_odd);
+    else quad_mma<T, false>(qwt, a, acc, acc_odd);
+  }
+}
+
 // Multiplies one landed stage (k32 blocks from kb0) into the warp's accumulators.
 template <class T>
 __device__ __forceinline__ void compute_stage(const uint8_t* st, const Operand* ops, int n0, int kb0,
@@ -303,10 +425,10 @@ __device__ __forceinline__ void compute_stage(const uint8_t* st, const Operand* 
 }
 
 // The cp.async pipeline over `stages` stages of KB k32 blocks from kb_begin: load(buffer, kb0)
-// enqueues one stage's copies.
-template <class T, class Load>
-__device__ __forceinline__ void pipeline(uint8_t* smem, const Operand* ops, int n0, int kb_begin, int stages,
-                                         float (&acc)[T::kMats][T::MT][T::NT][4], const Load& load) {
+// enqueues one stage's copies, compute(buffer, kb0) multiplies a landed one.
+template <class T, class Load, class Compute>
+__device__ __forceinline__ void pipeline(uint8_t* smem, int kb_begin, int stages, const Load& load,
+                                         const Compute& compute) {
   constexpr int S = T::kStages;
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
@@ -320,7 +442,7 @@ __device__ __forceinline__ void pipeline(uint8_t* smem, const Operand* ops, int 
     const int next = it + S - 1;
     if (next < stages) load(smem + (next % S) * T::kStageBytes, kb_begin + next * T::KB);
     cp_async_commit();
-    compute_stage<T>(smem + (it % S) * T::kStageBytes, ops, n0, kb_begin + it * T::KB, acc);
+    compute(smem + (it % S) * T::kStageBytes, kb_begin + it * T::KB);
   }
 }
 
@@ -343,14 +465,28 @@ __device__ __forceinline__ void mainloop(uint8_t* smem, const int64_t* a_src, co
   const int stages = kb_end > kb_begin ? (kb_end - kb_begin + T::KB - 1) / T::KB : 0;
   // Decode tiles (BM <= 16) hoist the copies' addressing out of the K loop; the prefill tiles'
   // registers go to their accumulators instead.
-  if constexpr (T::kBM <= 16) {
+  if constexpr (T::kBlockOrder) {
+    // Two accumulator chains (words 0-1 and 2-3 of each block) halve the dependent mma chain of a
+    // quad; they are added once at the end, in that order.
+    float acc_odd[T::kMats][T::MT][T::NT][4];
+#pragma unroll
+    for (int i = 0; i < T::kAcc; ++i) (&acc_odd[0][0][0][0])[i] = 0.f;
     const StageCopier<T> copier(a_src, a, acol_limit, ops, n0, n_end, kb_end);
-    pipeline<T>(smem, ops, n0, kb_begin, stages, acc,
-                [&](uint8_t* st, int kb0) { copier.load(st, a, ops, n0, n_end, kb0, kb_end); });
+    pipeline<T>(
+        smem, kb_begin, stages, [&](uint8_t* st, int kb0) { copier.load(st, a, ops, n0, n_end, kb0, kb_end); },
+        [&](const uint8_t* st, int kb0) { compute_stage_blocks<T>(st, ops, n0, kb0, acc, acc_odd); });
+#pragma unroll
+    for (int i = 0; i < T::kAcc; ++i) (&acc[0][0][0][0])[i] = __fadd_rn((&acc[0][0][0][0])[i], (&acc_odd[0][0][0][0])[i]);
+  } else if constexpr (T::kBM <= 16) {
+    const StageCopier<T> copier(a_src, a, acol_limit, ops, n0, n_end, kb_end);
+    pipeline<T>(
+        smem, kb_begin, stages, [&](uint8_t* st, int kb0) { copier.load(st, a, ops, n0, n_end, kb0, kb_end); },
+        [&](const uint8_t* st, int kb0) { compute_stage<T>(st, ops, n0, kb0, acc); });
   } else {
-    pipeline<T>(smem, ops, n0, kb_begin, stages, acc, [&](uint8_t* st, int kb0) {
-      load_stage<T>(st, a_src, a, acol_limit, ops, n0, n_end, kb0, kb_end);
-    });
+    pipeline<T>(
+        smem, kb_begin, stages,
+        [&](uint8_t* st, int kb0) { load_stage<T>(st, a_src, a, acol_limit, ops, n0, n_end, kb0, kb_end); },
+        [&](const uint8_t* st, int kb0) { compute_stage<T>(st, ops, n0, kb0, acc); });
   }
   cp_async_wait<0>();
   __syncthreads();

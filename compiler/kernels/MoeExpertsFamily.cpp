@@ -7,8 +7,8 @@
 // same tile with 2 * block_n output columns (the same weight bytes per stage). Default heuristic,
 // from the expected rows per expert (T * k / E):
 //  - up to 16 (decode steps, small batches): one m16 tile of block_m = T rounded up to a power of
-//    two (at most 16; shared memory and copies only for those rows), 4 warps splitting each
-//    stage's K, block_n 64 (8 KB of weights per stage; 32 when the active experts' column tiles
+//    two (at most 16; shared memory and copies only for those rows), 4 warps over N in block
+//    order (block_k 128), block_n 64 (8 KB of weights per stage; 32 when the active experts' column tiles
 //    would leave SMs idle), as many stages as fit 48 KB (64 KB where the cap is lifted): every
 //    expert's weights are streamed once, spread over all SMs;
 //  - up to 64: 64-row tiles, above: 128-row tiles, on 2 x 2 warps with block_n 64, block_k 32 and
@@ -114,8 +114,8 @@ QuantTile defaultTile(const Shape& s, const TargetProfile& t) {
     const int64_t active = std::min(s.E, s.entries());
     if (active * cdiv(s.I, 64) < 2 * int64_t(std::max(1, t.smCount))) q.bn = 32;
     q.wm = 1;
-    q.wn = 1;
-    q.wk = 4;
+    q.wn = 4;  // block order: a thread decodes whole k32 blocks (QuantGemmTile.cuh)
+    q.wk = 1;
     q.bk = 128;
     const int64_t budget = std::min<int64_t>(t.smemPerCtaCap, 64 * 1024);
     q.stages = 2;
@@ -202,16 +202,26 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
     };
     QuantTile narrow = *q0, wide = *q0, deeper = *q0;
     narrow.bn /= 2;
+    narrow.wn = std::min(narrow.wn, narrow.bn / 8);
     wide.bn *= 2;
     ++deeper.stages;
     add(narrow);
     add(wide);
     add(deeper);
     if (q0->bm <= 16) {
-      QuantTile two = *q0;
+      QuantTile words = *q0;  // word order: 4 warps over K, a k32 block each (the earlier default)
+      words.wn = 1;
+      words.wk = 4;
+      add(words);
+      QuantTile two = *q0;  // block order on 2 x 2 warps: more columns per warp's A registers
       two.wn = 2;
       two.wk = 2;
+      two.bk = 256;
       add(two);
+      QuantTile eight = *q0;  // block order on 8 warps (4 over N, 2 over K): twice the warps per SM
+      eight.wk = 2;
+      eight.bk = 256;
+      add(eight);
       QuantTile rows32 = *q0;  // two m16 tiles: experts with 17..32 rows read their weights once
       rows32.bm = 32;
       add(rows32);

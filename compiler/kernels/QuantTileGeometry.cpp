@@ -37,8 +37,11 @@ int64_t QuantTile::smemBytes() const {
 // addressing (decode tiles, block_m <= 16, keep 4 registers per 16-byte copy of a stage: the
 // hoisted addresses of StageCopier); ptxas lands near this for the tiles here, and the cap leaves
 // it a quarter more.
+// Block order keeps a quad's A registers (4 chunks: 16 per row half, rows g + 8 only for 16-row
+// tiles) and a whole decoded k32 block (16).
 int QuantTile::regsCap() const {
   int need = accPerThread() + 8 * mTiles() + 56;
+  if (blockOrder()) need += (bm >= 16 ? 32 : 16) + 16 - 8;
   if (bm <= 16) {
     const int aCopies = (bm * bk / 8 + threads() - 1) / threads();
     const int wCopies = (bn * (bk / 32) * (fp4 ? 16 : 32) / 16 + threads() - 1) / threads();

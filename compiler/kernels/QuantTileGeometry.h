@@ -21,6 +21,9 @@ struct QuantTile {
   int mTiles() const { return bm < 16 ? 1 : bm / (16 * wm); }  // m16 tiles per warp (block_m < 16: one partial)
   int nTiles() const { return bn / (8 * wn); }   // n8 tiles per warp (per matrix)
   int accPerThread() const { return (gated ? 2 : 1) * mTiles() * nTiles() * 4; }
+  // Mirrors qg::Tile::kBlockOrder: decode tiles whose warps take whole quads of k32 blocks
+  // (a thread multiplies one whole k32 block of a weight row per quad).
+  bool blockOrder() const { return bm <= 16 && (bk / 32 / wk) % 4 == 0; }
   int64_t stageBytes() const;
   int64_t weightBytesPerStage() const;
   // Mirrors qg::Tile::kSmemBytes (pipeline or WK reduction, whichever is larger, + row table).

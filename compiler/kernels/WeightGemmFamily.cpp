@@ -5,8 +5,8 @@
 // number of CTAs that share one output tile's K (their fp32 partials go to the workspace and a
 // second launch sums them in split order). Default heuristic, per target:
 //  - decode (M <= 16, weight-bandwidth bound): one m16 tile holding M rows (block_m = M rounded
-//    up to a power of two: shared memory and copies only for real rows), 4 warps splitting each stage's K
-//    (block_k 128: one k32 block per warp), 8 KB of weights per stage per matrix (block_n 128
+//    up to a power of two: shared memory and copies only for real rows), 4 warps over N in block
+//    order (block_k 128: a thread decodes whole k32 blocks), 8 KB of weights per stage per matrix (block_n 128
 //    for e2m1, 64 for e4m3; halved for a SwiGLU pair), as many stages as fit 48 KB (64 KB where
 //    the target lifts the cap), and splits so that about two CTAs per SM stream weights (each
 //    split keeping at least two stages of K);
@@ -97,15 +97,16 @@ Result<Geometry> geometry(const WeightGemmConfig& c, const OpDesc& d) {
   return g;
 }
 
-// The decode tile: 4 warps over K, 8 KB of weights per stage per matrix, only the rows M has.
+// The decode tile: 4 warps over N in block order (a thread decodes whole k32 blocks), 8 KB of
+// weights per stage per matrix, only the rows M has.
 QuantTile decodeTile(const Shape& s, const TargetProfile& t) {
   QuantTile q;
   q.fp4 = s.fp4;
   q.gated = s.gated();
   q.bm = decodeBlockM(s.M);
   q.wm = 1;
-  q.wn = 1;
-  q.wk = 4;
+  q.wn = 4;
+  q.wk = 1;
   q.bk = 128;
   q.bn = (s.fp4 ? 128 : 64) / (s.gated() ? 2 : 1);
   const int64_t budget = std::min<int64_t>(t.smemPerCtaCap, 64 * 1024);
@@ -241,19 +242,35 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       for (int f : {2, -2}) {  // narrower / wider tiles, splits re-derived
         QuantTile q = *q0;
         q.bn = f > 0 ? q.bn * 2 : q.bn / 2;
+        q.wn = std::min(q.wn, q.bn / 8);
         if (q.bn >= 16) add(q, splitsFor(q, s, t));
       }
-      QuantTile two = *q0;  // 2 x 2 warps: fewer K partials to sum, more columns per warp
+      QuantTile words = *q0;  // word order: 4 warps over K, a k32 block each (the earlier default)
+      words.wn = 1;
+      words.wk = 4;
+      add(words, sp0);
+      QuantTile two = *q0;  // block order on 2 x 2 warps: more columns per warp's A registers
       two.wn = 2;
       two.wk = 2;
+      two.bk = 256;
       add(two, sp0);
       QuantTile deeper = *q0;
       ++deeper.stages;
       add(deeper, sp0);
-      QuantTile wideK = *q0;
-      wideK.bk = 256;
-      wideK.wk = 8;
-      add(wideK, sp0);
+      QuantTile eight = *q0;  // block order on 8 warps (4 over N, 2 over K): twice the warps per SM
+      eight.wk = 2;
+      eight.bk = 256;
+      add(eight, sp0);
+      // One launch, block order: 16-row tiles over the whole K on 8 warps (2 over N, 4 over K,
+      // a quad each), every SM a tile when N >= 16 per SM, no reduce launch.
+      QuantTile one = *q0;
+      one.bn = 16;
+      one.wn = 2;
+      one.wk = 4;
+      one.bk = 512;
+      one.stages = 8;
+      while (one.smemBytes() > std::min<int64_t>(t.smemPerCtaCap, 64 * 1024) && one.stages > 2) --one.stages;
+      add(one, 1);
       if (q0->bm < 16) {  // a full m16 tile (the decode tile before block_m followed M)
         QuantTile rows16 = *q0;
         rows16.bm = 16;

@@ -15,7 +15,8 @@ Case = collections.namedtuple("Case", ["name", "op", "attrs", "inputs", "dtypes"
 
 def cases(op, seed, large=False):
     """Fresh random inputs for `op` from `seed` (same seed, same bytes), covering the edge sizes of
-    the C++ generators; in/out tensors arrive poisoned. `large` adds > 2 GiB gather cases."""
+    the C++ generators; in/out tensors arrive poisoned. `large` adds > 2 GiB gather cases and the
+    quantized GEMMs' decode cases at the model's shapes."""
     out = []
     for c in _core.testing.cases(op, int(seed), bool(large)):
         inputs = {n: np.from_dlpack(a) for n, a in c["inputs"].items()}

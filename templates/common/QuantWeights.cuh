@@ -95,36 +95,44 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t v, uint32_t f) {
 #endif
 }
 
-// Four bf16x2 weights of one thread's k32 block: b[ks][r] in the fragment order above.
-__device__ __forceinline__ void e2m1_fragments(uint32_t w, const ScaleFactors& f, uint32_t (&b)[2][2]) {
+// Four bf16x2 weights of one thread's k32 block: b[ks][r] in the fragment order above, scaled by
+// f.first only (the whole value when !f.two: every scale byte a checkpoint uses).
+__device__ __forceinline__ void e2m1_decode(uint32_t w, uint32_t first, uint32_t (&b)[2][2]) {
 #pragma unroll
-  for (int j = 0; j < 4; ++j) b[j >> 1][j & 1] = bf16x2_mul(e2m1_pair_biased(w, j), f.first);
-  if (f.two) {
+  for (int j = 0; j < 4; ++j) b[j >> 1][j & 1] = bf16x2_mul(e2m1_pair_biased(w, j), first);
+}
+__device__ __forceinline__ void e4m3_decode(uint32_t w0, uint32_t w1, uint32_t first, uint32_t (&b)[2][2]) {
+  b[0][0] = bf16x2_mul(e4m3_pair_biased(w0 << 8), first);  // columns 0, 2
+  b[0][1] = bf16x2_mul(e4m3_pair_biased(w0), first);       // 1, 3
+  b[1][0] = bf16x2_mul(e4m3_pair_biased(w1 << 8), first);  // 4, 6
+  b[1][1] = bf16x2_mul(e4m3_pair_biased(w1), first);       // 5, 7
+}
+// The second factor of a scale byte past bf16's range of one multiply (f.two).
+__device__ __forceinline__ void apply_second(uint32_t second, uint32_t (&b)[2][2]) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) b[j >> 1][j & 1] = bf16x2_mul(b[j >> 1][j & 1], f.second);
+  for (int i = 0; i < 4; ++i) b[i >> 1][i & 1] = bf16x2_mul(b[i >> 1][i & 1], second);
+}
+// An e4m3 NaN code (rare: never in a valid checkpoint) sets its half to the canonical NaN.
+__device__ __forceinline__ void e4m3_patch_nan(uint32_t w0, uint32_t w1, uint32_t (&b)[2][2]) {
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    const uint32_t byte = ((c < 4 ? w0 : w1) >> (8 * (c & 3))) & 0x7Fu;
+    if (byte != 0x7Fu) continue;
+    const int ks = c >> 2, r = c & 1, hi = (c >> 1) & 1;
+    b[ks][r] = hi ? ((b[ks][r] & 0x0000FFFFu) | 0x7FC00000u) : ((b[ks][r] & 0xFFFF0000u) | 0x7FC0u);
   }
+}
+
+__device__ __forceinline__ void e2m1_fragments(uint32_t w, const ScaleFactors& f, uint32_t (&b)[2][2]) {
+  e2m1_decode(w, f.first, b);
+  if (f.two) apply_second(f.second, b);
 }
 
 __device__ __forceinline__ void e4m3_fragments(uint32_t w0, uint32_t w1, const ScaleFactors& f,
                                                uint32_t (&b)[2][2]) {
-  b[0][0] = bf16x2_mul(e4m3_pair_biased(w0 << 8), f.first);  // columns 0, 2
-  b[0][1] = bf16x2_mul(e4m3_pair_biased(w0), f.first);       // 1, 3
-  b[1][0] = bf16x2_mul(e4m3_pair_biased(w1 << 8), f.first);  // 4, 6
-  b[1][1] = bf16x2_mul(e4m3_pair_biased(w1), f.first);       // 5, 7
-  if (f.two) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) b[i >> 1][i & 1] = bf16x2_mul(b[i >> 1][i & 1], f.second);
-  }
-  // A NaN code (rare: never in a valid checkpoint) sets its half to the canonical NaN.
-  if ((e4m3_nan_probe(w0) | e4m3_nan_probe(w1)) != 0u) {
-#pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      const uint32_t byte = ((c < 4 ? w0 : w1) >> (8 * (c & 3))) & 0x7Fu;
-      if (byte != 0x7Fu) continue;
-      const int ks = c >> 2, r = c & 1, hi = (c >> 1) & 1;
-      b[ks][r] = hi ? ((b[ks][r] & 0x0000FFFFu) | 0x7FC00000u) : ((b[ks][r] & 0xFFFF0000u) | 0x7FC0u);
-    }
-  }
+  e4m3_decode(w0, w1, f.first, b);
+  if (f.two) apply_second(f.second, b);
+  if ((e4m3_nan_probe(w0) | e4m3_nan_probe(w1)) != 0u) e4m3_patch_nan(w0, w1, b);
 }
 
 // The activation registers of one m16 row pair for a k32 block: `lo` is columns 8t..8t+7 of row

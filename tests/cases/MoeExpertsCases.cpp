@@ -4,7 +4,8 @@
 // expert twice, ids of -1 (no expert: a zero row), C and I not multiples of the tiles
 // (C = 160, I = 96), and activations large enough that the SwiGLU clamp at 10 engages.
 // x ~ N(0, 1); expert weights N(0, sigma/sqrt(C)) quantized to e2m1 with 1x32 scales; routing
-// weights U(0.1, 1.5).
+// weights U(0.1, 1.5). Large cases (the GPU tests): decode steps of T = 1, 4, 12 at the model's
+// C = 5120, I = 2304.
 #include <cmath>
 
 #include "cases/CaseGenerators.h"
@@ -56,7 +57,7 @@ OpCase makeCase(Rng& rng, const MoeSpec& s) {
 
 }  // namespace
 
-std::vector<OpCase> moeExpertsCases(uint64_t seed, bool /*large*/) {
+std::vector<OpCase> moeExpertsCases(uint64_t seed, bool large) {
   Rng rng(seed ^ 0x6D6F6578ull);
   const MoeSpec specs[] = {
       {"t1_k6_e8", 1, 6, 8, 256, 128},
@@ -71,6 +72,13 @@ std::vector<OpCase> moeExpertsCases(uint64_t seed, bool /*large*/) {
   };
   std::vector<OpCase> cases;
   for (const MoeSpec& s : specs) cases.push_back(makeCase(rng, s));
+  // The model's decode steps at its hidden and intermediate sizes (fewer experts, so that the
+  // host holds them; the tiles, rows per block and active column tiles are the E = 128 ones).
+  const MoeSpec model[] = {{"t1_k6_e8_c5120_i2304", 1, 6, 8, 5120, 2304},
+                           {"t4_k6_e16_c5120_i2304", 4, 6, 16, 5120, 2304},
+                           {"t12_k6_e16_c5120_i2304", 12, 6, 16, 5120, 2304}};
+  if (large)
+    for (const MoeSpec& s : model) cases.push_back(makeCase(rng, s));
   return cases;
 }
 

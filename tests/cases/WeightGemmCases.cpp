@@ -4,7 +4,8 @@
 // split-K (5120); f32, bf16 and SwiGLU epilogues; groups (wo_a's form) including groups of 24
 // rows, whose tiles start inside a 32-row scale block; e4m3 subnormal and NaN codes and scale
 // bytes at and past the ends of the exact range (0, 1, 2, 127..140, 255 = NaN).
-// x ~ N(0, 1); weights N(0, 1/sqrt(K)) quantized as checkpoints are.
+// x ~ N(0, 1); weights N(0, 1/sqrt(K)) quantized as checkpoints are. Large cases (the GPU
+// tests): decode rows M = 1, 4, 12 at the model's projection shapes.
 #include <cmath>
 
 #include "cases/CaseGenerators.h"
@@ -50,7 +51,7 @@ OpCase makeCase(Rng& rng, const GemmSpec& s) {
 
 }  // namespace
 
-std::vector<OpCase> weightGemmCases(uint64_t seed, bool /*large*/) {
+std::vector<OpCase> weightGemmCases(uint64_t seed, bool large) {
   Rng rng(seed ^ 0x7767656D6Dull);
   const GemmSpec specs[] = {
       {"fp8_m1_n96_k256", 1, 96, 256},
@@ -70,6 +71,14 @@ std::vector<OpCase> weightGemmCases(uint64_t seed, bool /*large*/) {
   };
   std::vector<OpCase> cases;
   for (const GemmSpec& s : specs) cases.push_back(makeCase(rng, s));
+  // Decode rows at the model's projections (large cases: the GPU tests).
+  const GemmSpec model[] = {{"fp4_m4_n2304_k5120", 4, 2304, 5120, 4},
+                            {"fp4_m12_n5120_k2304", 12, 5120, 2304, 4},
+                            {"fp8_m12_n1280_k5120", 12, 1280, 5120},
+                            {"fp8_swiglu_m1_n2304_k5120", 1, 2304, 5120, 8, 1, 2},
+                            {"fp8_groups8_m4_n8192_k32768_bf16", 4, 8192, 32768, 8, 8, 1}};
+  if (large)
+    for (const GemmSpec& s : model) cases.push_back(makeCase(rng, s));
   return cases;
 }
 

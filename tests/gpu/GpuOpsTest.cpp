@@ -6,7 +6,8 @@
 // (docs/ops.md §3: the caller's strides, no copy), checked byte for byte over the whole buffer.
 //
 // Environment: DI_TEST_SEED (reuse a seed), DI_GPU_RESULTS (write one JSON row per comparison),
-// DI_GPU_LARGE=0 (skip the > 2 GiB gather cases), DI_GPU_ALL_CONFIGS=1 (every candidate config
+// DI_GPU_LARGE=0 (skip the > 2 GiB gather cases and the quantized GEMMs' model-shape decode
+// cases), DI_GPU_ALL_CONFIGS=1 (every candidate config
 // on the local arch, not only the default).
 #include <fmt/format.h>
 #include <gtest/gtest.h>

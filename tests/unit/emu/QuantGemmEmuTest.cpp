@@ -79,6 +79,25 @@ const std::map<std::string, WgFn>& wgTiles() {
       DI_WG_SPLITS(false, 4, 64, 256, 1, 1, 8, 2, 0), DI_WG_SPLITS(true, 1, 64, 128, 1, 2, 2, 3, 1),
       DI_WG_SPLITS(false, 4, 32, 128, 1, 1, 4, 3, 2), DI_WG_SPLITS(true, 4, 32, 128, 1, 1, 4, 3, 2),
       DI_WG_SPLITS(false, 8, 64, 128, 1, 1, 4, 3, 1),
+      // block order (a thread multiplies whole k32 blocks): the sm_80 decode defaults, 4 warps over N
+      DI_WG_SPLITS(false, 16, 64, 128, 1, 4, 1, 3, 0), DI_WG_SPLITS(false, 16, 64, 128, 1, 4, 1, 3, 1),
+      DI_WG_SPLITS(false, 16, 32, 128, 1, 4, 1, 3, 2), DI_WG_SPLITS(true, 16, 128, 128, 1, 4, 1, 3, 0),
+      DI_WG_SPLITS(true, 16, 128, 128, 1, 4, 1, 3, 1), DI_WG_SPLITS(true, 16, 64, 128, 1, 4, 1, 3, 2),
+      DI_WG_SPLITS(false, 1, 64, 128, 1, 4, 1, 5, 0), DI_WG_SPLITS(false, 8, 64, 128, 1, 4, 1, 4, 1),
+      DI_WG_SPLITS(false, 8, 32, 128, 1, 4, 1, 4, 2), DI_WG_SPLITS(false, 4, 64, 128, 1, 4, 1, 5, 1),
+      DI_WG_SPLITS(true, 1, 128, 128, 1, 4, 1, 5, 0), DI_WG_SPLITS(false, 2, 64, 128, 1, 4, 1, 5, 0),
+      DI_WG_SPLITS(false, 4, 32, 128, 1, 4, 1, 4, 2), DI_WG_SPLITS(true, 4, 64, 128, 1, 4, 1, 4, 2),
+      DI_WG_SPLITS(false, 8, 64, 128, 1, 4, 1, 3, 1), DI_WG_SPLITS(false, 4, 64, 128, 1, 4, 1, 5, 0),
+      DI_WG_SPLITS(false, 8, 64, 128, 1, 4, 1, 4, 0), DI_WG_SPLITS(true, 8, 128, 128, 1, 4, 1, 4, 1),
+      // block order alternatives: 2 x 2 warps, 4 warps over K with whole quads each, 2 rows
+      DI_WG_SPLITS(false, 2, 32, 128, 1, 4, 1, 4, 0), DI_WG_SPLITS(false, 4, 64, 256, 1, 2, 2, 2, 0),
+      DI_WG_SPLITS(false, 8, 32, 512, 1, 1, 4, 2, 0), DI_WG_SPLITS(true, 1, 64, 256, 1, 2, 2, 3, 1),
+      DI_WG_SPLITS(true, 16, 128, 128, 1, 4, 1, 2, 1), DI_WG_SPLITS(false, 4, 32, 256, 1, 2, 2, 2, 2),
+      DI_WG_SPLITS(true, 4, 32, 256, 1, 2, 2, 2, 2),
+      // block order on 8 warps: 4 over N x 2 over K, and one launch with 2 over N x 4 over K
+      DI_WG_SPLITS(false, 1, 64, 256, 1, 4, 2, 3, 0), DI_WG_SPLITS(false, 1, 16, 512, 1, 2, 4, 4, 0),
+      DI_WG_SPLITS(true, 16, 16, 512, 1, 2, 4, 2, 1), DI_WG_SPLITS(false, 8, 16, 512, 1, 2, 4, 2, 2),
+      DI_WG_SPLITS(true, 8, 16, 512, 1, 2, 4, 2, 2),
   };
   return m;
 }
@@ -92,6 +111,11 @@ const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeTiles() {
       // decode tiles: block_m = T rounded up (sm_80 defaults), block_n 32 for few active experts
       DI_MOE(1, 32, 128, 1, 1, 4, 8), DI_MOE(4, 32, 128, 1, 1, 4, 8), DI_MOE(8, 32, 128, 1, 1, 4, 7),
       DI_MOE(16, 32, 128, 1, 1, 4, 5), DI_MOE(2, 32, 128, 1, 1, 4, 3), DI_MOE(4, 64, 128, 1, 2, 2, 2),
+      // block order: the sm_80 decode defaults (4 warps over N) and alternatives
+      DI_MOE(1, 32, 128, 1, 4, 1, 8), DI_MOE(4, 32, 128, 1, 4, 1, 8), DI_MOE(8, 32, 128, 1, 4, 1, 7),
+      DI_MOE(16, 32, 128, 1, 4, 1, 5), DI_MOE(2, 32, 128, 1, 4, 1, 8), DI_MOE(16, 64, 128, 1, 4, 1, 3),
+      DI_MOE(2, 32, 128, 1, 4, 1, 3), DI_MOE(4, 32, 256, 1, 2, 2, 2), DI_MOE(16, 16, 128, 1, 2, 1, 3),
+      DI_MOE(1, 32, 256, 1, 4, 2, 4),
   };
   return m;
 }
@@ -253,11 +277,19 @@ TEST(QuantGemmEmu, WeightGemmMatchesReference) {
       v.push_back(tile(16, 64, 128, 1, 2, 2, 3, 3));  // 2 x 2 warps, split-K
       v.push_back(tile(16, 16, 128, 1, 1, 4, 2, 1));  // a 16-row tile inside a 32-row scale block
       v.push_back(tile(128, 128, 32, 2, 2, 1, 3, 2));
+      v.push_back(tile(2, 32, 128, 1, 4, 1, 4, 3));  // block order: 2-row tiles, one n8 tile per warp, split-K
+      v.push_back(tile(4, 64, 256, 1, 2, 2, 2, 2));  // block order on 2 x 2 warps (K partials summed in the CTA)
+      v.push_back(tile(8, 32, 512, 1, 1, 4, 2, 2));  // block order, 4 warps over K with a quad each
+      v.push_back(tile(1, 64, 256, 1, 4, 2, 3, 2));  // block order on 8 warps (4 over N, 2 over K)
+      v.push_back(tile(1, 16, 512, 1, 2, 4, 4, 1));  // one launch: 16-row tiles, 8 warps, whole K
     }
     if (epi == 1 && fp4) {
       v.push_back(tile(1, 64, 128, 1, 2, 2, 3, 2));   // one-row tiles on 2 x 2 warps
       v.push_back(tile(16, 64, 256, 1, 1, 8, 2, 2));  // block_k 256 over 8 warps
       v.push_back(tile(64, 128, 32, 2, 2, 1, 3, 1));
+      v.push_back(tile(1, 64, 256, 1, 2, 2, 3, 2));    // block order, one row, 2 x 2 warps
+      v.push_back(tile(16, 128, 128, 1, 4, 1, 2, 1));  // block order, 16 rows, one launch
+      v.push_back(tile(16, 16, 512, 1, 2, 4, 2, 1));   // one launch: 16-row tiles, 8 warps, whole K
     }
     if (epi == 1 && !fp4) {
       v.push_back(tile(64, 64, 64, 2, 2, 1, 2, 2));
@@ -266,6 +298,8 @@ TEST(QuantGemmEmu, WeightGemmMatchesReference) {
     if (epi == 2) {
       v.push_back(tile(32, 64, 64, 1, 2, 1, 2, 2));
       v.push_back(tile(4, 32, 128, 1, 1, 4, 3, 2));  // 4-row SwiGLU pairs, split-K
+      v.push_back(tile(4, 32, 256, 1, 2, 2, 2, 2));  // block order SwiGLU pairs on 2 x 2 warps
+      v.push_back(tile(8, 16, 512, 1, 2, 4, 2, 2));  // block order SwiGLU pairs on 8 warps
     }
     return v;
   });
@@ -280,6 +314,10 @@ TEST(QuantGemmEmu, MoeExpertsMatchesReference) {
     v.push_back(tile(16, 32, 128, 1, 2, 2, 2));
     v.push_back(tile(32, 64, 64, 1, 2, 1, 2));
     v.push_back(tile(64, 64, 32, 2, 2, 1, 3));
+    v.push_back(tile(2, 32, 128, 1, 4, 1, 3));   // block order: several row blocks per expert
+    v.push_back(tile(4, 32, 256, 1, 2, 2, 2));   // block order on 2 x 2 warps
+    v.push_back(tile(16, 16, 128, 1, 2, 1, 3));  // block order, narrow tiles (w2: 32 columns)
+    v.push_back(tile(1, 32, 256, 1, 4, 2, 4));   // block order on 8 warps (4 over N, 2 over K)
     return v;
   });
 }
