@@ -138,17 +138,22 @@ Result<std::unique_ptr<NcclGroup>> NcclGroup::create(const std::vector<std::shar
 }
 
 NcclGroup::~NcclGroup() {
+  if (abortThread_.joinable()) abortThread_.join();
   for (void* c : comms_)
-    if (c) (aborted_ ? lib_->commAbort(c) : lib_->commDestroy(c));
+    if (c) lib_->commDestroy(c);
 }
 
 void NcclGroup::abortAll() {
-  for (void*& c : comms_)
-    if (c) {
-      lib_->commAbort(c);
-      c = nullptr;
-    }
+  std::vector<void*> comms;
+  for (void*& c : comms_) {
+    if (c) comms.push_back(c);
+    c = nullptr;
+  }
   aborted_ = true;
+  const NcclLibrary* lib = lib_;
+  abortThread_ = std::thread([lib, comms] {
+    for (void* c : comms) lib->commAbort(c);
+  });
 }
 
 Status NcclGroup::checkCall(const std::vector<uint64_t>& send, const std::vector<uint64_t>& recv,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "deepinfer/Device.h"
@@ -28,7 +29,7 @@ class NcclGroup {
  public:
   // One rank per device, rank i on devices[i] (distinct GPUs).
   static Result<std::unique_ptr<NcclGroup>> create(const std::vector<std::shared_ptr<Device>>& devices);
-  ~NcclGroup();  // destroys the communicators (aborts them after an error)
+  ~NcclGroup();  // destroys the communicators (after an error: waits for their abort to finish)
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
 
@@ -43,8 +44,9 @@ class NcclGroup {
   Status allGather(const std::vector<uint64_t>& send, const std::vector<uint64_t>& recv, size_t count, DType dtype,
                    const std::vector<void*>& streams);
   // Waits until every stream is idle. An asynchronous NCCL error on any rank, or streams still
-  // busy after `timeoutSeconds`, abort all communicators (the group is unusable afterwards) and
-  // return an error naming the rank: a failed or stuck rank is an error, never a hang.
+  // busy after `timeoutSeconds`, return an error naming the rank at once: a failed or stuck rank
+  // is an error, never a hang. The communicators are then aborted on a thread of their own (an
+  // abort frees device memory, which waits for a stuck kernel) and the group is unusable.
   Status synchronize(const std::vector<void*>& streams, double timeoutSeconds);
   bool aborted() const { return aborted_; }
 
@@ -52,13 +54,14 @@ class NcclGroup {
   NcclGroup() = default;
   Status checkCall(const std::vector<uint64_t>& send, const std::vector<uint64_t>& recv,
                    const std::vector<void*>& streams, DType dtype, const char* what) const;
-  void abortAll();
+  void abortAll();  // starts the abort thread
 
   const NcclLibrary* lib_ = nullptr;
   std::vector<std::shared_ptr<Device>> devices_;
   std::vector<void*> comms_;
   bool aborted_ = false;
   std::string abortReason_;
+  std::thread abortThread_;
 };
 
 }  // namespace deepinfer
