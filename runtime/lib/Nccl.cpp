@@ -170,40 +170,40 @@ Status NcclGroup::checkCall(const std::vector<uint64_t>& send, const std::vector
   return {};
 }
 
-Status NcclGroup::allReduceSum(const std::vector<uint64_t>& send, const std::vector<uint64_t>& recv, size_t count,
-                               DType dtype, const std::vector<void*>& streams) {
-  DI_TRY(checkCall(send, recv, streams, dtype, "all-reduce"));
-  const int t = *ncclType(dtype);
+// One collective per rank inside one NCCL group (one thread drives every GPU: the group lets
+// NCCL launch them together instead of deadlocking on the first rank's collective).
+template <class PerRank>
+Status NcclGroup::inGroup(const std::string& what, PerRank&& perRank) {
   lib_->groupStart();
   ncclResult first = kNcclSuccess;
   for (size_t r = 0; r < comms_.size(); ++r) {
-    const ncclResult rc = lib_->allReduce(reinterpret_cast<const void*>(send[r]), reinterpret_cast<void*>(recv[r]),
-                                          count, t, kNcclSum, comms_[r], streams[r]);
+    const ncclResult rc = perRank(r);
     if (first == kNcclSuccess && rc != kNcclSuccess) first = rc;
   }
   const ncclResult end = lib_->groupEnd();
   if (first != kNcclSuccess || (end != kNcclSuccess && end != kNcclInProgress))
-    return Error{fmt::format("all-reduce of {} elements: {}", count,
-                             lib_->getErrorString(first != kNcclSuccess ? first : end))};
+    return Error{fmt::format("{}: {}", what, lib_->getErrorString(first != kNcclSuccess ? first : end))};
   return {};
+}
+
+Status NcclGroup::allReduceSum(const std::vector<uint64_t>& send, const std::vector<uint64_t>& recv, size_t count,
+                               DType dtype, const std::vector<void*>& streams) {
+  DI_TRY(checkCall(send, recv, streams, dtype, "all-reduce"));
+  const int t = *ncclType(dtype);
+  return inGroup(fmt::format("all-reduce of {} elements", count), [&](size_t r) {
+    return lib_->allReduce(reinterpret_cast<const void*>(send[r]), reinterpret_cast<void*>(recv[r]), count, t, kNcclSum,
+                           comms_[r], streams[r]);
+  });
 }
 
 Status NcclGroup::allGather(const std::vector<uint64_t>& send, const std::vector<uint64_t>& recv, size_t count,
                             DType dtype, const std::vector<void*>& streams) {
   DI_TRY(checkCall(send, recv, streams, dtype, "all-gather"));
   const int t = *ncclType(dtype);
-  lib_->groupStart();
-  ncclResult first = kNcclSuccess;
-  for (size_t r = 0; r < comms_.size(); ++r) {
-    const ncclResult rc = lib_->allGather(reinterpret_cast<const void*>(send[r]), reinterpret_cast<void*>(recv[r]),
-                                          count, t, comms_[r], streams[r]);
-    if (first == kNcclSuccess && rc != kNcclSuccess) first = rc;
-  }
-  const ncclResult end = lib_->groupEnd();
-  if (first != kNcclSuccess || (end != kNcclSuccess && end != kNcclInProgress))
-    return Error{fmt::format("all-gather of {} elements per rank: {}", count,
-                             lib_->getErrorString(first != kNcclSuccess ? first : end))};
-  return {};
+  return inGroup(fmt::format("all-gather of {} elements per rank", count), [&](size_t r) {
+    return lib_->allGather(reinterpret_cast<const void*>(send[r]), reinterpret_cast<void*>(recv[r]), count, t,
+                           comms_[r], streams[r]);
+  });
 }
 
 Status NcclGroup::synchronize(const std::vector<void*>& streams, double timeoutSeconds) {

@@ -55,6 +55,8 @@ class NcclGroup {
   Status checkCall(const std::vector<uint64_t>& send, const std::vector<uint64_t>& recv,
                    const std::vector<void*>& streams, DType dtype, const char* what) const;
   void abortAll();  // starts the abort thread
+  template <class PerRank>
+  Status inGroup(const std::string& what, PerRank&& perRank);
 
   const NcclLibrary* lib_ = nullptr;
   std::vector<std::shared_ptr<Device>> devices_;

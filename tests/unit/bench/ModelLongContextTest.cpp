@@ -6,6 +6,7 @@
 #include "ModelBenchOptions.h"
 #include "ModelFullDepth.h"
 #include "ModelLongContext.h"
+#include "ProxyConfig.h"
 #include "model/MakeModelPresets.h"
 #include "model/gpu/GpuWeights.h"
 
@@ -13,12 +14,6 @@ using namespace deepinfer;
 using namespace deepinfer::bench;
 
 namespace {
-
-ModelConfig proxy() {
-  auto c = makeModelPresetConfig("proxy");
-  EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
-  return *c;
-}
 
 constexpr int64_t kMillion = 1048576;
 

@@ -6,18 +6,13 @@
 #include <gtest/gtest.h>
 
 #include "ModelRoofline.h"
+#include "ProxyConfig.h"
 #include "model/MakeModelPresets.h"
 
 using namespace deepinfer;
 using namespace deepinfer::bench;
 
 namespace {
-
-ModelConfig proxy() {
-  auto c = makeModelPresetConfig("proxy");
-  EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message);
-  return *c;
-}
 
 // Attention matrices of one layer: wq_a 1280*5120 = 6,553,600; wq_b 32768*1280 = 41,943,040;
 // wkv 512*5120 = 2,621,440; wo_a 8192*4096 = 33,554,432; wo_b 5120*8192 = 41,943,040.
