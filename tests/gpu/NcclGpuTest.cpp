@@ -48,6 +48,10 @@ TEST(NcclOneRank, CollectivesOfOneRankCopyTheirInputBitForBit) {
     // Out of place, then in place, then an all-gather of one rank.
     for (int mode = 0; mode < 3; ++mode) {
       ASSERT_TRUE(out->fill(0xA5).ok());
+      // The poison is written on the legacy stream, which a non-blocking stream does not wait for:
+      // without this, the fill could land after the collective (seen on the H200 with 3 suites
+      // side by side).
+      ASSERT_TRUE(g.dev->synchronize().ok());
       const uint64_t dst = mode == 1 ? in->addr() : out->addr();
       Status st = mode == 2 ? (*group)->allGather({in->addr()}, {dst}, count, t, {stream->handle()})
                             : (*group)->allReduceSum({in->addr()}, {dst}, count, t, {stream->handle()});
