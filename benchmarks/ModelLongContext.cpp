@@ -4,12 +4,11 @@
 
 #include <algorithm>
 
-#include "deepinfer/OpShapes.h"
+#include "model/KvFootprint.h"
 
 namespace deepinfer::bench {
 namespace {
 
-constexpr int64_t kPageTokens = 64;  // every cache's page (GpuForward.h kGpuPageTokens)
 constexpr int64_t kKvDim = 512;
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -36,27 +35,26 @@ Result<LongContextMemory> longContextMemory(const ModelConfig& cfg, int64_t cont
   m.context = context;
   m.chunk = chunk;
   m.maxRequests = maxRequests;
-  const int64_t pageBytes = mlaPageBytes(kPageTokens);
-  const int64_t indexPageBytes = kPageTokens * (std::max<int64_t>(cfg.indexHeadDim, 1) + 4);
-  const int64_t ringRows = cdiv(cfg.slidingWindow - 1 + chunk, kPageTokens) * kPageTokens;
+  const int64_t pageBytes = kvPageBytes();
+  const int64_t ringRows = windowRingRows(cfg, chunk);
   const int L = cfg.numHiddenLayers;
-  m.windowBytes = int64_t(L) * (ringRows / kPageTokens) * pageBytes * maxRequests;
+  m.windowBytes = int64_t(L) * (ringRows / kKvPageTokens) * pageBytes * maxRequests;
   bool windowOnly = false;
   int64_t maxScored = 0;
   for (int l = 0; l < L; ++l) {
     const LayerRole& r = cfg.role(l);
     windowOnly = windowOnly || r.ratio == 0;
     if (r.isKvSource && r.ratio > 0) {
-      m.kvBytesPerToken += double(pageBytes + indexPageBytes) / double(kPageTokens * r.ratio);
+      m.kvBytesPerToken += kvSourceBytesPerToken(cfg, l);
       // attendPrefill: the source's compressed rows [0, N) then the ring, bf16.
-      const int64_t M = bucketUp(context / r.ratio, kPageTokens) + ringRows;
+      const int64_t M = bucketUp(context / r.ratio, kKvPageTokens) + ringRows;
       m.workspaceBytes += withHeadroom(M * kKvDim * 2);
     }
     if (r.isIndexSource && r.indexKeyLayer >= 0) {
       // index(): every visible key of the key layer, the width bucketed in pages.
       const int64_t visible = context / cfg.role(r.indexKeyLayer).ratio;
-      const int64_t width = bucketUp(std::max(cdiv(visible, kPageTokens), cdiv(cfg.indexTopk, kPageTokens)), 1);
-      maxScored = std::max(maxScored, width * kPageTokens);
+      const int64_t width = bucketUp(std::max(cdiv(visible, kKvPageTokens), cdiv(cfg.indexTopk, kKvPageTokens)), 1);
+      maxScored = std::max(maxScored, width * kKvPageTokens);
     }
   }
   if (windowOnly) m.workspaceBytes += withHeadroom(ringRows * kKvDim * 2);

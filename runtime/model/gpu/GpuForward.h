@@ -13,6 +13,7 @@
 #include "deepinfer/DeviceGraph.h"
 #include "lib/DiOps.h"
 #include "GpuModel.h"
+#include "model/KvFootprint.h"
 #include "GpuWeights.h"
 #include "ModelKernels.h"
 #include "PagePool.h"
@@ -39,6 +40,7 @@ namespace deepinfer {
 constexpr int64_t kGpuStreams = 4;      // mHC streams
 constexpr int64_t kGpuKvDim = 512;      // fp8_ds_mla row width
 constexpr int64_t kGpuPageTokens = 64;  // tokens per page of every cache (window, compressed, index)
+static_assert(kGpuPageTokens == kKvPageTokens, "the host-side planners (model/KvFootprint.h) size pages like this");
 
 // Named device buffers (and pinned host staging buffers) that only grow; reused by every
 // forward call. `generation` changes whenever one moves, which invalidates captured graphs.

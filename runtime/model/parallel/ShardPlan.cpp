@@ -8,12 +8,11 @@
 #include <cmath>
 #include <set>
 
-#include "deepinfer/OpShapes.h"
+#include "model/KvFootprint.h"
 
 namespace deepinfer {
 namespace {
 
-constexpr int64_t kPageTokens = 64;  // tokens per cache page (the GPU runtime's)
 constexpr int64_t kQuantBlock = 32;  // fp8 32x32 blocks and fp4/fp8-row 1x32 groups
 
 bool endsWith(const std::string& s, const std::string& suffix) {
@@ -74,9 +73,11 @@ const char* shardRuleName(ShardRule r) {
   return "?";
 }
 
-Result<ShardPlan> planShards(const ModelConfig& cfg, const ParallelShape& shape, bool withDraft) {
+Result<ShardPlan> planShards(const ModelConfig& cfg, const ParallelShape& shape, bool withDraft,
+                             int64_t maxChunkTokens) {
   const int tp = shape.tp, pp = shape.pp, L = cfg.numHiddenLayers;
   if (tp < 1 || pp < 1) return Error{fmt::format("tp {} and pp {} must be at least 1", tp, pp)};
+  if (maxChunkTokens < 1) return Error{fmt::format("max chunk tokens {} < 1", maxChunkTokens)};
   if (pp > L) return Error{fmt::format("pp {}: more stages than the model's {} layers", pp, L)};
   if (int(cfg.layers.size()) != cfg.numLayersTotal())
     return Error{"the config's layer roles are not derived (finalizeModelConfig)"};
@@ -164,13 +165,10 @@ Result<ShardPlan> planShards(const ModelConfig& cfg, const ParallelShape& shape,
   }
 
   // Cache bytes: per context token of a kv source, and window pages per request.
-  const int64_t pageBytes = mlaPageBytes(kPageTokens);
-  const int64_t indexPageBytes = kPageTokens * (std::max<int64_t>(cfg.indexHeadDim, 1) + 4);
-  const int64_t ringPages = (cfg.slidingWindow - 1 + 256 + kPageTokens - 1) / kPageTokens;
-  const int64_t draftRingPages = (cfg.slidingWindow + cfg.dsparkBlockSize + kPageTokens - 1) / kPageTokens;
-  auto sourceBytesPerToken = [&](int src) {
-    return double(pageBytes + indexPageBytes) / double(kPageTokens * cfg.role(src).ratio);
-  };
+  const int64_t pageBytes = kvPageBytes();
+  const int64_t ringPages = windowRingRows(cfg, maxChunkTokens) / kKvPageTokens;
+  const int64_t draftRingPages = draftRingRows(cfg) / kKvPageTokens;
+  auto sourceBytesPerToken = [&](int src) { return kvSourceBytesPerToken(cfg, src); };
 
   for (int s = 0; s < pp; ++s) {
     double perToken = 0;

@@ -71,8 +71,10 @@ struct ShardPlan {
 
 // Checks the shape against the config (every split lands on whole heads, groups, experts and
 // 32-wide quantization blocks; the stages cover the layers; the draft's tapped layers are on
-// the last stage) and builds the plan. Errors name the dimension or layer at fault.
-Result<ShardPlan> planShards(const ModelConfig& cfg, const ParallelShape& shape, bool withDraft = true);
+// the last stage) and builds the plan; window rings are sized for prefill chunks of
+// `maxChunkTokens` (the engine's default). Errors name the dimension or layer at fault.
+Result<ShardPlan> planShards(const ModelConfig& cfg, const ParallelShape& shape, bool withDraft = true,
+                             int64_t maxChunkTokens = 256);
 
 // The KV capacity on each GPU given its memory: what the weights and `maxRequests` requests'
 // window rings leave, times `kvFraction`, divided by the stage's bytes per context token.
