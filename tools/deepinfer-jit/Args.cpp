@@ -89,6 +89,35 @@ void Args::printUsage() const {
   }
 }
 
+Result<int64_t> parseInteger(const std::string& flag, const std::string& text, int64_t minValue, int64_t maxValue) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < minValue || v > maxValue) {
+    const std::string what = maxValue != INT64_MAX ? fmt::format("an integer in [{}, {}]", minValue, maxValue)
+                             : minValue == 0      ? std::string("a non-negative integer")
+                             : minValue == 1      ? std::string("a positive integer")
+                                                  : fmt::format("an integer >= {}", minValue);
+    return Error{fmt::format("--{}: '{}' is not {}", flag, text, what)};
+  }
+  return int64_t(v);
+}
+
+Result<std::vector<int64_t>> parseIntegerList(const std::string& flag, const std::string& text, int64_t minValue,
+                                              int64_t maxValue) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    auto v = parseInteger(flag, text.substr(start, comma == std::string::npos ? std::string::npos : comma - start),
+                          minValue, maxValue);
+    if (!v.ok()) return v.error();
+    out.push_back(*v);
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
 std::optional<int> threadCount(const Args& a, const std::string& flag, int dflt, int minValue) {
   if (!a.has(flag)) return dflt;
   const std::string v = a.get(flag);

@@ -1,6 +1,7 @@
 // A small, strict command-line parser for the verbs: `--name value`, `--name=value`, repeatable
 // options and boolean flags. Unknown flags are errors (exit code 2).
 #pragma once
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -44,6 +45,14 @@ std::optional<int> threadCount(const Args& a, const std::string& flag, int dflt,
 // "cannot write"): its folder exists and is writable, and the path is not a directory. The
 // message names `flag` and the reason.
 Status checkOutputPath(const std::string& flag, const std::string& path);
+
+// A decimal integer in [minValue, maxValue] from `--flag`'s value; the error names the flag and
+// the value ("is not a non-negative integer", "is not a positive integer", or the range).
+Result<int64_t> parseInteger(const std::string& flag, const std::string& text, int64_t minValue,
+                             int64_t maxValue = INT64_MAX);
+// "a,b,c": parseInteger per item.
+Result<std::vector<int64_t>> parseIntegerList(const std::string& flag, const std::string& text, int64_t minValue,
+                                              int64_t maxValue = INT64_MAX);
 
 // Parse "k=v" pairs (for --shape, --config, --attr). Returns false on a malformed pair.
 bool parseKeyValue(const std::string& s, std::string* k, std::string* v);

@@ -43,15 +43,6 @@ Result<std::vector<int32_t>> parseTokenIds(const std::string& text) {
   return ids;
 }
 
-Result<int64_t> parseCount(const std::string& flag, const std::string& text) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < 0)
-    return Error{fmt::format("--{}: '{}' is not a non-negative integer", flag, text)};
-  return int64_t(v);
-}
-
 // Reads token ids from a file: decimal ids separated by commas and/or whitespace. The read is
 // bounded (a prompt longer than any context is not read to its end).
 Result<std::vector<int32_t>> readTokenFile(const std::string& path) {
@@ -126,17 +117,17 @@ int verbRun(const std::vector<std::string>& argv) {
 
   auto ids = args.has("prompt-ids") ? parseTokenIds(args.get("prompt-ids")) : readTokenFile(args.get("prompt-file"));
   if (!ids.ok()) return args.usageError(ids.error().message);
-  auto maxNew = parseCount("max-new-tokens", args.get("max-new-tokens", "16"));
+  auto maxNew = cli::parseInteger("max-new-tokens", args.get("max-new-tokens", "16"), 0);
   if (!maxNew.ok()) return args.usageError(maxNew.error().message);
   const auto threads = cli::threadCount(args, "threads", 0, 0);
   if (!threads) return 2;
-  auto chunk = parseCount("chunk", args.get("chunk", "256"));
-  if (!chunk.ok() || *chunk < 1) return args.usageError("--chunk: must be a positive integer");
+  auto chunk = cli::parseInteger("chunk", args.get("chunk", "256"), 1);
+  if (!chunk.ok()) return args.usageError(chunk.error().message);
   auto temperature = parseReal("temperature", args.get("temperature", "0"));
   if (!temperature.ok()) return args.usageError(temperature.error().message);
   auto topP = parseReal("top-p", args.get("top-p", "1"));
   if (!topP.ok()) return args.usageError(topP.error().message);
-  auto seed = parseCount("seed", args.get("seed", "0"));
+  auto seed = cli::parseInteger("seed", args.get("seed", "0"), 0);
   if (!seed.ok()) return args.usageError(seed.error().message);
   SamplingOptions sampling;
   sampling.temperature = *temperature;

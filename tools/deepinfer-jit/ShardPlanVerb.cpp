@@ -3,7 +3,6 @@
 // of weights, the kv sources it mirrors, the traffic per token and the KV capacity per GPU.
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cstdlib>
 
 #include "Args.h"
@@ -14,31 +13,6 @@
 
 using namespace deepinfer;
 
-namespace {
-
-Result<int64_t> parsePositive(const std::string& flag, const std::string& text) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < 1 || v > 1'000'000)
-    return Error{fmt::format("--{}: '{}' is not a positive integer", flag, text)};
-  return int64_t(v);
-}
-
-Result<std::vector<int>> parseStageLayers(const std::string& text) {
-  std::vector<int> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    auto v = parsePositive("stage-layers", text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (!v.ok()) return v.error();
-    out.push_back(int(*v));
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
-}
-
-}  // namespace
 
 int verbShardPlan(const std::vector<std::string>& argv) {
   cli::Args args("shard-plan",
@@ -74,16 +48,17 @@ int verbShardPlan(const std::vector<std::string>& argv) {
     return 1;
   }
   ParallelShape shape;
-  auto tp = parsePositive("tp", args.get("tp", "1"));
+  constexpr int64_t kMaxRanks = 1'000'000;
+  auto tp = cli::parseInteger("tp", args.get("tp", "1"), 1, kMaxRanks);
   if (!tp.ok()) return args.usageError(tp.error().message);
-  auto pp = parsePositive("pp", args.get("pp", "1"));
+  auto pp = cli::parseInteger("pp", args.get("pp", "1"), 1, kMaxRanks);
   if (!pp.ok()) return args.usageError(pp.error().message);
   shape.tp = int(*tp);
   shape.pp = int(*pp);
   if (args.has("stage-layers")) {
-    auto layers = parseStageLayers(args.get("stage-layers"));
+    auto layers = cli::parseIntegerList("stage-layers", args.get("stage-layers"), 1, kMaxRanks);
     if (!layers.ok()) return args.usageError(layers.error().message);
-    shape.stageLayers = *layers;
+    shape.stageLayers.assign(layers->begin(), layers->end());
   }
   auto plan = planShards(*cfg, shape, !args.has("no-draft"));
   if (!plan.ok()) {
@@ -96,7 +71,7 @@ int verbShardPlan(const std::vector<std::string>& argv) {
     const std::string g = args.get("gpu-memory-gb");
     const double gb = std::strtod(g.c_str(), &end);
     if (g.empty() || *end != '\0' || !(gb > 0 && gb < 1e6)) return args.usageError(fmt::format("--gpu-memory-gb: '{}' is not a positive size", g));
-    auto requests = parsePositive("max-requests", args.get("max-requests", "16"));
+    auto requests = cli::parseInteger("max-requests", args.get("max-requests", "16"), 1, kMaxRanks);
     if (!requests.ok()) return args.usageError(requests.error().message);
     auto r = kvCapacity(*plan, int64_t(gb * 1e9), int(*requests));
     if (!r.ok()) {
