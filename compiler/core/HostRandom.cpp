@@ -1,7 +1,9 @@
 #include "deepinfer/HostRandom.h"
 
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace deepinfer {
 namespace {
@@ -63,20 +65,23 @@ HostTensor randomBytes(Rng& rng, DType dtype, std::vector<int64_t> shape) {
   return t;
 }
 
-HostTensor i32Tensor(std::vector<int64_t> shape, const std::vector<int32_t>& values) {
-  HostTensor t(DType::I32, std::move(shape));
+namespace {
+template <class T>
+HostTensor intTensor(const char* what, DType dtype, std::vector<int64_t> shape, const std::vector<T>& values) {
+  HostTensor t(dtype, std::move(shape));
   if (size_t(t.numel()) != values.size())
-    throw std::logic_error("i32Tensor: value count does not match the shape");
-  std::memcpy(t.bytes.data(), values.data(), values.size() * 4);
+    throw std::logic_error(std::string(what) + ": value count does not match the shape");
+  std::memcpy(t.bytes.data(), values.data(), values.size() * sizeof(T));
   return t;
+}
+}  // namespace
+
+HostTensor i32Tensor(std::vector<int64_t> shape, const std::vector<int32_t>& values) {
+  return intTensor("i32Tensor", DType::I32, std::move(shape), values);
 }
 
 HostTensor i64Tensor(std::vector<int64_t> shape, const std::vector<int64_t>& values) {
-  HostTensor t(DType::I64, std::move(shape));
-  if (size_t(t.numel()) != values.size())
-    throw std::logic_error("i64Tensor: value count does not match the shape");
-  std::memcpy(t.bytes.data(), values.data(), values.size() * 8);
-  return t;
+  return intTensor("i64Tensor", DType::I64, std::move(shape), values);
 }
 
 std::vector<int64_t> shuffledRange(Rng& rng, int64_t n) {
