@@ -190,7 +190,13 @@ std::vector<std::string> assumptionsFor(const ModelBenchReport& r) {
       "text, which may change expert reuse across a batch and the time of data-dependent steps.",
   };
   a.insert(a.end(), rest.begin(), rest.end());
-  if (!r.opts.synthetic.empty())
+  if (r.opts.synthetic == "proxy")
+    a.push_back(
+        "Synthetic proxy model (--synthetic proxy): make-model's proxy preset (7 layers at V4.1-Flash widths, 128 "
+        "routed experts) with weights generated on the host in the checkpoint's formats (GpuModel::loadSynthetic: "
+        "random codes, one scale per tensor) instead of read from a ~28 GB checkpoint; the same shapes, kernels and "
+        "bytes per token as --model on a make-model proxy.");
+  if (r.opts.synthetic == "flash")
     a.push_back(fmt::format(
         "Synthetic full-depth model (--synthetic flash): V4.1-Flash's config (40 layers, hidden {}, vocab {}, every "
         "layer role, the engram layers) with {} routed experts per layer instead of 384 (a token reads {} either "
@@ -253,7 +259,8 @@ Result<LongContextReport> planLongContext(const ModelBenchOptions& opts, int64_t
   lc.timeBudget = opts.timeBudget;
   lc.freeBytesBeforeLoad = freeBytes;
   // The full-depth model's attention and caches do not depend on its expert count.
-  auto cfg = opts.synthetic.empty() ? loadModelConfig(opts.model) : fullDepthConfig(16);
+  auto cfg = opts.synthetic.empty() ? loadModelConfig(opts.model)
+                                     : syntheticModelConfig(opts.synthetic, opts.synthetic == "flash" ? 16 : 0);
   if (!cfg.ok()) return cfg.error();
   auto memory = longContextMemory(*cfg, lc.context, lc.chunk, maxRequests);
   if (!memory.ok()) return memory.error();
@@ -343,21 +350,25 @@ int runModelBench(const ModelBenchOptions& opts) {
     if (mo.kvCacheBytes <= 0) mo.kvCacheBytes = kFullDepthKvBytes;
     const int64_t reserve = rep.longContext ? rep.longContext->memory.total()
                                             : mo.kvCacheBytes + kFullDepthWorkspaceBytes;
-    auto plan = planFullDepth(freeBeforeLoad, reserve, opts.experts, opts.speculative);
+    auto plan = planSynthetic(opts.synthetic, freeBeforeLoad, reserve, opts.experts, opts.speculative);
     if (!plan.ok()) {
       fmt::print(stderr, "deepinfer-model-bench: {}\n", plan.error().message);
       return 1;
     }
-    auto cfg = fullDepthConfig(plan->experts);
+    auto cfg = syntheticModelConfig(opts.synthetic, plan->experts);
     if (!cfg.ok()) {
       fmt::print(stderr, "deepinfer-model-bench: {}\n", cfg.error().message);
       return 1;
     }
-    run.modelDir = fmt::format("synthetic V4.1-Flash, 40 layers, {} experts{}", plan->experts,
+    run.modelDir = fmt::format("synthetic {}, {} layers, {} experts{}",
+                               opts.synthetic == "flash" ? "V4.1-Flash" : "proxy", cfg->numHiddenLayers, plan->experts,
                                plan->draft ? ", DSpark draft" : "");
-    fmt::print("synthetic full-depth model: {} routed experts per layer, {:.2f} GB of weights ({:.3f} GB per expert in "
-               "every layer){}, {:.2f} GB free, {:.2f} GB kept for the KV cache and workspaces\n",
-               plan->experts, double(plan->weightBytes) / 1e9, double(plan->bytesPerExpert) / 1e9,
+    fmt::print("synthetic {} model ({} layers): {} routed experts per layer, {:.2f} GB of weights{}{}, {:.2f} GB free, "
+               "{:.2f} GB kept for the KV cache and workspaces\n",
+               opts.synthetic, cfg->numHiddenLayers, plan->experts, double(plan->weightBytes) / 1e9,
+               plan->bytesPerExpert > 0
+                   ? fmt::format(" ({:.3f} GB per expert in every layer)", double(plan->bytesPerExpert) / 1e9)
+                   : std::string(),
                plan->draft ? fmt::format(" + {:.2f} GB of DSpark draft ({} stages, {} experts each)",
                                          double(plan->draftBytes) / 1e9, cfg->numNextnPredictLayers,
                                          cfg->draftRoutedExperts())

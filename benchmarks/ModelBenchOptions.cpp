@@ -7,11 +7,11 @@
 namespace deepinfer::bench {
 
 std::string modelBenchUsage() {
-  return "usage: deepinfer-model-bench (--model DIR | --synthetic flash [--experts N]) [--out FILE]\n"
+  return "usage: deepinfer-model-bench (--model DIR | --synthetic flash [--experts N] | --synthetic proxy) [--out FILE]\n"
          "                             [--contexts N,N] [--streams N,N]\n"
          "                             [--decode-steps N] [--chunk N] [--prompt N] [--kv-bytes B]\n"
          "                             [--repeats N] [--seed N] [--commit SHA] [--quick] [--no-speculative]\n"
-         "       deepinfer-model-bench (--model DIR | --synthetic flash) --long-context N [--decode-contexts N,N]\n"
+         "       deepinfer-model-bench (--model DIR | --synthetic flash|proxy) --long-context N [--decode-contexts N,N]\n"
          "                             [--segment N] [--time-budget S] [--chunk N] [--decode-steps N] [--repeats N]\n"
          "\n"
          "Runs a V4.1 model through the GPU runtime (GpuModel) on GPU 0 and measures cold prefill\n"
@@ -31,7 +31,9 @@ std::string modelBenchUsage() {
          "                     or it does not fit (then left out, saying why); KV budget 4 GiB unless --kv-bytes;\n"
          "                     refused before loading when the weights and a reserve for caches and workspaces\n"
          "                     do not fit\n"
-         "  --experts N        routed experts per layer of --synthetic (default: the most that fit next to the\n"
+         "  --synthetic proxy  make-model's proxy (7 layers at V4.1-Flash widths, 128 experts) the same way: no\n"
+         "                     checkpoint on disk, the same shapes and bytes per token as --model on a proxy\n"
+         "  --experts N        routed experts per layer of --synthetic flash (default: the most that fit next to the\n"
          "                     draft, a multiple of 16, up to 384)\n"
          "  --out FILE         JSON output (default benchmarks/results/model-<gpu-slug>-<date>.json;\n"
          "                     with --long-context model-long-context-<gpu-slug>-<date>.json)\n"
@@ -150,10 +152,12 @@ Result<ModelBenchOptions> parseModelBenchOptions(int argc, char** argv) {
     }
   }
   if (o.help) return o;
-  if (o.model.empty() == o.synthetic.empty()) return Error{"give either --model DIR or --synthetic flash"};
-  if (!o.synthetic.empty() && o.synthetic != "flash")
-    return Error{fmt::format("--synthetic '{}': the only synthetic model is 'flash' (V4.1-Flash, 40 layers)", o.synthetic)};
-  if (o.experts > 0 && o.synthetic.empty()) return Error{"--experts applies to --synthetic only"};
+  if (o.model.empty() == o.synthetic.empty()) return Error{"give either --model DIR or --synthetic flash|proxy"};
+  if (!o.synthetic.empty() && o.synthetic != "flash" && o.synthetic != "proxy")
+    return Error{fmt::format("--synthetic '{}': the synthetic models are 'flash' (V4.1-Flash, 40 layers) and 'proxy' "
+                             "(7 layers at V4.1-Flash widths, 128 experts)",
+                             o.synthetic)};
+  if (o.experts > 0 && o.synthetic != "flash") return Error{"--experts applies to --synthetic flash only"};
   if (o.longContext == 0) {
     for (const auto& [set, flag] : {std::pair{setDecodeContexts, "--decode-contexts"}, {setSegment, "--segment"},
                                     {setBudget, "--time-budget"}})

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "model/MakeModelPresets.h"
 #include "model/gpu/GpuWeights.h"
 
 namespace deepinfer::bench {
@@ -115,6 +116,51 @@ Result<FullDepthPlan> planFullDepth(int64_t freeBytes, int64_t reserveBytes, int
       gib(p.draftBytes), gib(reserveBytes), gib(freeBytes),
       *keep > 0 ? fmt::format("--experts {} or fewer leave room for it", *keep)
                 : std::string("no expert count leaves room for it"));
+  return p;
+}
+
+Result<ModelConfig> syntheticModelConfig(const std::string& name, int experts) {
+  if (name == "flash") return fullDepthConfig(experts);
+  if (name != "proxy")
+    return Error{fmt::format("--synthetic '{}': the synthetic models are 'flash' (V4.1-Flash, 40 layers) and 'proxy' "
+                             "(make-model's proxy: 7 layers at V4.1-Flash widths, 128 experts)",
+                             name)};
+  auto cfg = makeModelPresetConfig("proxy");
+  if (!cfg.ok()) return cfg.error();
+  if (experts > 0 && experts != cfg->nRoutedExperts)
+    return Error{fmt::format("--synthetic proxy has {} routed experts per layer; --experts {} applies to --synthetic flash",
+                             cfg->nRoutedExperts, experts)};
+  return cfg;
+}
+
+Result<FullDepthPlan> planSynthetic(const std::string& name, int64_t freeBytes, int64_t reserveBytes,
+                                    int requestedExperts, bool wantDraft) {
+  if (name == "flash") return planFullDepth(freeBytes, reserveBytes, requestedExperts, wantDraft);
+  auto cfg = syntheticModelConfig(name, requestedExperts);
+  if (!cfg.ok()) return cfg.error();
+  FullDepthPlan p;
+  p.freeBytes = freeBytes;
+  p.reserveBytes = reserveBytes;
+  p.experts = cfg->nRoutedExperts;
+  auto bytes = gpuWeightBytes(*cfg, ConfigWeightTable(*cfg, false));
+  if (!bytes.ok()) return bytes.error();
+  p.weightBytes = *bytes;
+  p.fixedBytes = p.weightBytes;  // no expert count to choose
+  if (p.weightBytes + reserveBytes > freeBytes)
+    return Error{fmt::format("synthetic {} model does not fit: {:.2f} GiB of weights + {:.2f} GiB kept for caches and "
+                             "workspaces > {:.2f} GiB free",
+                             name, gib(p.weightBytes), gib(reserveBytes), gib(freeBytes))};
+  auto draft = draftWeightBytes(*cfg);
+  if (!draft.ok()) return draft.error();
+  p.draftBytes = *draft;
+  if (!wantDraft || p.draftBytes == 0) return p;
+  if (p.weightBytes + p.draftBytes + reserveBytes <= freeBytes) {
+    p.draft = true;
+    return p;
+  }
+  p.draftLeftOut = fmt::format("the DSpark draft ({:.2f} GiB) does not fit next to {:.2f} GiB of weights and {:.2f} GiB "
+                               "kept for caches and workspaces in {:.2f} GiB free",
+                               gib(p.draftBytes), gib(p.weightBytes), gib(reserveBytes), gib(freeBytes));
   return p;
 }
 

@@ -53,4 +53,13 @@ struct FullDepthPlan {
 // experts, leaves the draft out and says why in draftLeftOut.
 Result<FullDepthPlan> planFullDepth(int64_t freeBytes, int64_t reserveBytes, int requestedExperts, bool wantDraft);
 
+// The synthetic models of --synthetic: "flash" (fullDepthConfig, as many experts as fit) and
+// "proxy" (make-model's proxy preset: 7 layers at V4.1-Flash widths, 128 experts, without a
+// checkpoint on disk). Unknown names are an error listing both.
+Result<ModelConfig> syntheticModelConfig(const std::string& name, int experts);
+// The plan of --synthetic `name`: planFullDepth for "flash"; for "proxy" its fixed expert count,
+// refused with the bytes when it does not fit (the draft left out, saying why, when only it does not).
+Result<FullDepthPlan> planSynthetic(const std::string& name, int64_t freeBytes, int64_t reserveBytes,
+                                    int requestedExperts, bool wantDraft);
+
 }  // namespace deepinfer::bench

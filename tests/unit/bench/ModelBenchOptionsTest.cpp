@@ -33,6 +33,12 @@ TEST(ModelBenchOptions, SyntheticSpeculatesUnlessTurnedOff) {
   auto model = parse({"--model", "/tmp/m"});
   ASSERT_TRUE(model.ok()) << model.error().message;
   EXPECT_TRUE(model->speculative);
+  auto proxy = parse({"--synthetic", "proxy", "--long-context", "1048576"});
+  ASSERT_TRUE(proxy.ok()) << proxy.error().message;
+  EXPECT_EQ(proxy->synthetic, "proxy");
+  auto proxyExperts = parse({"--synthetic", "proxy", "--experts", "64"});
+  ASSERT_FALSE(proxyExperts.ok());
+  EXPECT_NE(proxyExperts.error().message.find("--experts applies to --synthetic flash only"), std::string::npos);
   auto modelOff = parse({"--no-speculative", "--model", "/tmp/m"});
   ASSERT_TRUE(modelOff.ok());
   EXPECT_FALSE(modelOff->speculative);
@@ -62,7 +68,7 @@ TEST(ModelBenchOptions, RefusesBadCombinations) {
   EXPECT_NE(both.error().message.find("either --model DIR or --synthetic flash"), std::string::npos);
   auto expertsAlone = parse({"--model", "/tmp/m", "--experts", "64"});
   ASSERT_FALSE(expertsAlone.ok());
-  EXPECT_NE(expertsAlone.error().message.find("--experts applies to --synthetic only"), std::string::npos);
+  EXPECT_NE(expertsAlone.error().message.find("--experts applies to --synthetic flash only"), std::string::npos);
   auto zeroSteps = parse({"--synthetic", "flash", "--decode-steps", "0"});
   ASSERT_FALSE(zeroSteps.ok());
   EXPECT_NE(zeroSteps.error().message.find("--decode-steps expects an integer >= 1, got '0'"), std::string::npos)

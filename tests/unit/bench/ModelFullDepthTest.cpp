@@ -226,4 +226,44 @@ TEST(ModelFullDepth, PlanRefusesWhatDoesNotFit) {
   EXPECT_NE(tiny.error().message.find("not even 16"), std::string::npos) << tiny.error().message;
 }
 
+// --synthetic proxy: make-model's proxy config (7 layers, 128 experts), its weight bytes those of
+// the proxy's weight table, refused with the bytes when it does not fit, the draft left out with
+// the reason when only the draft does not fit; --experts does not apply to it; unknown names list both.
+TEST(ModelFullDepth, SyntheticProxyIsTheMakeModelPreset) {
+  auto cfg = syntheticModelConfig("proxy", 0);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->numHiddenLayers, 7);
+  EXPECT_EQ(cfg->nRoutedExperts, 128);
+  EXPECT_EQ(cfg->hiddenSize, 5120);
+  auto weights = gpuWeightBytes(*cfg, ConfigWeightTable(*cfg, false));
+  ASSERT_TRUE(weights.ok()) << weights.error().message;
+  const int64_t reserve = 14 * kGiB;
+  auto p = planSynthetic("proxy", 139 * kGiB, reserve, 0, /*wantDraft=*/true);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->experts, 128);
+  EXPECT_EQ(p->weightBytes, *weights);
+  EXPECT_GT(p->draftBytes, 0);
+  EXPECT_TRUE(p->draft);
+  // Room for the weights but not the draft: the draft is left out, saying why.
+  auto noDraft = planSynthetic("proxy", *weights + reserve + p->draftBytes / 2, reserve, 0, true);
+  ASSERT_TRUE(noDraft.ok()) << noDraft.error().message;
+  EXPECT_FALSE(noDraft->draft);
+  EXPECT_NE(noDraft->draftLeftOut.find("does not fit"), std::string::npos) << noDraft->draftLeftOut;
+  auto tooSmall = planSynthetic("proxy", *weights + reserve / 2, reserve, 0, false);
+  ASSERT_FALSE(tooSmall.ok());
+  EXPECT_NE(tooSmall.error().message.find("synthetic proxy model does not fit"), std::string::npos)
+      << tooSmall.error().message;
+  auto experts = syntheticModelConfig("proxy", 64);
+  ASSERT_FALSE(experts.ok());
+  EXPECT_NE(experts.error().message.find("--experts 64 applies to --synthetic flash"), std::string::npos);
+  auto unknown = planSynthetic("mini", 139 * kGiB, reserve, 0, false);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("'flash'"), std::string::npos);
+  EXPECT_NE(unknown.error().message.find("'proxy'"), std::string::npos);
+  // "flash" goes through planFullDepth unchanged.
+  auto flash = planSynthetic("flash", 139 * kGiB, reserve, 64, false);
+  ASSERT_TRUE(flash.ok()) << flash.error().message;
+  EXPECT_EQ(flash->experts, 64);
+}
+
 }  // namespace
