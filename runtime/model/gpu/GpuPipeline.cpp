@@ -38,6 +38,11 @@ Result<std::vector<GpuStagePlan>> planGpuStages(const ModelConfig& cfg, const Gp
     return Error{fmt::format("{} GPUs given for {} pipeline stages (one ordinal per stage)", opts.gpus.size(), opts.pp)};
   for (size_t s = 0; s < opts.gpus.size(); ++s)
     if (opts.gpus[s] < 0) return Error{fmt::format("GPU ordinal {} of stage {} is negative", opts.gpus[s], s)};
+  if (opts.pp == 1 && opts.stageLayers.empty()) {  // the whole model, as before pipelines existed
+    GpuStagePlan one;
+    one.layerEnd = cfg.numHiddenLayers;
+    return std::vector<GpuStagePlan>{one};
+  }
   ParallelShape shape;
   shape.pp = opts.pp;
   shape.stageLayers = opts.stageLayers;
