@@ -42,9 +42,9 @@ struct GpuModelOptions {
   // Several GPUs (docs/parallelism.md). pp pipeline stages over contiguous layer ranges:
   // stageLayers gives each stage's layer count (empty: as even as possible); stage s runs on GPU
   // gpus[s] (empty: every stage on the GPU given to load; the same ordinal twice makes two
-  // logical devices of one GPU). Each stage holds only its tensors, its own KV pools (split from
-  // kvCacheBytes each, or kvMemoryFraction of the free memory shared among the stages of a GPU)
-  // and stream. DSpark speculation needs pp = 1. tp > 1 (tensor parallelism) is not built: an error.
+  // logical devices of one GPU). Each stage holds only its tensors, its own KV pools (kvCacheBytes
+  // each, or kvMemoryFraction / k of the free memory it sees, k = the stages of its GPU from it
+  // on) and stream; the last stage's GPU holds the logits. DSpark speculation needs pp = 1. tp > 1 (tensor parallelism) is not built: an error.
   int pp = 1;
   int tp = 1;
   std::vector<int> stageLayers;
