@@ -33,14 +33,21 @@ StepEvent.__doc__ = ("One request's result of a step: token is the newest token 
 class Engine:
     """A model on one GPU (Engine.h), or on the CPU with backend="cpu" (the fp32 C++ reference:
     slow, for tests and small models; no device logits). Without a GPU, the cuda backend's
-    constructor raises deepinfer.Error."""
+    constructor raises deepinfer.Error.
+
+    pp splits the layers into pipeline stages (stage_layers: layers per stage, default as even as
+    possible) on gpus (one ordinal per stage; default one GPU per stage when that many are
+    visible, else all on `device`); describe() then reports every stage. tp > 1 raises
+    deepinfer.Error (tensor parallelism is not built yet)."""
 
     def __init__(self, model=None, *, backend="cuda", threads=0, device=0, target=None, kv_cache_bytes=0,
-                 max_requests=16, max_chunk_tokens=256, speculative=True):
+                 max_requests=16, max_chunk_tokens=256, speculative=True, pp=1, tp=1, stage_layers=None,
+                 gpus=None):
         self._device = int(device)
         self._backend = str(backend)
         self._core = _core.Engine(self._backend, int(threads), self._device, target or "", int(kv_cache_bytes),
-                                  int(max_requests), int(max_chunk_tokens), bool(speculative))
+                                  int(max_requests), int(max_chunk_tokens), bool(speculative), int(pp), int(tp),
+                                  [int(n) for n in (stage_layers or [])], [int(g) for g in (gpus or [])])
         if model is not None:
             self.load_model(model)
 

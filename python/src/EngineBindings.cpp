@@ -1,4 +1,5 @@
-// The engine from Python (runtime/include/deepinfer/Engine.h): a model on one GPU, requests that
+// The engine from Python (runtime/include/deepinfer/Engine.h): a model on one GPU (or pipeline
+// stages over several, or over logical devices of one), requests that
 // join and leave between steps, a step on the caller's stream, tokens, and the last step's logits
 // as a DLPack device tensor that aliases the engine's memory (valid until the next step).
 #include <fmt/format.h>
@@ -19,8 +20,13 @@ namespace {
 class PyEngine {
  public:
   PyEngine(const std::string& backend, int threads, int device, const std::string& target, int64_t kvCacheBytes,
-           int maxRequests, int64_t maxChunkTokens, bool speculative) {
+           int maxRequests, int64_t maxChunkTokens, bool speculative, int pp, int tp, const std::vector<int>& stageLayers,
+           const std::vector<int>& gpus) {
     EngineOptions o;
+    o.pp = pp;
+    o.tp = tp;
+    o.stageLayers = stageLayers;
+    o.gpus = gpus;
     o.backend = backend;
     o.threads = threads;
     o.device = device;
@@ -59,9 +65,11 @@ nb::object stepLogits(nb::handle self) {
 
 void bindEngine(nb::module_& m) {
   nb::class_<PyEngine>(m, "Engine")
-      .def(nb::init<const std::string&, int, int, const std::string&, int64_t, int, int64_t, bool>(), nb::arg("backend"),
-           nb::arg("threads"), nb::arg("device"), nb::arg("target"),
-           nb::arg("kv_cache_bytes"), nb::arg("max_requests"), nb::arg("max_chunk_tokens"), nb::arg("speculative"))
+      .def(nb::init<const std::string&, int, int, const std::string&, int64_t, int, int64_t, bool, int, int,
+                    const std::vector<int>&, const std::vector<int>&>(),
+           nb::arg("backend"), nb::arg("threads"), nb::arg("device"), nb::arg("target"), nb::arg("kv_cache_bytes"),
+           nb::arg("max_requests"), nb::arg("max_chunk_tokens"), nb::arg("speculative"), nb::arg("pp") = 1,
+           nb::arg("tp") = 1, nb::arg("stage_layers") = std::vector<int>{}, nb::arg("gpus") = std::vector<int>{})
       .def("load_model",
            [](PyEngine& pe, const std::string& dir) {
              Engine& e = pe.e();

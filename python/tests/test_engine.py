@@ -75,6 +75,15 @@ def test_cpu_engine_rejects_bad_options(tiny):
             eng.add_request([2], 1)
 
 
+def test_parallel_options_that_are_not_built_are_refused():
+    with pytest.raises(deepinfer.Error, match="tp 2: tensor parallelism is not built yet"):
+        Engine(backend="cpu", tp=2)
+    with pytest.raises(deepinfer.Error, match="cpu backend runs the whole model in one stage"):
+        Engine(backend="cpu", pp=2, stage_layers=[4, 4])
+    with pytest.raises(deepinfer.Error, match="1 GPUs given for 2 pipeline stages"):
+        Engine(backend="cuda", pp=2, gpus=[0])
+
+
 def test_make_model_writes_a_checkpoint(tmp_path):
     deepinfer.make_model("tiny", tmp_path / "tiny", seed=3)
     names = {p.name for p in (tmp_path / "tiny").iterdir()}

@@ -247,6 +247,21 @@ def test_engine_generate_matches_stepping_and_exposes_device_logits(tiny):
         assert stepped == streamed
 
 
+def test_engine_pipeline_stages_generate_what_one_stage_generates(tiny):
+    # Two stages as logical devices of GPU 0 (same kernels, same order: bit-identical logits, so
+    # the same greedy tokens); describe() reports each stage.
+    prompt = [3, 1, 4, 1, 5, 9, 2, 6] * 9
+    kw = dict(max_requests=2, kv_cache_bytes=1 << 28, speculative=False)
+    with deepinfer.Engine(tiny, **kw) as eng:
+        one = list(eng.generate(prompt, 12))
+    with deepinfer.Engine(tiny, pp=2, stage_layers=[3, 5], gpus=[0, 0], **kw) as eng:
+        two = list(eng.generate(prompt, 12))
+        d = eng.describe()
+    assert two == one
+    assert "2 pipeline stages" in d and "stage 0: layers 0..2 on GPU 0" in d and "stage 1: layers 3..7 on GPU 0" in d
+    assert "mirrors kv source 2" in d
+
+
 # --- tune ----------------------------------------------------------------------------------------
 
 def test_tune_one_bucket_into_a_private_cache(tmp_path):

@@ -23,7 +23,7 @@ namespace deepinfer::cuda {
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture)       \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)       \
   X(cuGraphNodeGetType) X(cuMemAllocHost)                                                          \
-  X(cuMemFreeHost) X(cuMemAllocAsync) X(cuMemFreeAsync)
+  X(cuMemFreeHost) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemcpyPeerAsync) X(cuStreamWaitEvent)
 
 struct Driver {
 #define DI_DECLARE(fn) decltype(&::fn) fn = nullptr;

@@ -212,6 +212,12 @@ Status Event::record(void* stream) const {
   return {};
 }
 
+Status Event::waitIn(void* stream) const {
+  DI_DRV(d);
+  DI_CU(d.cuStreamWaitEvent(static_cast<CUstream>(stream), static_cast<CUevent>(e_), 0), "cuStreamWaitEvent");
+  return {};
+}
+
 Status Event::synchronize() const {
   DI_DRV(d);
   DI_CU(d.cuEventSynchronize(static_cast<CUevent>(e_)), "cuEventSynchronize");

@@ -38,6 +38,20 @@ Status copyDeviceToDevice(uint64_t dst, uint64_t src, size_t bytes, void* stream
   return {};
 }
 
+Status copyBetweenDevices(uint64_t dst, const Device& dstDev, uint64_t src, const Device& srcDev, size_t bytes,
+                          void* stream) {
+  if (dstDev.ordinal() == srcDev.ordinal()) return copyDeviceToDevice(dst, src, bytes, stream);
+  if (bytes == 0) return {};
+  auto d = cuda::driver();
+  if (!d.ok()) return d.error();
+  DI_CU((*d)->cuMemcpyPeerAsync(CUdeviceptr(dst), static_cast<CUcontext>(dstDev.context()), CUdeviceptr(src),
+                                static_cast<CUcontext>(srcDev.context()), bytes, static_cast<CUstream>(stream)),
+        fmt::format("copying {} bytes GPU {} 0x{:x} -> GPU {} 0x{:x}", bytes, srcDev.ordinal(), src, dstDev.ordinal(),
+                    dst));
+  ++threadLaunchTally().memoryOps;
+  return {};
+}
+
 Status fillDevice8(uint64_t dst, uint8_t value, size_t bytes, void* stream) {
   if (bytes == 0) return {};
   auto d = cuda::driver();

@@ -55,12 +55,36 @@ class EngineImpl {
 
 Engine::~Engine() = default;
 
+Status checkParallelOptions(const EngineOptions& opts) {
+  if (opts.pp < 1) return Error{fmt::format("engine: pp {} < 1", opts.pp)};
+  if (opts.tp < 1) return Error{fmt::format("engine: tp {} < 1", opts.tp)};
+  if (opts.tp > 1)
+    return Error{fmt::format("engine: tp {}: tensor parallelism is not built yet (no head/vocabulary-sharded "
+                             "weights, expert-parallel MoE or NCCL all-reduce in the forward pass; "
+                             "docs/parallelism.md); use tp 1 (pipeline stages, pp, are built)",
+                             opts.tp)};
+  if (!opts.stageLayers.empty() && int(opts.stageLayers.size()) != opts.pp)
+    return Error{fmt::format("engine: {} stage layer counts given for pp {}", opts.stageLayers.size(), opts.pp)};
+  for (size_t s = 0; s < opts.stageLayers.size(); ++s)
+    if (opts.stageLayers[s] < 1)
+      return Error{fmt::format("engine: stage {} has {} layers; every stage needs at least one", s, opts.stageLayers[s])};
+  if (!opts.gpus.empty() && int(opts.gpus.size()) != opts.pp)
+    return Error{fmt::format("engine: {} GPUs given for {} pipeline stages (one ordinal per stage)", opts.gpus.size(),
+                             opts.pp)};
+  for (size_t s = 0; s < opts.gpus.size(); ++s)
+    if (opts.gpus[s] < 0) return Error{fmt::format("engine: GPU ordinal {} of stage {} is negative", opts.gpus[s], s)};
+  if (opts.backend == "cpu" && (opts.pp > 1 || !opts.gpus.empty()))
+    return Error{"engine: the cpu backend runs the whole model in one stage (pp 1, no GPUs)"};
+  return {};
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   if (opts.backend != "cuda" && opts.backend != "cpu")
     return Error{fmt::format("engine: unknown backend '{}' (cuda, cpu)", opts.backend)};
   if (opts.maxRequests < 1) return Error{fmt::format("engine: maxRequests {} < 1", opts.maxRequests)};
   if (opts.maxChunkTokens < 1) return Error{fmt::format("engine: maxChunkTokens {} < 1", opts.maxChunkTokens)};
   if (opts.threads < 0) return Error{fmt::format("engine: threads {} < 0", opts.threads)};
+  DI_TRY(checkParallelOptions(opts));
   std::unique_ptr<Engine> e(new Engine());
   e->impl_ = std::make_unique<EngineImpl>();
   EngineImpl& m = *e->impl_;

@@ -1,4 +1,5 @@
 // The C API (deepinfer.h) over deepinfer::Engine: errors become -1 plus a thread-local message.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -43,6 +44,12 @@ int di_engine_create(const di_engine_options* opts, di_engine** out) {
     o.speculative = opts->no_speculative == 0;
     if (opts->backend && *opts->backend) o.backend = opts->backend;
     o.threads = opts->threads;
+    if (opts->pp < 0) return fail(std::string("di_engine_create: pp ") + std::to_string(opts->pp) + " < 0");
+    if (opts->tp < 0) return fail(std::string("di_engine_create: tp ") + std::to_string(opts->tp) + " < 0");
+    if (opts->pp > 0) o.pp = opts->pp;
+    if (opts->tp > 0) o.tp = opts->tp;
+    if (opts->stage_layers) o.stageLayers.assign(opts->stage_layers, opts->stage_layers + o.pp);
+    if (opts->gpus) o.gpus.assign(opts->gpus, opts->gpus + o.pp);
   }
   auto e = deepinfer::Engine::create(o);
   if (!e.ok()) return fail(e.error().message);
@@ -58,6 +65,18 @@ int di_engine_load_model(di_engine* e, const char* dir) {
 }
 
 int64_t di_engine_vocab_size(const di_engine* e) { return e ? e->e->vocabSize() : 0; }
+
+int di_engine_describe(const di_engine* e, char* buf, size_t cap, size_t* len_out) {
+  if (!e) return fail("di_engine_describe: engine is NULL");
+  const std::string d = e->e->describe();
+  if (len_out) *len_out = d.size();
+  if (buf && cap > 0) {
+    const size_t n = std::min(cap - 1, d.size());
+    std::memcpy(buf, d.data(), n);
+    buf[n] = '\0';
+  }
+  return 0;
+}
 
 int di_request_add(di_engine* e, const int32_t* prompt, size_t len, int64_t maxNew, double temperature, double topP,
                    uint64_t seed, int64_t* out) {

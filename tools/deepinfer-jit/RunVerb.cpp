@@ -80,7 +80,8 @@ int fail(const std::string& msg) {
 int verbRun(const std::vector<std::string>& argv) {
   cli::Args args("run", "run --model DIR (--prompt-ids 1,2,3 | --prompt-file FILE) [--backend cuda|cpu] "
                         "[--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] "
-                        "[--dump-logits FILE.safetensors] [--speculative | --no-speculative]\n\n"
+                        "[--dump-logits FILE.safetensors] [--speculative | --no-speculative] "
+                        "[--pp N [--stage-layers A,B,..] [--gpus G,H,..]] [--tp N]\n\n"
                         "Generates from a prompt of token ids. Generated ids are printed to stdout, one per "
                         "line, as they are produced; the last line (starting with '#') reports prefill tok/s, "
                         "time to first token and decode tok/s, and with speculative decoding the mean number "
@@ -92,7 +93,12 @@ int verbRun(const std::vector<std::string>& argv) {
                         "top logits, as batched rows round differently); sampled output has the same distribution (its random "
                         "draws are keyed by position, so the tokens differ from --no-speculative's).\n"
                         "--dump-logits writes one F32 tensor `logits` [prompt + generated, vocab]: row i holds "
-                        "the logits at position i of the prompt followed by the generated tokens.");
+                        "the logits at position i of the prompt followed by the generated tokens.\n"
+                        "--pp N splits the layers into N pipeline stages (cuda; docs/parallelism.md): each stage "
+                        "holds its layers' weights and KV caches on its GPU (--gpus, one ordinal per stage; "
+                        "default one GPU per stage when that many are visible, else all on GPU 0 as logical "
+                        "devices); the last line then reports each stage's layers, weights and KV capacity. "
+                        "--tp N > 1 (tensor parallelism) is not built yet and is refused.");
   args.option("backend", "cuda|cpu", "execution backend (default: cuda when a GPU is present, else cpu)")
       .option("model", "DIR", "model directory (config.json, safetensors, token_map.i32)")
       .option("prompt-ids", "IDS", "comma-separated prompt token ids")
@@ -105,6 +111,10 @@ int verbRun(const std::vector<std::string>& argv) {
       .option("chunk", "N", "prefill chunk size in tokens (default 256)")
       .option("dump-logits", "FILE", "write every position's logits to a safetensors file")
       .option("threads", "N", "cpu: threads (default: all hardware threads)")
+      .option("pp", "N", "cuda: pipeline stages over layer ranges (default 1)")
+      .option("stage-layers", "A,B,..", "layers per pipeline stage (default: as even as possible)")
+      .option("gpus", "G,H,..", "device ordinal of every pipeline stage")
+      .option("tp", "N", "tensor-parallel ranks per stage (only 1 is built)")
       .flag("speculative", "require speculative decoding (an error if the model has no DSpark draft)")
       .flag("no-speculative", "decode one token per step even when the model has draft layers")
       .flag("timing", "also print load time to stderr");
@@ -129,6 +139,21 @@ int verbRun(const std::vector<std::string>& argv) {
   if (!topP.ok()) return args.usageError(topP.error().message);
   auto seed = cli::parseInteger("seed", args.get("seed", "0"), 0);
   if (!seed.ok()) return args.usageError(seed.error().message);
+  auto pp = cli::parseInteger("pp", args.get("pp", "1"), 1, 1024);
+  if (!pp.ok()) return args.usageError(pp.error().message);
+  auto tp = cli::parseInteger("tp", args.get("tp", "1"), 1, 1024);
+  if (!tp.ok()) return args.usageError(tp.error().message);
+  std::vector<int> stageLayers, gpus;
+  if (args.has("stage-layers")) {
+    auto l = cli::parseIntegerList("stage-layers", args.get("stage-layers"), 1, INT32_MAX);
+    if (!l.ok()) return args.usageError(l.error().message);
+    stageLayers.assign(l->begin(), l->end());
+  }
+  if (args.has("gpus")) {
+    auto g = cli::parseIntegerList("gpus", args.get("gpus"), 0, INT32_MAX);
+    if (!g.ok()) return args.usageError(g.error().message);
+    gpus.assign(g->begin(), g->end());
+  }
   SamplingOptions sampling;
   sampling.temperature = *temperature;
   sampling.topP = *topP;
@@ -143,6 +168,15 @@ int verbRun(const std::vector<std::string>& argv) {
   // size of the dump.
   auto cfg = loadModelConfig(args.get("model"));
   if (!cfg.ok()) return fail(fmt::format("cannot load model '{}': {}", args.get("model"), cfg.error().message));
+  if (!stageLayers.empty()) {
+    int64_t sum = 0;
+    for (int n : stageLayers) sum += n;
+    if (int64_t(stageLayers.size()) == *pp && sum != cfg->numHiddenLayers)
+      return args.usageError(fmt::format("--stage-layers: the stages' layers add up to {}, the model has {} layers",
+                                         sum, cfg->numHiddenLayers));
+  }
+  if (*pp > cfg->numHiddenLayers)
+    return args.usageError(fmt::format("--pp {}: more stages than the model's {} layers", *pp, cfg->numHiddenLayers));
   const int64_t promptLen = int64_t(ids->size());
   const int64_t fed = promptLen + std::max<int64_t>(0, *maxNew - 1) + (!dumpPath.empty() && *maxNew > 0 ? 1 : 0);
   const int64_t maxPositions = cfg->maxPositionEmbeddings > 0 ? cfg->maxPositionEmbeddings : int64_t(INT32_MAX);
@@ -169,6 +203,15 @@ int verbRun(const std::vector<std::string>& argv) {
   }
   if (backendName != "cpu" && backendName != "cuda")
     return args.usageError(fmt::format("unknown backend '{}' (cuda, cpu)", backendName));
+  {
+    EngineOptions check;
+    check.backend = backendName;
+    check.pp = int(*pp);
+    check.tp = int(*tp);
+    check.stageLayers = stageLayers;
+    check.gpus = gpus;
+    if (Status st = checkParallelOptions(check); !st.ok()) return args.usageError(st.error().message);
+  }
   if (backendName == "cuda" && !dev) return fail(fmt::format("--backend cuda needs a GPU: {}", noGpu));
   if (backendName == "cpu" && args.has("target")) return args.usageError("--target applies to the cuda backend only");
   dev.reset();  // the engine opens its own
@@ -185,11 +228,17 @@ int verbRun(const std::vector<std::string>& argv) {
   eo.maxChunkTokens = *chunk;
   eo.maxRequests = 1;
   eo.speculative = !args.has("no-speculative");
+  eo.pp = int(*pp);
+  eo.tp = int(*tp);
+  eo.stageLayers = stageLayers;
+  eo.gpus = gpus;
   auto engine = Engine::create(eo);
   if (!engine.ok()) return fail(engine.error().message);
   Engine& e = **engine;
   if (Status st = e.loadModel(args.get("model")); !st.ok())
     return fail(fmt::format("cannot load model '{}': {}", args.get("model"), st.error().message));
+  if (args.has("speculative") && !e.speculative() && *pp > 1)
+    return fail("--speculative: DSpark speculation across pipeline stages is not built yet; use --pp 1");
   if (args.has("speculative") && !e.speculative())
     return fail(fmt::format("--speculative: the model in '{}' has no DSpark draft (num_nextn_predict_layers {}, "
                             "dspark_block_size {}, and its mtp.* tensors)",

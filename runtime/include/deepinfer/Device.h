@@ -23,6 +23,7 @@ class Device {
   int ordinal() const { return info_.ordinal; }
   // Free and total device memory in bytes.
   Result<std::pair<size_t, size_t>> memInfo() const;
+  void* context() const { return ctx_; }  // CUcontext (the primary context)
 
  private:
   Device() = default;
@@ -98,6 +99,8 @@ class Event {
   ~Event();
   Status record(void* stream) const;
   Status synchronize() const;
+  // Work enqueued on `stream` after this call waits for the event's last record (any device).
+  Status waitIn(void* stream) const;
   // Milliseconds from `start` to this event (both recorded and complete).
   Result<float> elapsedSince(const Event& start) const;
 

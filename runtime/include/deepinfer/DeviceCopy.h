@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "deepinfer/Device.h"
 #include "deepinfer/Error.h"
 
 namespace deepinfer {
@@ -12,6 +13,10 @@ namespace deepinfer {
 Status copyHostToDevice(uint64_t dst, const void* src, size_t bytes, void* stream);
 Status copyDeviceToHost(void* dst, uint64_t src, size_t bytes, void* stream);  // waits for the copy
 Status copyDeviceToDevice(uint64_t dst, uint64_t src, size_t bytes, void* stream);
+// From `src` on `srcDev` to `dst` on `dstDev`, ordered on `stream` (of the current context): a
+// device-to-device copy when both are the same GPU, else a peer copy (cuMemcpyPeerAsync).
+Status copyBetweenDevices(uint64_t dst, const Device& dstDev, uint64_t src, const Device& srcDev, size_t bytes,
+                          void* stream);
 Status fillDevice8(uint64_t dst, uint8_t value, size_t bytes, void* stream);
 
 }  // namespace deepinfer

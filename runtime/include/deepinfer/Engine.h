@@ -42,7 +42,19 @@ struct EngineOptions {
   int maxRequests = 16;
   int64_t maxChunkTokens = 256;   // prefill chunk
   bool speculative = true;        // DSpark speculative decoding when the model has draft layers
+  // Several GPUs (cuda only; docs/parallelism.md): pp pipeline stages over contiguous layer
+  // ranges, stageLayers layers each (empty: as even as possible), stage s on GPU gpus[s] (empty:
+  // one GPU per stage from `device` on when that many are visible, else every stage on `device`).
+  // Speculation needs pp = 1. tp > 1 (tensor parallelism) is not built yet: an error.
+  int pp = 1;
+  int tp = 1;
+  std::vector<int> stageLayers;
+  std::vector<int> gpus;
 };
+
+// The checks Engine::create makes of the parallel options (pp, tp, stageLayers, gpus) that need
+// no model: counts >= 1, one GPU per stage, non-negative ordinals, tp 1, cuda backend for pp > 1.
+Status checkParallelOptions(const EngineOptions& opts);
 
 struct RequestParams {
   std::vector<int32_t> prompt;
@@ -89,7 +101,7 @@ class Engine {
   int64_t vocabSize() const;
   int64_t kvCapacityTokens() const;  // 0 on the cpu backend (no fixed cache)
   // One line naming the backend: "cuda, <GPU> (<target> kernels), KV capacity N tokens" or
-  // "cpu, N threads".
+  // "cpu, N threads"; with pipeline stages, then each stage's layers, GPU, weights and KV capacity.
   std::string describe() const;
 
   Result<int64_t> addRequest(const RequestParams& params);

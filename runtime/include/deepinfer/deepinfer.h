@@ -21,6 +21,10 @@ typedef struct di_engine_options {
   int no_speculative;        /* 0 = DSpark speculative decoding when the model has draft layers */
   const char* backend;       /* NULL or "" = "cuda" (generated kernels); "cpu" = the C++ reference */
   int threads;               /* cpu backend: worker threads (0 = all hardware threads) */
+  int pp;                    /* pipeline stages over layer ranges (0 = 1) */
+  int tp;                    /* tensor-parallel ranks per stage (0 = 1; > 1 is not built yet: an error) */
+  const int* stage_layers;   /* NULL = an even split; else pp layer counts */
+  const int* gpus;           /* NULL = the default placement (Engine.h); else pp device ordinals */
 } di_engine_options;
 
 typedef struct di_step_event {
@@ -40,6 +44,9 @@ int di_engine_create(const di_engine_options* opts, di_engine** out);
 void di_engine_destroy(di_engine* e);
 int di_engine_load_model(di_engine* e, const char* model_dir);
 int64_t di_engine_vocab_size(const di_engine* e);
+/* Engine::describe(): the backend, KV capacity and, with pipeline stages, each stage's layers,
+ * GPU, weights and KV capacity. Copies up to cap - 1 bytes and a NUL; *len_out = the full length. */
+int di_engine_describe(const di_engine* e, char* buf, size_t cap, size_t* len_out);
 
 int di_request_add(di_engine* e, const int32_t* prompt, size_t prompt_len, int64_t max_new_tokens,
                    double temperature, double top_p, uint64_t seed, int64_t* request_out);

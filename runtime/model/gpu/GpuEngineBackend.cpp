@@ -3,6 +3,7 @@
 
 #include "deepinfer/Device.h"
 #include "deepinfer/Engine.h"
+#include "deepinfer/LocalGpu.h"
 #include "model/EngineBackend.h"
 #include "model/gpu/GpuModel.h"
 
@@ -17,7 +18,23 @@ class GpuEngineBackend : public EngineBackend {
   bool speculation() const override { return m_->speculation(); }
   int draftBlockSize() const override { return m_->draftBlockSize(); }
   std::string describe() const override {
-    return fmt::format("cuda, {} ({} kernels), KV capacity {} tokens", gpu_, m_->targetName(), m_->capacity().tokens);
+    std::string out =
+        fmt::format("cuda, {} ({} kernels), KV capacity {} tokens", gpu_, m_->targetName(), m_->capacity().tokens);
+    const auto& stages = m_->stages();
+    if (stages.size() < 2) return out;
+    out += fmt::format("; {} pipeline stages", stages.size());
+    for (const GpuStageReport& s : stages) {
+      std::string mirrors;
+      for (int L : s.mirroredSources) mirrors += (mirrors.empty() ? "" : ",") + std::to_string(L);
+      out += fmt::format("; stage {}: layers {}..{} on GPU {}, weights {:.1f} MiB, KV capacity {} tokens "
+                         "({} bytes/token{})",
+                         s.stage, s.layerBegin, s.layerEnd - 1, s.gpu, double(s.weightBytes) / (1 << 20),
+                         s.capacity.tokens, s.capacity.bytesPerToken,
+                         mirrors.empty() ? "" : ", mirrors kv source " + mirrors);
+    }
+    out += fmt::format("; in total weights {:.1f} MiB, KV {:.1f} MiB", double(m_->weightInfo().deviceBytes) / (1 << 20),
+                       double(m_->capacity().totalBytes) / (1 << 20));
+    return out;
   }
   Result<int64_t> newRequest(bool speculative) override {
     return speculative ? m_->newSpeculativeRequest() : m_->newRequest();
@@ -70,6 +87,17 @@ Result<std::unique_ptr<EngineBackend>> loadGpuEngineBackend(const std::string& m
   go.maxRequests = opts.maxRequests;
   go.maxChunkTokens = opts.maxChunkTokens;
   go.speculative = opts.speculative;
+  go.pp = opts.pp;
+  go.tp = opts.tp;
+  go.stageLayers = opts.stageLayers;
+  go.gpus = opts.gpus;
+  if (go.gpus.empty() && go.pp > 1) {
+    // One GPU per stage when that many are visible from `device` on, else all on `device`.
+    bool enough = true;
+    for (int s = 1; s < go.pp && enough; ++s) enough = localGpu(dev->ordinal() + s).ok();
+    if (enough)
+      for (int s = 0; s < go.pp; ++s) go.gpus.push_back(dev->ordinal() + s);
+  }
   auto model = GpuModel::load(modelDir, dev, go);
   if (!model.ok()) return model.error();
   return std::unique_ptr<EngineBackend>(

@@ -1,6 +1,7 @@
 // The forward call's top level (docs/model.md §4, §5): embedding to four streams, per layer
 // the engram module, the delayed-mHC pre step, attention, the post step fused with the next
 // pre step, the MoE; the final collapse and norm come from the last fused step, then the head.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fmt/ranges.h>
@@ -173,8 +174,68 @@ Status GpuForwardPass::mhcPostOnly() {
   return {};
 }
 
+// The post step after `layer`'s MoE: fused with the next layer's pre step, alone when an engram
+// module runs in between, or (after the last layer) the final collapse with the last pre-mix
+// and the final norm: the pre half of a fused step computes exactly rmsnorm(bf16(sum_m preF[m]
+// x[m]), norm) as its layer input (its mixes, from the last FFN's parameters, are not used).
+Status GpuForwardPass::postStep(int layer, bool* attnPreDone) {
+  const bool last = layer + 1 == cfg.numHiddenLayers;
+  if (!last && !w.layers[size_t(layer + 1)].hasEngram) {
+    const GpuLayerWeights& nw = w.layers[size_t(layer + 1)];
+    DI_TRY(mhcFusedPostPre(nw.hcAttn, st.preF, nw.attnNorm.addr(), st.preA));
+    *attnPreDone = true;
+  } else if (!last) {
+    DI_TRY(mhcPostOnly());
+    *attnPreDone = false;
+  } else {
+    DI_TRY(mhcFusedPostPre(w.layers[size_t(layer)].hcFfn, st.preF, w.norm.addr(), st.preA));
+  }
+  return {};
+}
+
+// A later pipeline stage starts from what the previous one sent (GpuModelImpl::forwardOnDevice
+// copied it into this stage's `in.*` buffers): the residual state before the post step of the
+// previous layer, then its mirrored kv sources' new entries, computed here from their inputs.
+Status GpuForwardPass::receive() {
+  const GpuStagePlan& sp = m.stage;
+  const auto items = gpuHandoffItems(cfg, sp.recvInputs, sp.recvSelections, sp.recvKept, T);
+  std::map<std::string, uint64_t> in;
+  for (const GpuHandoffItem& it : items) {
+    DI_ASSIGN(a, buf("in." + it.name, it.bytes));
+    in[it.name] = a;
+  }
+  const std::pair<const char*, uint64_t> state[] = {
+      {"X", st.X}, {"f", st.f}, {"post", st.post}, {"comb", st.comb}, {"preF", st.preF}};
+  for (const auto& [name, dst] : state) {
+    const size_t bytes = std::find_if(items.begin(), items.end(), [&](const GpuHandoffItem& i) { return i.name == name; })->bytes;
+    DI_LAUNCH(copyDeviceToDevice(dst, in.at(name), bytes, stream));
+  }
+  for (int I : sp.recvSelections) selection[I] = in.at(fmt::format("sel.{}", I));
+  if (sp.recvKept) keptBlocks = in.at("kept");
+  for (int S : sp.mirroredSources) DI_TRY(compress(S, in.at(fmt::format("u.{}", S))));
+  return {};
+}
+
+// The addresses of this pass's hand-off buffers, in gpuHandoffItems' order.
+Result<std::vector<uint64_t>> GpuForwardPass::handoffOutputs() {
+  const GpuStagePlan& sp = m.stage;
+  std::vector<uint64_t> out = {st.X, st.f, st.post, st.comb, st.preF};
+  for (int S : sp.sendInputs) {
+    DI_ASSIGN(a, sp.owns(S) ? buf(fmt::format("out.u.{}", S), size_t(T * cfg.hiddenSize * 2))
+                            : buf(fmt::format("in.u.{}", S), size_t(T * cfg.hiddenSize * 2)));
+    out.push_back(a);
+  }
+  for (int I : sp.sendSelections) out.push_back(selection.at(I));
+  if (sp.sendKept) {
+    if (keptBlocks == 0) return Error{"pipeline hand-off: the candidate source's kept blocks were not computed"};
+    out.push_back(keptBlocks);
+  }
+  return out;
+}
+
 Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
   const int64_t C = cfg.hiddenSize, V = cfg.vocabSize;
+  const GpuStagePlan& sp = m.stage;
   const LaunchTally start = threadLaunchTally();
   launches = {};
   DI_TRY(allocStreams(T));
@@ -182,22 +243,26 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
   DI_ASSIGN(posDev, upload("positions", positions.data(), positions.size() * 8));
   positionsDev = posDev;
 
-  // Embedding broadcast to the 4 streams; the first collapse selects stream 0 (one-hot pre).
-  DI_LAUNCH(mk.embedStreams(idsDev, w.embed.addr(), st.X, T, C, stream));
-  std::vector<float> oneHot(size_t(T * 4), 0.f);
-  for (int64_t t = 0; t < T; ++t) oneHot[size_t(t * 4)] = 1.f;
-  DI_TRY(upload("preF", oneHot.data(), oneHot.size() * 4));
+  // Delayed mHC: the attention collapses with the previous FFN's pre-mix (preF), the FFN with
+  // the attention's (preA). The FFN's post step is fused with the next layer's attention pre
+  // step unless an engram module runs in between.
+  bool attnPreDone = false;  // layer_input/post/comb of this layer's attention already computed
+  if (sp.first()) {
+    // Embedding broadcast to the 4 streams; the first collapse selects stream 0 (one-hot pre).
+    DI_LAUNCH(mk.embedStreams(idsDev, w.embed.addr(), st.X, T, C, stream));
+    std::vector<float> oneHot(size_t(T * 4), 0.f);
+    for (int64_t t = 0; t < T; ++t) oneHot[size_t(t * 4)] = 1.f;
+    DI_TRY(upload("preF", oneHot.data(), oneHot.size() * 4));
+  } else {
+    DI_TRY(receive());
+    DI_TRY(postStep(sp.layerBegin - 1, &attnPreDone));
+  }
   if (features) {
     DI_ASSIGN(g, buf("dsparkG", size_t(T * int64_t(cfg.dsparkTargetLayerIds.size()) * C * 2)));
     tapFeatures = g;
   }
 
-  // Delayed mHC: the attention collapses with the previous FFN's pre-mix (preF), the FFN with
-  // the attention's (preA). The FFN's post step is fused with the next layer's attention pre
-  // step unless an engram module runs in between.
-  const int L = cfg.numHiddenLayers;
-  bool attnPreDone = false;  // layer_input/post/comb of this layer's attention already computed
-  for (int layer = 0; layer < L; ++layer) {
+  for (int layer = sp.layerBegin; layer < sp.layerEnd; ++layer) {
     const GpuLayerWeights& lw = w.layers[size_t(layer)];
     const LaunchTally layerStart = threadLaunchTally();
     if (!attnPreDone) {
@@ -207,23 +272,25 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
     // st.X now holds the streams entering this layer's block (after its engram injection).
     if (features) DI_TRY(captureTap(layer, st.X));
     DI_TRY(attention(layer, st.u, st.f));
+    if (std::find(sp.sendInputs.begin(), sp.sendInputs.end(), layer) != sp.sendInputs.end()) {
+      // A later stage mirrors this kv source: it gets the source's attention input.
+      DI_ASSIGN(out, buf(fmt::format("out.u.{}", layer), size_t(T * C * 2)));
+      DI_LAUNCH(copyDeviceToDevice(out, st.u, size_t(T * C * 2), stream));
+    }
     DI_TRY(mhcFusedPostPre(lw.hcFfn, st.preA, lw.ffnNorm.addr(), st.preF));
     DI_TRY(moe(layer, st.u, st.f));
-    const bool last = layer + 1 == L;
-    if (!last && !w.layers[size_t(layer + 1)].hasEngram) {
-      const GpuLayerWeights& nw = w.layers[size_t(layer + 1)];
-      DI_TRY(mhcFusedPostPre(nw.hcAttn, st.preF, nw.attnNorm.addr(), st.preA));
-      attnPreDone = true;
-    } else if (!last) {
-      DI_TRY(mhcPostOnly());
-      attnPreDone = false;
-    } else {
-      // The final collapse with the last pre-mix and the final norm: the pre half of a fused
-      // step computes exactly rmsnorm(bf16(sum_m preF[m] x[m]), norm) as its layer input (its
-      // mixes, from the last FFN's parameters, are not used).
-      DI_TRY(mhcFusedPostPre(lw.hcFfn, st.preF, w.norm.addr(), st.preA));
-    }
+    // The last layer of an earlier stage leaves its post step to the next stage.
+    if (layer + 1 < sp.layerEnd || sp.last()) DI_TRY(postStep(layer, &attnPreDone));
     launches.perLayer.push_back(threadLaunchTally() - layerStart);
+  }
+  if (!sp.last()) {
+    auto outs = handoffOutputs();
+    if (!outs.ok()) return outs.error();
+    launches.total = threadLaunchTally() - start;
+    outputs = std::move(*outs);
+    logitsAddr = 0;
+    logitsRows = 0;
+    return HostTensor{};
   }
   const uint64_t hFinal = st.u;
   if (features) DI_TRY(commitFeatures());

@@ -61,6 +61,7 @@ class Scratch {
 // Ratio-2 compressor tails live in the model's tail pools (GpuModelImpl::tailKvPool), in the
 // request's region `slot`: device-side indices, so captured graphs bake no request address.
 struct GpuRequest {
+  int64_t id = 0;                                      // the same on every stage of a pipeline
   int64_t position = 0;
   bool unusable = false;
   int slot = -1;                                       // region of the tail pools (0 .. maxRequests-1)
@@ -81,6 +82,36 @@ struct GpuRequest {
 
 struct GpuSeq;
 struct GpuForwardPass;
+
+// A stage of a pipeline over layer ranges (docs/parallelism.md §3); a model of one stage runs
+// every layer. The stage holds the caches of its own layers and mirrors of the earlier stages'
+// kv sources that its layers read: it computes their compressed entries and index keys itself,
+// with the same kernels, from the source layer's attention input that the owning stage sends.
+struct GpuStagePlan {
+  int index = 0, count = 1;
+  int layerBegin = 0, layerEnd = 0;
+  std::vector<int> mirroredSources;   // kv source layers < layerBegin whose caches this stage keeps
+  // What crosses into the next stage besides the residual state (the streams before the last
+  // layer's post step, its MoE output, post/comb mixes and pre-mix): the attention inputs of kv
+  // sources that later stages mirror, the selections of index sources that later layers read,
+  // and the candidate source's kept blocks. recv* are the previous stage's send*.
+  std::vector<int> sendInputs, sendSelections, recvInputs, recvSelections;
+  bool sendKept = false, recvKept = false;
+  bool first() const { return index == 0; }
+  bool last() const { return index + 1 == count; }
+  bool owns(int layer) const { return layer >= layerBegin && layer < layerEnd; }
+};
+
+// One buffer of a stage boundary's hand-off, in the order the sending pass lists its outputs.
+struct GpuHandoffItem {
+  std::string name;
+  size_t bytes = 0;
+};
+std::vector<GpuHandoffItem> gpuHandoffItems(const ModelConfig& cfg, const std::vector<int>& inputs,
+                                            const std::vector<int>& selections, bool kept, int64_t T);
+// The stages of `opts` (pp, stageLayers; tp must be 1) over `cfg`'s layers: ranges, mirrors and
+// hand-off lists. Errors name the bad option.
+Result<std::vector<GpuStagePlan>> planGpuStages(const ModelConfig& cfg, const GpuModelOptions& opts);
 
 class GpuModelImpl {
  public:
@@ -108,6 +139,17 @@ class GpuModelImpl {
   // allow it. Draft rings hold draftRingRows >= sliding_window + B rows: a verify forward writes
   // every row it computed (rejected ones too; they are never read, docs/dspark.md §3 / §5).
   bool speculation = false;
+  GpuStagePlan stage;                                  // this stage's layers (one stage: all of them)
+  int kvShare = 1;                                     // stages that split this GPU's free memory for KV
+  // Pipelines: stage 0 owns the later stages and drives every call through all of them.
+  std::vector<std::unique_ptr<GpuModelImpl>> laterStages;
+  Event handoff;                                       // recorded after this stage's work of a call
+  GpuKvCapacity totalCapacity;                         // over all stages (tokens: the smallest stage's)
+  GpuWeightInfo totalWeights;
+  mutable GpuForwardCounters totalCounters;
+  std::vector<GpuStageReport> stageReports;
+  std::vector<GpuModelImpl*> pipeline();               // this stage and the later ones
+  bool cachesSource(int layer) const;                  // a kv source this stage owns or mirrors
   DeviceBuffer draftInvFreq;                           // f32 [rope/2]: the ratio-0 table
   int64_t draftRingRows = 0, draftRingPages = 0;
   std::unique_ptr<EngramHashParams> engramHash;
@@ -151,9 +193,13 @@ class GpuModelImpl {
   void* stream = nullptr;                              // CUstream of the calls
 
   Result<GpuRequest*> checkedRequest(int64_t request, const std::vector<int32_t>& ids, const char* who);
-  Result<int64_t> newRequest(bool speculative);
-  Status reserve(GpuRequest& rq, int64_t newEnd);      // pages for positions < newEnd
+  Result<int64_t> newRequest(bool speculative);        // on every stage, one id
+  Status addRequest(int64_t id, bool speculative);     // on this stage
+  // Pages for positions < newEnd on every stage (all checked before any is taken).
+  Status reserve(GpuRequest& rq, int64_t newEnd);
+  Status reserveStage(GpuRequest& rq, int64_t newEnd, bool checkOnly);
   void release(GpuRequest& rq);
+  Status releaseRequest(int64_t request);              // on every stage
   using Work = std::vector<std::pair<GpuRequest*, std::vector<int32_t>>>;
   // One forward over (request, tokens) pairs; logits per pair ([n, V], or [1, V] with lastOnly).
   Result<std::vector<HostTensor>> forward(const Work& work, bool lastOnly);
@@ -161,6 +207,10 @@ class GpuModelImpl {
   // next forward): every row computed like a one-row decode step when `rowWise` (decode steps,
   // verify chunks: graph-capturable), else the prefill path.
   Status forwardOnDevice(const Work& work, bool lastOnly, bool rowWise, uint64_t* logitsDev, int64_t* rows);
+  // This stage's pass over `seqs` (through a graph when it may): `outputs` are the logits (last
+  // stage) or the hand-off buffers (gpuHandoffItems of stage.send*).
+  Status runStage(const std::vector<GpuSeq>& seqs, const std::vector<int32_t>& ids, bool lastOnly, bool rowWise,
+                  bool features, std::vector<uint64_t>* outputs, int64_t* rows, GpuCallLaunches* launches);
   // DSpark: forget positions >= newPosition of the last call (docs/dspark.md §5).
   Status rollback(GpuRequest& rq, int64_t newPosition);
 };
@@ -239,6 +289,12 @@ struct GpuForwardPass {
   };
   Streams st;
   Status allocStreams(int64_t rows);
+  // Pipeline stages: the state the previous stage sent (streams, mixes, mirrored sources' inputs,
+  // selections, kept blocks) into this pass, and the post step after `layer` (fused with the next
+  // layer's pre step, or alone before an engram layer, or the final collapse and norm).
+  Status receive();
+  Status postStep(int layer, bool* attnPreDone);
+  Result<std::vector<uint64_t>> handoffOutputs();
   Status mhcPre(const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut);
   Status mhcFusedPostPre(const GpuMhcWeights& hw, uint64_t preIn, uint64_t norm, uint64_t preOut);
   Status mhcPostOnly();

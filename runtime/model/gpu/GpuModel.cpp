@@ -40,11 +40,38 @@ Status checkGpuSupported(const ModelConfig& cfg) {
 
 GpuModel::~GpuModel() = default;
 const ModelConfig& GpuModel::config() const { return impl_->cfg; }
-const GpuKvCapacity& GpuModel::capacity() const { return impl_->capacity; }
-const GpuWeightInfo& GpuModel::weightInfo() const { return impl_->weightInfo; }
-const GpuForwardCounters& GpuModel::counters() const { return impl_->counters; }
+const GpuKvCapacity& GpuModel::capacity() const { return impl_->totalCapacity; }
+const GpuWeightInfo& GpuModel::weightInfo() const { return impl_->totalWeights; }
+const std::vector<GpuStageReport>& GpuModel::stages() const { return impl_->stageReports; }
+const GpuForwardCounters& GpuModel::counters() const {
+  if (impl_->laterStages.empty()) return impl_->counters;
+  GpuForwardCounters& t = impl_->totalCounters;
+  t = {};
+  for (const GpuModelImpl* s : impl_->pipeline()) {
+    const GpuForwardCounters& c = s->counters;
+    t.forwards += c.forwards;  // counted by the last stage (it runs the head)
+    t.tokens += c.tokens;
+    t.kvMetadataBuilds += c.kvMetadataBuilds;
+    t.indexRowBuilds += c.indexRowBuilds;
+    t.attentionLayers += c.attentionLayers;
+    t.engramLookups += c.engramLookups;
+    t.graphCaptures += c.graphCaptures;
+    t.graphLaunches += c.graphLaunches;
+    t.draftPasses += c.draftPasses;
+    t.verifySteps += c.verifySteps;
+    t.draftsVerified += c.draftsVerified;
+    t.draftsAccepted += c.draftsAccepted;
+    t.candidateBlocksDropped += c.candidateBlocksDropped;
+    t.candidateEntriesMasked += c.candidateEntriesMasked;
+  }
+  return t;
+}
 const GpuCallLaunches& GpuModel::lastCallLaunches() const { return impl_->lastLaunches; }
-int GpuModel::jitCompiles() const { return impl_->jit->compiles(); }
+int GpuModel::jitCompiles() const {
+  int n = 0;
+  for (const GpuModelImpl* s : impl_->pipeline()) n += s->jit->compiles();
+  return n;
+}
 std::string GpuModel::targetName() const { return impl_->target.archName(); }
 GpuDeviceLogits GpuModel::lastDeviceLogits() const { return impl_->lastLogits; }
 void GpuModel::setStream(void* stream) {
@@ -53,8 +80,10 @@ void GpuModel::setStream(void* stream) {
 }
 
 int64_t GpuModel::pagesInUse() const {
-  return impl_->windowPool->pages().usedCount() + impl_->compPool->pages().usedCount() +
-         impl_->indexPool->pages().usedCount();
+  int64_t n = 0;
+  for (const GpuModelImpl* s : impl_->pipeline())
+    n += s->windowPool->pages().usedCount() + s->compPool->pages().usedCount() + s->indexPool->pages().usedCount();
+  return n;
 }
 
 // The options and the target, shared by both loaders.
@@ -79,68 +108,139 @@ Status GpuModel::beginLoad(GpuModelImpl& m, const std::shared_ptr<Device>& dev, 
 
 Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, std::shared_ptr<Device> dev,
                                                  const GpuModelOptions& opts) {
-  std::unique_ptr<GpuModel> model(new GpuModel());
-  model->impl_ = std::make_unique<GpuModelImpl>();
-  GpuModelImpl& m = *model->impl_;
   auto cfg = loadModelConfig(modelDir);
   if (!cfg.ok()) return cfg.error();
-  m.cfg = std::move(*cfg);
-  DI_TRY(beginLoad(m, dev, opts));
-
-  const auto t0 = std::chrono::steady_clock::now();
-  auto ckpt = Checkpoint::open(modelDir);
-  if (!ckpt.ok()) return ckpt.error();
-  m.ckpt = std::make_unique<Checkpoint>(std::move(*ckpt));
-  DI_TRY(checkQuantizationMatchesCheckpoint(m.cfg, *m.ckpt, modelDir + "/config.json"));
-  auto weights = loadGpuWeights(m.cfg, *m.ckpt, *dev);
-  if (!weights.ok()) return weights.error();
-  m.w = std::move(*weights);
-  m.weightInfo.deviceBytes = m.w.deviceBytes;
-  m.weightInfo.loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  m.engramRows = [ck = m.ckpt.get()](const std::string& table, const int64_t* rows, size_t n, int64_t, float* out) {
-    return ck->readEngramRows(table, rows, n, out);
-  };
-  if (m.cfg.numEngramLayers() > 0) {
-    auto hash = loadEngramHash(modelDir, m.cfg);
-    if (!hash.ok()) return hash.error();
-    m.engramHash = std::make_unique<EngramHashParams>(std::move(*hash));
-    auto map = loadTokenMap(modelDir, m.cfg);
-    if (!map.ok()) return map.error();
-    m.tokenMap = std::move(*map);
-  }
-  DI_TRY(finishLoad(m));
-  return model;
+  return loadStages(*cfg, dev, opts, [&](GpuModelImpl& m, const GpuStageTensors& tensors) -> Status {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ckpt = Checkpoint::open(modelDir);
+    if (!ckpt.ok()) return ckpt.error();
+    m.ckpt = std::make_unique<Checkpoint>(std::move(*ckpt));
+    DI_TRY(checkQuantizationMatchesCheckpoint(m.cfg, *m.ckpt, modelDir + "/config.json"));
+    auto weights = loadGpuWeights(m.cfg, *m.ckpt, *m.dev, tensors);
+    if (!weights.ok()) return weights.error();
+    m.w = std::move(*weights);
+    m.weightInfo.deviceBytes = m.w.deviceBytes;
+    m.weightInfo.loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    m.engramRows = [ck = m.ckpt.get()](const std::string& table, const int64_t* rows, size_t n, int64_t, float* out) {
+      return ck->readEngramRows(table, rows, n, out);
+    };
+    if (m.cfg.numEngramLayers() > 0) {
+      auto hash = loadEngramHash(modelDir, m.cfg);
+      if (!hash.ok()) return hash.error();
+      m.engramHash = std::make_unique<EngramHashParams>(std::move(*hash));
+      auto map = loadTokenMap(modelDir, m.cfg);
+      if (!map.ok()) return map.error();
+      m.tokenMap = std::move(*map);
+    }
+    return {};
+  });
 }
 
 Result<std::unique_ptr<GpuModel>> GpuModel::loadSynthetic(const ModelConfig& cfg, uint64_t seed,
                                                           std::shared_ptr<Device> dev, const GpuModelOptions& opts) {
-  std::unique_ptr<GpuModel> model(new GpuModel());
-  model->impl_ = std::make_unique<GpuModelImpl>();
-  GpuModelImpl& m = *model->impl_;
-  m.cfg = cfg;
-  DI_TRY(beginLoad(m, dev, opts));
-  const auto t0 = std::chrono::steady_clock::now();
-  auto weights = makeSyntheticGpuWeights(m.cfg, opts.speculative, seed, *dev);
-  if (!weights.ok()) return weights.error();
-  m.w = std::move(*weights);
-  m.weightInfo.deviceBytes = m.w.deviceBytes;
-  m.weightInfo.loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  m.weightInfo.synthetic = true;
-  m.engramRows = [seed](const std::string& table, const int64_t* rows, size_t n, int64_t cols, float* out) {
-    syntheticEngramRows(seed, table, rows, n, cols, out);
-    return Status{};
-  };
-  if (m.cfg.numEngramLayers() > 0) {
-    auto hash = deriveEngramHash(m.cfg);
-    if (!hash.ok()) return hash.error();
-    m.engramHash = std::make_unique<EngramHashParams>(std::move(*hash));
-    // Token classes: a fixed permutation-free map (token mod the class count); only the row ids
-    // the hash picks depend on it.
-    m.tokenMap.resize(size_t(m.cfg.vocabSize));
-    for (int64_t t = 0; t < m.cfg.vocabSize; ++t)
-      m.tokenMap[size_t(t)] = int32_t(t % std::max<int64_t>(m.cfg.engramCompressedVocabSize, 1));
+  return loadStages(cfg, dev, opts, [&](GpuModelImpl& m, const GpuStageTensors& tensors) -> Status {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto weights = makeSyntheticGpuWeights(m.cfg, opts.speculative, seed, *m.dev, tensors);
+    if (!weights.ok()) return weights.error();
+    m.w = std::move(*weights);
+    m.weightInfo.deviceBytes = m.w.deviceBytes;
+    m.weightInfo.loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    m.weightInfo.synthetic = true;
+    m.engramRows = [seed](const std::string& table, const int64_t* rows, size_t n, int64_t cols, float* out) {
+      syntheticEngramRows(seed, table, rows, n, cols, out);
+      return Status{};
+    };
+    if (m.cfg.numEngramLayers() > 0) {
+      auto hash = deriveEngramHash(m.cfg);
+      if (!hash.ok()) return hash.error();
+      m.engramHash = std::make_unique<EngramHashParams>(std::move(*hash));
+      // Token classes: a fixed permutation-free map (token mod the class count); only the row ids
+      // the hash picks depend on it.
+      m.tokenMap.resize(size_t(m.cfg.vocabSize));
+      for (int64_t t = 0; t < m.cfg.vocabSize; ++t)
+        m.tokenMap[size_t(t)] = int32_t(t % std::max<int64_t>(m.cfg.engramCompressedVocabSize, 1));
+    }
+    return {};
+  });
+}
+
+// Every stage of opts (one: the whole model): its device, options and target, its weights
+// (`loadWeights`: only the stage's tensors), kernels and KV pools; then the totals.
+Result<std::unique_ptr<GpuModel>> GpuModel::loadStages(
+    const ModelConfig& cfg, const std::shared_ptr<Device>& dev, const GpuModelOptions& opts,
+    const std::function<Status(GpuModelImpl&, const GpuStageTensors&)>& loadWeights) {
+  if (!dev) return Error{"gpu model: no device"};
+  auto plans = planGpuStages(cfg, opts);
+  if (!plans.ok()) return plans.error();
+  const int pp = int(plans->size());
+  std::vector<std::shared_ptr<Device>> devs;
+  for (int s = 0; s < pp; ++s) {
+    const int ordinal = opts.gpus.empty() ? dev->ordinal() : opts.gpus[size_t(s)];
+    std::shared_ptr<Device> d;
+    for (const auto& o : devs)
+      if (o->ordinal() == ordinal) d = o;
+    if (!d && ordinal == dev->ordinal()) d = dev;
+    if (!d) {
+      auto od = Device::open(ordinal);
+      if (!od.ok()) return Error{fmt::format("stage {}: GPU {}: {}", s, ordinal, od.error().message)};
+      d = *od;
+    }
+    devs.push_back(d);
   }
-  DI_TRY(finishLoad(m));
+  std::unique_ptr<GpuModel> model(new GpuModel());
+  for (int s = 0; s < pp; ++s) {
+    auto impl = std::make_unique<GpuModelImpl>();
+    GpuModelImpl& m = *impl;
+    m.cfg = cfg;
+    m.stage = (*plans)[size_t(s)];
+    // Stages on one GPU split its free memory for KV: this one takes its share of what the
+    // earlier ones left.
+    for (int t = s; t < pp; ++t) m.kvShare += t > s && devs[size_t(t)]->ordinal() == devs[size_t(s)]->ordinal();
+    GpuStageTensors tensors;
+    tensors.layerBegin = m.stage.layerBegin;
+    tensors.layerEnd = m.stage.layerEnd;
+    tensors.embedding = m.stage.first();
+    tensors.head = m.stage.last();
+    tensors.draft = pp == 1;  // speculation across stages is not built
+    tensors.mirroredSources = m.stage.mirroredSources;
+    auto where = [&](const Error& e) {
+      return pp == 1 ? e : Error{fmt::format("stage {} (layers {}..{}, GPU {}): {}", s, m.stage.layerBegin,
+                                             m.stage.layerEnd - 1, devs[size_t(s)]->ordinal(), e.message)};
+    };
+    if (Status st = beginLoad(m, devs[size_t(s)], opts); !st.ok()) return where(st.error());
+    if (Status st = loadWeights(m, tensors); !st.ok()) return where(st.error());
+    if (Status st = finishLoad(m); !st.ok()) return where(st.error());
+    if (s == 0) {
+      model->impl_ = std::move(impl);
+    } else {
+      model->impl_->laterStages.push_back(std::move(impl));
+    }
+  }
+  GpuModelImpl& m0 = *model->impl_;
+  m0.totalCapacity = {};
+  m0.totalWeights = {};
+  m0.totalWeights.synthetic = m0.weightInfo.synthetic;
+  for (GpuModelImpl* st : m0.pipeline()) {
+    const GpuKvCapacity& c = st->capacity;
+    m0.totalCapacity.tokens = st == &m0 ? c.tokens : std::min(m0.totalCapacity.tokens, c.tokens);
+    m0.totalCapacity.bytesPerToken += c.bytesPerToken;
+    m0.totalCapacity.windowBytesPerRequest += c.windowBytesPerRequest;
+    m0.totalCapacity.totalBytes += c.totalBytes;
+    m0.totalWeights.deviceBytes += st->weightInfo.deviceBytes;
+    m0.totalWeights.loadSeconds += st->weightInfo.loadSeconds;
+    GpuStageReport r;
+    r.stage = st->stage.index;
+    r.gpu = st->dev->ordinal();
+    r.layerBegin = st->stage.layerBegin;
+    r.layerEnd = st->stage.layerEnd;
+    r.embedding = st->stage.first();
+    r.head = st->stage.last();
+    r.mirroredSources = st->stage.mirroredSources;
+    r.weightBytes = st->weightInfo.deviceBytes;
+    r.capacity = c;
+    m0.stageReports.push_back(r);
+  }
+  DI_TRY(m0.dev->use());
   return model;
 }
 
@@ -193,40 +293,47 @@ Status GpuModel::finishLoad(GpuModelImpl& m) {
   m.ringRows = cdiv(m.cfg.slidingWindow - 1 + opts.maxChunkTokens, kGpuPageTokens) * kGpuPageTokens;
   m.ringPages = m.ringRows / kGpuPageTokens;
   GpuKvCapacity& cap = m.capacity;
+  const int64_t ownLayers = m.stage.layerEnd - m.stage.layerBegin;  // layers with window rings
   const int64_t draftPagesPerRequest = m.speculation ? int64_t(m.cfg.numNextnPredictLayers) * m.draftRingPages : 0;
-  cap.windowBytesPerRequest = (int64_t(m.cfg.numHiddenLayers) * m.ringPages + draftPagesPerRequest) * pageBytes;
-  double perToken = 0;  // compressed + index-key bytes per context token
+  cap.windowBytesPerRequest = (ownLayers * m.ringPages + draftPagesPerRequest) * pageBytes;
+  double perToken = 0;  // compressed + index-key bytes per context token (own and mirrored sources)
   for (int L = 0; L < m.cfg.numHiddenLayers; ++L)
-    if (m.cfg.role(L).isKvSource)
+    if (m.cachesSource(L))
       perToken += double(pageBytes + indexPageBytes) / double(kGpuPageTokens * m.cfg.role(L).ratio);
   cap.bytesPerToken = int64_t(perToken + 0.999);
   int64_t budget = opts.kvCacheBytes;
   if (budget <= 0) {
     auto mem = dev->memInfo();
     if (!mem.ok()) return mem.error();
-    budget = int64_t(double(mem->first) * opts.kvMemoryFraction);
+    budget = int64_t(double(mem->first) * opts.kvMemoryFraction / double(m.kvShare));
   }
   const int64_t windowBytes = cap.windowBytesPerRequest * opts.maxRequests;
   if (budget < windowBytes + 64 * pageBytes)
     return Error{fmt::format("KV cache budget {} bytes is too small: {} requests need {} bytes of window rings "
                              "alone ({} layers x {} pages of {} bytes)", budget, opts.maxRequests, windowBytes,
-                             m.cfg.numHiddenLayers, m.ringPages, pageBytes)};
+                             ownLayers, m.ringPages, pageBytes)};
   cap.tokens = perToken > 0 ? int64_t(double(budget - windowBytes) / perToken) : 0;
   if (m.cfg.maxPositionEmbeddings > 0) cap.tokens = std::min<int64_t>(cap.tokens, m.cfg.maxPositionEmbeddings * opts.maxRequests);
   int64_t compPages = 1, indexPages = 1;
   for (int L = 0; L < m.cfg.numHiddenLayers; ++L)
-    if (m.cfg.role(L).isKvSource) {
+    if (m.cachesSource(L)) {
       const int64_t p = cdiv(cap.tokens / m.cfg.role(L).ratio, kGpuPageTokens) + opts.maxRequests;
       compPages += p;
       indexPages += p;
     }
-  if (opts.cudaGraphs) {
-    auto st = Stream::create();  // graphs capture a real stream, never the legacy default one
+  // Graphs capture a real stream, never the legacy default one; pipeline stages each have theirs.
+  if (opts.cudaGraphs || m.stage.count > 1) {
+    auto st = Stream::create();
     if (!st.ok()) return st.error();
     m.ownStream = std::make_unique<Stream>(std::move(*st));
     m.stream = m.ownStream->handle();
   }
-  auto wp = DevicePagePool::create((int64_t(m.cfg.numHiddenLayers) * m.ringPages + draftPagesPerRequest) *
+  if (m.stage.count > 1) {
+    auto ev = Event::create();
+    if (!ev.ok()) return ev.error();
+    m.handoff = std::move(*ev);
+  }
+  auto wp = DevicePagePool::create((ownLayers * m.ringPages + draftPagesPerRequest) *
                                        opts.maxRequests,
                                    pageBytes);
   if (!wp.ok()) return wp.error();
@@ -241,7 +348,7 @@ Status GpuModel::finishLoad(GpuModelImpl& m) {
   m.tailKvPool.resize(size_t(m.cfg.numHiddenLayers));
   m.tailGatePool.resize(size_t(m.cfg.numHiddenLayers));
   for (int L = 0; L < m.cfg.numHiddenLayers; ++L) {
-    if (!(m.cfg.role(L).isKvSource && m.cfg.role(L).ratio == 2)) continue;
+    if (!(m.cachesSource(L) && m.cfg.role(L).ratio == 2)) continue;
     const size_t bytes = size_t(opts.maxRequests * m.tailRegionRows * kGpuKvDim * 4);
     auto a = DeviceBuffer::alloc(bytes);
     auto b = DeviceBuffer::alloc(bytes);
@@ -258,6 +365,10 @@ Status GpuModel::finishLoad(GpuModelImpl& m) {
 Result<int64_t> GpuModel::newRequest() { return impl_->newRequest(false); }
 
 Result<int64_t> GpuModel::newSpeculativeRequest() {
+  if (!impl_->laterStages.empty())
+    return Error{fmt::format("speculative request: DSpark speculation across pipeline stages (pp {}) is not built "
+                             "yet (the draft is not loaded); use pp 1",
+                             impl_->stage.count)};
   if (!impl_->speculation)
     return Error{impl_->w.hasDraft ? std::string("speculative request: speculation is off (GpuModelOptions::speculative)")
                  : impl_->cfg.dsparkConfigured()
@@ -269,8 +380,26 @@ Result<int64_t> GpuModel::newSpeculativeRequest() {
 }
 
 Result<int64_t> GpuModelImpl::newRequest(bool speculative) {
+  const int64_t id = nextRequest;
+  const std::vector<GpuModelImpl*> stages = pipeline();
+  for (size_t s = 0; s < stages.size(); ++s) {
+    Status st = stages[s]->addRequest(id, speculative);
+    if (!st.ok()) {
+      for (size_t t = 0; t < s; ++t) {
+        stages[t]->release(stages[t]->requests.at(id));
+        stages[t]->requests.erase(id);
+      }
+      return stages.size() == 1 ? st.error() : Error{fmt::format("stage {}: {}", s, st.error().message)};
+    }
+  }
+  ++nextRequest;
+  return id;
+}
+
+Status GpuModelImpl::addRequest(int64_t id, bool speculative) {
   const int L = cfg.numHiddenLayers;
   GpuRequest rq;
+  rq.id = id;
   rq.windowPages.resize(size_t(L));
   rq.compPages.resize(size_t(L));
   rq.indexPages.resize(size_t(L));
@@ -279,11 +408,11 @@ Result<int64_t> GpuModelImpl::newRequest(bool speculative) {
   rq.tailRow.assign(size_t(L), 0);
   rq.speculative = speculative;
   const int64_t draftPages = speculative ? int64_t(cfg.numNextnPredictLayers) * draftRingPages : 0;
-  const int64_t need = int64_t(L) * ringPages + draftPages;
+  const int64_t need = int64_t(stage.layerEnd - stage.layerBegin) * ringPages + draftPages;
   if (freeSlots.empty() || windowPool->pages().freeCount() < need)
     return Error{fmt::format("no room for another request: {} window pages free, {} needed (at most {} requests)",
                              windowPool->pages().freeCount(), need, opts.maxRequests)};
-  for (int layer = 0; layer < L; ++layer) {
+  for (int layer = stage.layerBegin; layer < stage.layerEnd; ++layer) {
     auto p = windowPool->allocate(ringPages);
     if (!p.ok()) {
       release(rq);
@@ -303,9 +432,8 @@ Result<int64_t> GpuModelImpl::newRequest(bool speculative) {
   }
   rq.slot = freeSlots.back();
   freeSlots.pop_back();
-  const int64_t id = nextRequest++;
   requests.emplace(id, std::move(rq));
-  return id;
+  return {};
 }
 
 void GpuModelImpl::release(GpuRequest& rq) {
@@ -326,13 +454,18 @@ void GpuModelImpl::release(GpuRequest& rq) {
   rq.slot = -1;
 }
 
-Status GpuModel::releaseRequest(int64_t request) {
-  auto it = impl_->requests.find(request);
-  if (it == impl_->requests.end()) return Error{fmt::format("release: no request {}", request)};
-  impl_->release(it->second);
-  impl_->requests.erase(it);
+Status GpuModelImpl::releaseRequest(int64_t request) {
+  if (requests.find(request) == requests.end()) return Error{fmt::format("release: no request {}", request)};
+  for (GpuModelImpl* s : pipeline()) {
+    auto it = s->requests.find(request);
+    if (it == s->requests.end()) continue;
+    s->release(it->second);
+    s->requests.erase(it);
+  }
   return {};
 }
+
+Status GpuModel::releaseRequest(int64_t request) { return impl_->releaseRequest(request); }
 
 Result<int64_t> GpuModel::position(int64_t request) const {
   auto it = impl_->requests.find(request);
@@ -341,13 +474,24 @@ Result<int64_t> GpuModel::position(int64_t request) const {
 }
 
 Status GpuModelImpl::reserve(GpuRequest& rq, int64_t newEnd) {
-  // Pages each kv source needs for the entries of positions < newEnd; checked for all sources
-  // first so a full cache changes nothing.
+  if (laterStages.empty()) return reserveStage(rq, newEnd, false);
+  // Checked on every stage first, so a full cache anywhere changes nothing.
+  const std::vector<GpuModelImpl*> stages = pipeline();
+  for (size_t s = 0; s < stages.size(); ++s)
+    if (Status st = stages[s]->reserveStage(stages[s]->requests.at(rq.id), newEnd, true); !st.ok())
+      return Error{fmt::format("stage {}: {}", s, st.error().message)};
+  for (GpuModelImpl* s : stages) DI_TRY(s->reserveStage(s->requests.at(rq.id), newEnd, false));
+  return {};
+}
+
+Status GpuModelImpl::reserveStage(GpuRequest& rq, int64_t newEnd, bool checkOnly) {
+  // Pages each kv source (own or mirrored) needs for the entries of positions < newEnd; checked
+  // for all sources first so a full cache changes nothing.
   int64_t needComp = 0, needIndex = 0;
   std::vector<int64_t> want(size_t(cfg.numHiddenLayers), 0);
   for (int L = 0; L < cfg.numHiddenLayers; ++L) {
     const LayerRole& role = cfg.role(L);
-    if (!role.isKvSource) continue;
+    if (!cachesSource(L)) continue;
     want[size_t(L)] = cdiv(newEnd / role.ratio, kGpuPageTokens);
     needComp += std::max<int64_t>(0, want[size_t(L)] - int64_t(rq.compPages[size_t(L)].size()));
     needIndex += std::max<int64_t>(0, want[size_t(L)] - int64_t(rq.indexPages[size_t(L)].size()));
@@ -356,6 +500,7 @@ Status GpuModelImpl::reserve(GpuRequest& rq, int64_t newEnd) {
     return Error{fmt::format("KV cache full: {} more compressed pages and {} index-key pages needed for {} tokens, "
                              "{} and {} free (capacity about {} tokens in all)", needComp, needIndex, newEnd,
                              compPool->pages().freeCount(), indexPool->pages().freeCount(), capacity.tokens)};
+  if (checkOnly) return {};
   for (int L = 0; L < cfg.numHiddenLayers; ++L) {
     const int64_t moreC = want[size_t(L)] - int64_t(rq.compPages[size_t(L)].size());
     if (moreC > 0) {
@@ -380,7 +525,11 @@ Result<std::vector<HostTensor>> GpuModelImpl::forward(const Work& work, bool las
   DI_TRY(forwardOnDevice(work, lastOnly, decodeStep, &logitsDev, &rows));
   const int64_t V = cfg.vocabSize;
   HostTensor all(DType::F32, {rows, V});
-  DI_TRY(copyDeviceToHost(all.bytes.data(), logitsDev, all.bytes.size(), stream));
+  GpuModelImpl& last = laterStages.empty() ? *this : *laterStages.back();  // the stage with the head
+  if (&last != this) DI_TRY(last.dev->use());
+  Status copied = copyDeviceToHost(all.bytes.data(), logitsDev, all.bytes.size(), last.stream);
+  if (&last != this) DI_TRY(dev->use());
+  DI_TRY(copied);
   std::vector<HostTensor> out;
   int64_t row = 0;
   for (const auto& [rq, tokens] : work) {
@@ -391,98 +540,6 @@ Result<std::vector<HostTensor>> GpuModelImpl::forward(const Work& work, bool las
     out.push_back(std::move(t));
   }
   return out;
-}
-
-Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWise, uint64_t* logitsDev,
-                                     int64_t* rows) {
-  DI_TRY(dev->use());
-  std::vector<GpuSeq> seqs;
-  std::vector<int32_t> ids;
-  std::vector<size_t> classesBefore;
-  bool anySpeculative = false;
-  for (const auto& [rq, tokens] : work) {
-    GpuSeq sq;
-    sq.rq = rq;
-    sq.pos0 = rq->position;
-    sq.T = int64_t(tokens.size());
-    seqs.push_back(sq);
-    ids.insert(ids.end(), tokens.begin(), tokens.end());
-    classesBefore.push_back(rq->classes.size());
-    if (!tokenMap.empty())
-      for (int32_t id : tokens) rq->classes.push_back(tokenMap[size_t(id)]);
-    anySpeculative = anySpeculative || rq->speculative;
-  }
-  auto configure = [&](GpuForwardPass& p) {
-    p.lastRowsOnly = lastOnly;
-    p.rowWise = rowWise;
-    p.features = anySpeculative;
-    p.hostLogits = false;
-  };
-  Status st = Error{"not run"};
-  lastLogits = {};
-  lastLaunches = {};
-  bool viaGraph = false;
-  if (opts.cudaGraphs && stream && rowWise) {
-    // The host-side state a pass changes (compressed counts, tails), restored before a capture.
-    struct Snapshot {
-      std::vector<int64_t> compCount, tailRow;
-      std::vector<char> hasTail;
-    };
-    std::vector<Snapshot> snaps;
-    for (const GpuSeq& q : seqs) snaps.push_back({q.rq->compCount, q.rq->tailRow, q.rq->hasTail});
-    const GpuForwardCounters before = counters;
-    auto restore = [&] {
-      for (size_t i = 0; i < seqs.size(); ++i) {
-        seqs[i].rq->compCount = snaps[i].compCount;
-        seqs[i].rq->tailRow = snaps[i].tailRow;
-        seqs[i].rq->hasTail = snaps[i].hasTail;
-      }
-      counters = before;
-    };
-    auto g = runGraph(
-        fmt::format("forward|last{}", lastOnly), seqs,
-        [&](GpuForwardPass& p) -> Status {
-          configure(p);
-          auto r = p.run(ids);
-          return r.ok() ? Status{} : Status{r.error()};
-        },
-        restore, &viaGraph);
-    if (!g.ok()) {
-      st = g.error();
-    } else if (viaGraph) {
-      *logitsDev = (*g)->outputs.at(0);
-      *rows = (*g)->rows;
-      lastLaunches = (*g)->launches;
-      st = Status{};
-    }
-  }
-  if (!viaGraph && (st.ok() || st.error().message == "not run")) {
-    GpuForwardPass pass(*this, seqs);
-    configure(pass);
-    auto r = pass.run(ids);
-    if (r.ok()) {
-      *logitsDev = pass.logitsAddr;
-      *rows = pass.logitsRows;
-      lastLaunches = pass.launches;
-      st = Status{};
-    } else {
-      st = r.error();
-    }
-  }
-  if (!st.ok()) {
-    for (size_t i = 0; i < work.size(); ++i) {
-      work[i].first->classes.resize(classesBefore[i]);
-      work[i].first->unusable = true;
-    }
-    return Error{fmt::format("{} (the requests of this call are no longer usable)", st.error().message)};
-  }
-  lastLogits = {*logitsDev, *rows};
-  for (const auto& [rq, tokens] : work) {
-    rq->lastCallStart = rq->position;
-    rq->lastCallRows = int64_t(tokens.size()) <= tailRegionRows ? int64_t(tokens.size()) : 0;
-    rq->position += int64_t(tokens.size());
-  }
-  return {};
 }
 
 // A pass through a CUDA graph: a refresh pass computes the step's host-side inputs into pinned

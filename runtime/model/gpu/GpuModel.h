@@ -15,6 +15,7 @@
 // One call at a time per model; calls are ordered on one stream (setStream; default: legacy).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,16 @@ struct GpuModelOptions {
   bool cudaGraphs = true;           // decode/verify steps and draft passes replay CUDA graphs per shape
   bool speculative = true;          // DSpark speculative requests allowed when the model has a draft
   JitOptions jit;
+  // Several GPUs (docs/parallelism.md). pp pipeline stages over contiguous layer ranges:
+  // stageLayers gives each stage's layer count (empty: as even as possible); stage s runs on GPU
+  // gpus[s] (empty: every stage on the GPU given to load; the same ordinal twice makes two
+  // logical devices of one GPU). Each stage holds only its tensors, its own KV pools (kvCacheBytes
+  // each, or kvMemoryFraction / k of the free memory it sees, k = the stages of its GPU from it
+  // on) and stream; the last stage's GPU holds the logits. DSpark speculation needs pp = 1. tp > 1 (tensor parallelism) is not built: an error.
+  int pp = 1;
+  int tp = 1;
+  std::vector<int> stageLayers;
+  std::vector<int> gpus;
 };
 
 // What the runtime did, for tests and reports.
@@ -114,6 +125,16 @@ struct GpuKvCapacity {
   int64_t totalBytes = 0;
 };
 
+// One pipeline stage: where it runs, what it holds, and its KV capacity.
+struct GpuStageReport {
+  int stage = 0, gpu = 0;           // stage index, device ordinal
+  int layerBegin = 0, layerEnd = 0; // executed layers [begin, end)
+  bool embedding = false, head = false;
+  std::vector<int> mirroredSources; // kv sources of earlier stages it keeps caches of
+  int64_t weightBytes = 0;          // the stage's weights on its device
+  GpuKvCapacity capacity;
+};
+
 // Where a forward call left its fp32 logits on the device: [rows, vocab] row-major, rows in the
 // order of the call's work (one per request with lastOnly). Valid until the next call.
 struct GpuDeviceLogits {
@@ -122,6 +143,7 @@ struct GpuDeviceLogits {
 };
 
 class GpuModelImpl;
+struct GpuStageTensors;
 
 class GpuModel {
  public:
@@ -136,9 +158,12 @@ class GpuModel {
   ~GpuModel();
 
   const ModelConfig& config() const;
+  // Over all pipeline stages: capacity tokens are the smallest stage's (every stage holds the
+  // whole context), bytes add up; weights add up; counters add up (forwards and tokens count calls).
   const GpuKvCapacity& capacity() const;
   const GpuWeightInfo& weightInfo() const;
   const GpuForwardCounters& counters() const;
+  const std::vector<GpuStageReport>& stages() const;  // one entry per pipeline stage
   // What the last forward call (prefill chunk, decode step or forward) enqueued.
   const GpuCallLaunches& lastCallLaunches() const;
   // NVRTC compiles the model's JIT has run so far (kernels loaded from the disk cache are not).
@@ -189,6 +214,9 @@ class GpuModel {
   GpuModel() = default;
   static Status beginLoad(GpuModelImpl& m, const std::shared_ptr<Device>& dev, const GpuModelOptions& opts);
   static Status finishLoad(GpuModelImpl& m);
+  static Result<std::unique_ptr<GpuModel>> loadStages(
+      const ModelConfig& cfg, const std::shared_ptr<Device>& dev, const GpuModelOptions& opts,
+      const std::function<Status(GpuModelImpl&, const GpuStageTensors&)>& loadWeights);
   std::unique_ptr<GpuModelImpl> impl_;
 };
 

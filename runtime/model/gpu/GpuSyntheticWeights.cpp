@@ -156,9 +156,10 @@ uint8_t syntheticScaleByte(double codeRms, int64_t fanIn) {
   return uint8_t(std::clamp<long>(127 + std::lround(std::log2(want)), 3, 246));
 }
 
-Result<GpuWeights> makeSyntheticGpuWeights(const ModelConfig& cfg, bool draft, uint64_t seed, const Device& dev) {
+Result<GpuWeights> makeSyntheticGpuWeights(const ModelConfig& cfg, bool draft, uint64_t seed, const Device& dev,
+                                           const GpuStageTensors& stage) {
   const ConfigWeightTable table(cfg, draft);
-  auto bytes = gpuWeightBytes(cfg, table);
+  auto bytes = gpuWeightBytes(cfg, table, stage);
   if (!bytes.ok()) return bytes.error();
   DI_TRY(dev.use());
   auto mem = dev.memInfo();
@@ -171,7 +172,7 @@ Result<GpuWeights> makeSyntheticGpuWeights(const ModelConfig& cfg, bool draft, u
   if (!synth.ok()) return synth.error();
   SyntheticSink s(cfg, *synth, seed);
   GpuWeights w;
-  DI_TRY(walkGpuWeights(cfg, table, s, w));
+  DI_TRY(walkGpuWeights(cfg, table, s, w, stage));
   DI_TRY(dev.synchronize());
   w.deviceBytes = s.bytes;
   return w;

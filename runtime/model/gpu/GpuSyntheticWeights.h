@@ -20,8 +20,10 @@ namespace deepinfer {
 uint8_t syntheticScaleByte(double codeRms, int64_t fanIn);
 
 // Plans (gpuWeightBytes of the config table, checked against the device's free memory first),
-// generates and uploads. `draft`: the DSpark stages and heads too (when configured).
-Result<GpuWeights> makeSyntheticGpuWeights(const ModelConfig& cfg, bool draft, uint64_t seed, const Device& dev);
+// generates and uploads. `draft`: the DSpark stages and heads too (when configured). With a
+// `stage`, only its tensors (the same values as the whole model's: each is a function of its name).
+Result<GpuWeights> makeSyntheticGpuWeights(const ModelConfig& cfg, bool draft, uint64_t seed, const Device& dev,
+                                           const GpuStageTensors& stage = {});
 
 // Rows of a synthetic engram table (the real ones are ~95 GB each): row r of `table`, width
 // `cols`, values uniform in [-1, 1) from a hash of (seed, table, r, column), so every lookup of

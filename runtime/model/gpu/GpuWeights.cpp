@@ -202,6 +202,18 @@ Status walkMhc(GpuWeightSink& s, const std::string& p, const std::string& which,
   return {};
 }
 
+// A kv source's compressor and index-key projection under `p` (what a mirror of it computes with).
+Status walkKvSource(GpuWeightSink& s, const ModelConfig& cfg, const std::string& p, const LayerRole& role,
+                    GpuAttentionWeights& w) {
+  const int64_t C = cfg.hiddenSize, D = cfg.headDim, Di = cfg.indexHeadDim;
+  DI_TRY(s.bf16Matrix(p + "compressor.wkv.weight", D, C, w.compWkv));
+  DI_TRY(s.bf16(p + "compressor.norm.weight", {D}, w.compNorm));
+  if (role.ratio == 2) DI_TRY(s.bf16Matrix(p + "compressor.wgate.weight", D, C, w.compWgate));
+  DI_TRY(s.bf16Matrix(p + "indexer.wk.weight", Di, D, w.idxWk));
+  DI_TRY(s.bf16(p + "indexer.k_norm.weight", {Di}, w.idxKNorm));
+  return {};
+}
+
 // The attention tensors under `p` ("layers.L.attn." or "mtp.s.attn."); `role` says which
 // compressor/indexer tensors the layer owns (none for draft stages).
 Status walkAttention(GpuWeightSink& s, const ModelConfig& cfg, const std::string& p, const LayerRole& role,
@@ -217,13 +229,7 @@ Status walkAttention(GpuWeightSink& s, const ModelConfig& cfg, const std::string
   DI_TRY(s.projection(p + "wo_b.weight", C, G * oL, w.woB));
   DI_TRY(s.f32(p + "attn_sink", {H}, w.attnSink));
   const int64_t Hi = cfg.indexNHeads, Di = cfg.indexHeadDim;
-  if (role.isKvSource) {
-    DI_TRY(s.bf16Matrix(p + "compressor.wkv.weight", D, C, w.compWkv));
-    DI_TRY(s.bf16(p + "compressor.norm.weight", {D}, w.compNorm));
-    if (role.ratio == 2) DI_TRY(s.bf16Matrix(p + "compressor.wgate.weight", D, C, w.compWgate));
-    DI_TRY(s.bf16Matrix(p + "indexer.wk.weight", Di, D, w.idxWk));
-    DI_TRY(s.bf16(p + "indexer.k_norm.weight", {Di}, w.idxKNorm));
-  }
+  if (role.isKvSource) DI_TRY(walkKvSource(s, cfg, p, role, w));
   if (role.isIndexSource) {
     DI_TRY(s.projection(p + "indexer.wq_b.weight", Hi * Di, qL, w.idxWqB));
     DI_TRY(s.bf16Matrix(p + "indexer.weights_proj.weight", Hi, C, w.idxWeightsProj));
@@ -294,10 +300,10 @@ struct Plan {
   int64_t tensors = 0;
 };
 
-Result<Plan> plan(const ModelConfig& cfg, const GpuWeightTable& table) {
+Result<Plan> plan(const ModelConfig& cfg, const GpuWeightTable& table, const GpuStageTensors& stage) {
   PlanSink s(table);
   GpuWeights unused;
-  DI_TRY(walkGpuWeights(cfg, table, s, unused));
+  DI_TRY(walkGpuWeights(cfg, table, s, unused, stage));
   return Plan{s.bytes, s.tensors};
 }
 
@@ -352,13 +358,25 @@ Result<TensorInfo> ConfigWeightTable::info(const std::string& name) const {
   return it->second;
 }
 
-Status walkGpuWeights(const ModelConfig& cfg, const GpuWeightTable& table, GpuWeightSink& s, GpuWeights& w) {
+Status walkGpuWeights(const ModelConfig& cfg, const GpuWeightTable& table, GpuWeightSink& s, GpuWeights& w,
+                      const GpuStageTensors& stage) {
   const int64_t V = cfg.vocabSize, C = cfg.hiddenSize;
-  DI_TRY(s.bf16Matrix("embed.weight", V, C, w.embed));
-  DI_TRY(s.bf16Matrix("head.weight", V, C, w.head));
-  DI_TRY(s.bf16("norm.weight", {C}, w.norm));
+  const int end = stage.layerEnd < 0 ? cfg.numHiddenLayers : stage.layerEnd;
+  if (stage.layerBegin < 0 || stage.layerBegin >= end || end > cfg.numHiddenLayers)
+    return Error{fmt::format("weights of a stage: layers [{}, {}) are not a non-empty range of the model's {}",
+                             stage.layerBegin, end, cfg.numHiddenLayers)};
+  if (stage.embedding) DI_TRY(s.bf16Matrix("embed.weight", V, C, w.embed));
+  if (stage.head) {
+    DI_TRY(s.bf16Matrix("head.weight", V, C, w.head));
+    DI_TRY(s.bf16("norm.weight", {C}, w.norm));
+  }
   w.layers.resize(size_t(cfg.numHiddenLayers));
-  for (int L = 0; L < cfg.numHiddenLayers; ++L) {
+  for (int L : stage.mirroredSources) {
+    if (L < 0 || L >= stage.layerBegin || !cfg.role(L).isKvSource)
+      return Error{fmt::format("weights of a stage: layer {} is not a kv source of an earlier stage", L)};
+    DI_TRY(walkKvSource(s, cfg, fmt::format("layers.{}.attn.", L), cfg.role(L), w.layers[size_t(L)].attn));
+  }
+  for (int L = stage.layerBegin; L < end; ++L) {
     GpuLayerWeights& lw = w.layers[size_t(L)];
     const std::string p = fmt::format("layers.{}.", L);
     DI_TRY(s.bf16(p + "attn_norm.weight", {C}, lw.attnNorm));
@@ -370,24 +388,25 @@ Status walkGpuWeights(const ModelConfig& cfg, const GpuWeightTable& table, GpuWe
     lw.hasEngram = cfg.role(L).isEngram;
     if (lw.hasEngram) DI_TRY(walkEngram(s, cfg, L, lw.engram));
   }
-  w.hasDraft = cfg.dsparkConfigured() && table.hasDraft();
+  w.hasDraft = stage.head && stage.draft && cfg.dsparkConfigured() && table.hasDraft();
   if (w.hasDraft) DI_TRY(walkDspark(s, table, cfg, w.draft));
   return {};
 }
 
-Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const GpuWeightTable& table) {
-  auto p = plan(cfg, table);
+Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const GpuWeightTable& table, const GpuStageTensors& stage) {
+  auto p = plan(cfg, table, stage);
   if (!p.ok()) return p.error();
   return p->bytes;
 }
 
-Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const Checkpoint& ckpt) {
-  return gpuWeightBytes(cfg, CheckpointWeightTable(ckpt));
+Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const Checkpoint& ckpt, const GpuStageTensors& stage) {
+  return gpuWeightBytes(cfg, CheckpointWeightTable(ckpt), stage);
 }
 
-Result<GpuWeights> loadGpuWeights(const ModelConfig& cfg, const Checkpoint& ckpt, const Device& dev) {
+Result<GpuWeights> loadGpuWeights(const ModelConfig& cfg, const Checkpoint& ckpt, const Device& dev,
+                                  const GpuStageTensors& stage) {
   const CheckpointWeightTable table(ckpt);
-  auto p = plan(cfg, table);
+  auto p = plan(cfg, table, stage);
   if (!p.ok()) return p.error();
   DI_TRY(dev.use());
   auto mem = dev.memInfo();
@@ -399,7 +418,7 @@ Result<GpuWeights> loadGpuWeights(const ModelConfig& cfg, const Checkpoint& ckpt
                              dev.ordinal())};
   UploadSink s(ckpt);
   GpuWeights w;
-  DI_TRY(walkGpuWeights(cfg, table, s, w));
+  DI_TRY(walkGpuWeights(cfg, table, s, w, stage));
   // A pageable host-to-device copy may return before its DMA lands; kernels on non-blocking
   // streams would not wait for it.
   DI_TRY(dev.synchronize());

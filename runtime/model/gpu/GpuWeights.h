@@ -115,6 +115,16 @@ struct GpuWeights {
   int64_t deviceBytes = 0;              // sum of the buffers' sizes
 };
 
+// The tensors one pipeline stage holds (docs/parallelism.md §3): its layers [layerBegin,
+// layerEnd), the embedding on the first stage, the final norm and head (and the DSpark draft) on
+// the last, and the compressor and index-key tensors of the kv sources of earlier stages that its
+// layers read (it mirrors their caches). The default is the whole model on one stage.
+struct GpuStageTensors {
+  int layerBegin = 0, layerEnd = -1;    // -1: num_hidden_layers
+  bool embedding = true, head = true, draft = true;
+  std::vector<int> mirroredSources;     // kv source layers < layerBegin
+};
+
 // Where the weights' tensors are described: a checkpoint's table, or the tensor list the config
 // implies (modelTensorSpecs, for models built on the device without a checkpoint).
 class GpuWeightTable {
@@ -154,16 +164,18 @@ class ConfigWeightTable : public GpuWeightTable {
 // logical shape, a format the GPU runtime can multiply: fp8/fp4 for the weight_gemm
 // projections, fp4 for routed experts, a floating-point or quantized dtype for the bf16 ones)
 // and fails with the same message.
-Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const GpuWeightTable& table);
-Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const Checkpoint& ckpt);
+Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const GpuWeightTable& table, const GpuStageTensors& stage = {});
+Result<int64_t> gpuWeightBytes(const ModelConfig& cfg, const Checkpoint& ckpt, const GpuStageTensors& stage = {});
 
 // Loads every tensor the forward pass of `cfg` reads onto `dev` (made current here), one tensor
 // at a time: quantized tensors are byte-checked (Checkpoint::checkQuantizedBytes) and uploaded
 // as stored, bf16 ones as stored (a quantized tensor in a bf16 slot is dequantized exactly, a
 // float one rounded once), fp32 vectors as fp32. All tensor tables are checked first (as
 // gpuWeightBytes), and the total is compared with the device's free memory, so a bad table or a
-// model that does not fit fails before anything is allocated. Errors name the tensor.
-Result<GpuWeights> loadGpuWeights(const ModelConfig& cfg, const Checkpoint& ckpt, const Device& dev);
+// model that does not fit fails before anything is allocated. Errors name the tensor. With a
+// `stage`, only that stage's tensors are checked, read (mapped) and uploaded.
+Result<GpuWeights> loadGpuWeights(const ModelConfig& cfg, const Checkpoint& ckpt, const Device& dev,
+                                  const GpuStageTensors& stage = {});
 
 // The walk over the weights of `cfg` in loadCpuWeights' order, for loaders of other sources
 // (GpuSyntheticWeights.cpp). Each call fills one tensor (or one MoE's routed experts).
@@ -177,8 +189,11 @@ class GpuWeightSink {
   virtual Status bf16(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) = 0;
   virtual Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) = 0;
 };
-// Hands every tensor to `sink` (run gpuWeightBytes on the same table first: the walk itself only
-// asks the table for the shared experts' width and whether the draft is present).
-Status walkGpuWeights(const ModelConfig& cfg, const GpuWeightTable& table, GpuWeightSink& sink, GpuWeights& w);
+// Hands every tensor of `stage` to `sink` (run gpuWeightBytes on the same table first: the walk
+// itself only asks the table for the shared experts' width and whether the draft is present).
+// w.layers has num_hidden_layers entries; those of other stages stay empty (a mirrored source's
+// entry holds only its compressor and index-key tensors).
+Status walkGpuWeights(const ModelConfig& cfg, const GpuWeightTable& table, GpuWeightSink& sink, GpuWeights& w,
+                      const GpuStageTensors& stage = {});
 
 }  // namespace deepinfer
