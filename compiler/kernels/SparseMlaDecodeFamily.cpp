@@ -471,16 +471,16 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
   // tileUs per key tile the CTA streams. A tile's cost is not its instruction count: the CTA's
   // phases (dequant, QK, score exchange, softmax, PV) are separated by barriers, so fewer warps
   // per CTA leave more of each phase's latency exposed (32 heads in 4 slices: 2.7 us per 16-key
-  // tile, in 8 slices: 2.4 us).
+  // tile, in 8 slices: 2.3 us).
   struct Schedule {
     int mTiles, dimSlices, keys;
     double fixedUs, tileUs;
   };
   static constexpr Schedule kSchedules[] = {
-      {1, 8, 16, 6.0, 1.85},   // 16 heads, 256 threads
-      {2, 8, 16, 7.0, 2.4},    // 32 heads, 512 threads
+      {1, 8, 16, 7.5, 1.85},   // 16 heads, 256 threads
+      {2, 8, 16, 9.0, 2.3},    // 32 heads, 512 threads
       {2, 4, 16, 8.0, 2.7},    // 32 heads, 256 threads
-      {2, 4, 32, 12.0, 3.7},   // 32 heads, 256 threads, 32-key tiles (> 48 KB)
+      {2, 4, 32, 10.5, 3.75},  // 32 heads, 256 threads, 32-key tiles (> 48 KB)
   };
   static constexpr double kCtaUs = 3.0;
 
