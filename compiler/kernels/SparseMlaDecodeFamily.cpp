@@ -287,6 +287,9 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
         }
       }
     }
+    // No schedule within the cap (a part below 36 KB per CTA): the smallest one, which the
+    // target check then refuses with its byte count.
+    if (best.headsPerCta == 0) best = Config{dm.H % 16 == 0 ? 16 : 8, 256, 16, 1, 1};
     return best;
   }
 
