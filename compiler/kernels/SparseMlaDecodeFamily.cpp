@@ -152,17 +152,6 @@ int64_t partialLseOffset(const Dims& dm, int splits) {
   return ceilDiv(partialOBytes(dm, splits), kPartialLseAlign) * kPartialLseAlign;
 }
 
-// CTAs of this geometry that fit on one multiprocessor of the target.
-int ctasPerSm(const Geometry& g, const TargetProfile& t) {
-  const ArchFacts& f = t.facts;
-  const int warps = g.threads / 32;
-  int n = f.maxCtasPerSm > 0 ? f.maxCtasPerSm : 1;
-  if (f.maxWarpsPerSm > 0) n = std::min(n, f.maxWarpsPerSm / warps);
-  if (f.smemPerSm > 0) n = std::min<int64_t>(n, f.smemPerSm / std::max(1, g.smem.total));
-  n = std::min(n, kvcache::ctasByRegisters(t, g.threads, registerEstimate(g)));
-  return std::max(1, n);
-}
-
 class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConfig> {
  public:
   std::string opName() const override { return kOp; }
@@ -270,38 +259,37 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     return r;
   }
 
-  // Heuristic (the tuner's timings override it):
-  //  * threads: 8 head-dim slices per m-tile (64 dims per warp, ~120 registers, no spills).
-  //  * keys_per_tile 16 and the most cp.async stages that keep static shared memory within the
-  //    target's cap and 48 KB (no dynamic-smem opt-in needed).
-  //  * heads_per_cta and kv_splits together minimize a modeled time (modelTimeUs): 32 or 16
-  //    heads when they divide H (a bigger group dequantizes each key once for more heads but
-  //    runs one 512-thread CTA per SM), else 24 or 8 (padded m-tiles).
+  // Heuristic (the tuner's timings override it): the schedule of kSchedules and the split count
+  // with the least modeled time (modelTimeUs), each schedule with the most cp.async stages (<= 3)
+  // that fit the target's per-CTA cap (48 KB static on sm_80/sm_86; sm_89/sm_90 may use dynamic
+  // shared memory, which 32-key tiles need).
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Dims dm = dimsOf(d);
-    std::vector<int> headOptions;
-    for (int h : {32, 16})
-      if (dm.H % h == 0) headOptions.push_back(h);
-    if (headOptions.empty()) headOptions.push_back(dm.H % 24 == 0 ? 24 : 8);
-    const int64_t cap = std::min(t.smemPerCtaCap, kStaticSmemCap);
     Config best;
     double bestUs = 0;
-    for (int heads : headOptions) {
-      const int mTiles = (heads + 15) / 16;
-      Config c{heads, 256 * mTiles, 16, 1, 1};
+    for (const Schedule& s : kSchedules) {
+      // Heads per CTA: 16 per m-tile; the padded 8 / 24 only when no multiple of 16 divides H.
+      int heads = 16 * s.mTiles;
+      if (dm.H % 16 != 0) heads = s.mTiles == 1 ? 8 : 24;
+      if (dm.H % heads != 0) continue;
+      Config c{heads, 32 * s.mTiles * s.dimSlices, s.keys, 0, 1};
       for (int stages : {3, 2, 1}) {
         c.stages = stages;
-        if (resources(c, d).smemBytes <= cap) break;
+        if (resources(c, d).smemBytes <= t.smemPerCtaCap) break;
       }
-      for (int splits : splitOptions(dm, 16)) {
+      if (resources(c, d).smemBytes > t.smemPerCtaCap) continue;
+      for (int splits : splitOptions(dm, s.keys)) {
         c.kvSplits = splits;
-        const double us = modelTimeUs(dm, geometryOf(c), t);
+        const double us = modelTimeUs(dm, s, heads, splits, t);
         if (best.headsPerCta == 0 || us < bestUs) {
           best = c;
           bestUs = us;
         }
       }
     }
+    // No schedule within the cap (a part below 36 KB per CTA): the smallest one, which the
+    // target check then refuses with its byte count.
+    if (best.headsPerCta == 0) best = Config{dm.H % 16 == 0 ? 16 : 8, 256, 16, 1, 1};
     return best;
   }
 
@@ -479,37 +467,37 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     return r;
   }
 
-  // Modeled run time of a config (microseconds), issue-bound:
-  //  * one CTA tile costs (dequant + per-warp work) / 4 schedulers in SM cycles: dequant is
-  //    keys * 64 chunks * ~46 instructions / 32 lanes, each warp ~230 instructions of mma,
-  //    score exchange, softmax and copies per tile; a lone CTA cannot go below kLatencyCycles;
-  //  * the busiest SM holds ceil(CTAs / SMs) CTAs; up to ctasPerSm (warps, CTA slots, shared
-  //    memory and registers: 64 vs 48 warps and 164 vs 100 KB make sm_80 and sm_86 differ) run
-  //    at once and share the issue slots; each streams its tiles plus kFixedTiles of prologue
-  //    and epilogue;
-  //  * splits > 1 add the merge launch and the workspace written and read back (at twice the
-  //    DRAM bandwidth when it fits in L2).
-  static double modelTimeUs(const Dims& dm, const Geometry& g, const TargetProfile& t) {
-    constexpr double kDequantInstr = 46, kWarpInstr = 230, kLatencyCycles = 900;
-    constexpr double kFixedTiles = 2, kMergeLaunchUs = 1.5, kClockGHz = 1.5;
-    const double tileCycles =
-        (g.keys * 64 * kDequantInstr / 32 + (g.threads / 32) * kWarpInstr) / 4;
+  // The schedules the default chooses from, with their cost on an H200 (V4.1 shapes, 640 keys
+  // per query, L2 flushed; fitted to the bench runs at ab938db and the tuning run of 2026-11-29,
+  // within 2 us over 2-40 tiles per CTA): fixedUs (launches, merge) plus, per round of CTAs on an
+  // SM, kCtaUs (the dependent lens -> index -> row loads before the first tile, the epilogue) and
+  // tileUs per key tile the CTA streams. A tile's cost is not its instruction count: the CTA's
+  // phases (dequant, QK, score exchange, softmax, PV) are separated by barriers, so fewer warps
+  // per CTA leave more of each phase's latency exposed (32 heads in 4 slices: 2.7 us per 16-key
+  // tile, in 8 slices: 2.3 us).
+  struct Schedule {
+    int mTiles, dimSlices, keys;
+    double fixedUs, tileUs;
+  };
+  static constexpr Schedule kSchedules[] = {
+      {1, 8, 16, 7.5, 1.85},   // 16 heads, 256 threads
+      {2, 8, 16, 9.0, 2.3},    // 32 heads, 512 threads
+      {2, 4, 16, 8.0, 2.7},    // 32 heads, 256 threads
+      {2, 4, 32, 10.5, 3.75},  // 32 heads, 256 threads, 32-key tiles (> 48 KB)
+  };
+  static constexpr double kCtaUs = 3.0;
+
+  // Modeled time of a schedule with `splits` parts per key list: the busiest SM runs
+  // ceil(CTAs / SMs) CTAs one after another (measured: a second resident CTA shares the SM's
+  // issue slots rather than hiding latency, e.g. 20 splits of 2 tiles at B = 2 lost to 14 of 3).
+  // The costs were measured on 132 SMs; other parts differ in SM count, which is what ranks
+  // the splits.
+  static double modelTimeUs(const Dims& dm, const Schedule& s, int heads, int splits, const TargetProfile& t) {
     const int64_t sms = std::max(1, t.smCount);
-    const int64_t tiles = std::max<int64_t>(1, ceilDiv(dm.swaK + dm.extraK, g.keys));
-    const int64_t ctas = dm.B * dm.Sq * (dm.H / g.heads) * g.splits;
-    const int64_t perSm = ceilDiv(ctas, sms);
-    const int64_t together = std::min<int64_t>(perSm, ctasPerSm(g, t));
-    const int64_t rounds = ceilDiv(perSm, together);
-    const double perTile = std::max(kLatencyCycles, double(together) * tileCycles);
-    double us = double(rounds) * (double(ceilDiv(tiles, g.splits)) + kFixedTiles) * perTile /
-                (kClockGHz * 1e3);
-    if (g.splits > 1) {
-      const double wsBytes = double(dm.B * dm.Sq * dm.H * g.splits) * (kHeadDim * 4 + 4);
-      double bandwidthGBs = t.memBandwidthGBs > 0 ? t.memBandwidthGBs : 1000.0;
-      if (t.l2Bytes > 0 && wsBytes < 0.5 * double(t.l2Bytes)) bandwidthGBs *= 2;
-      us += kMergeLaunchUs + 2 * wsBytes / (bandwidthGBs * 1e3);
-    }
-    return us;
+    const int64_t tiles = std::max<int64_t>(1, ceilDiv(dm.swaK + dm.extraK, s.keys));
+    const int64_t ctas = dm.B * dm.Sq * (dm.H / heads) * splits;
+    const int64_t rounds = ceilDiv(ctas, sms);
+    return s.fixedUs + double(rounds) * (kCtaUs + s.tileUs * double(ceilDiv(tiles, splits)));
   }
   std::vector<ShapeParam> shapeParams() const override {
     return {{"B", 6, "batch"}, {"Sq", 1, "queries per request"}, {"H", 64, "heads"}, {"swa_k", 128, "window keys"},
