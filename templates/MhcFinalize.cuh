@@ -7,6 +7,7 @@
 #pragma once
 #include "common/Mma.cuh"
 #include "common/Numerics.cuh"
+#include "MhcStream.cuh"  // MhcF32x4, mhc_ld_f32x4
 #include "params/MhcParams.h"
 
 namespace di {
@@ -92,69 +93,122 @@ __device__ __forceinline__ void mhc_comb(const MhcParams& p, int64_t t, const fl
 }
 
 // Grid: T CTAs; block: kThreads (a multiple of 32, at least 64).
+// Latency, not bandwidth, bounds this pass at decode sizes (a few tokens, up to C/32 = 160
+// partial records each), so its dependent steps are kept to a minimum:
+//   1. the norm's inputs (the collapse row and norm_weight: independent of the reduction) are
+//      requested first, up to kMhcNormVecs 16-byte vectors per thread held in registers;
+//   2. the partial records are reduced as 16-byte pieces: thread (s0, part) adds records
+//      s0, s0 + kSlots, ... of piece `part` in order (kSlots = kThreads / 8 slots; for 160
+//      slices and 256 threads, 5 independent loads per thread: one L2 round trip), then one
+//      thread per value adds the kSlots slot sums in slot order (fixed: results do not depend
+//      on scheduling);
+//   3. every thread normalizes its prefetched vectors, then one thread runs the Sinkhorn
+//      rounds (the longest chain left, ~40 x (3 adds + rcp + mul)) and 8 lanes pre/post.
+constexpr int kMhcNormVecs = 4;  // C <= 8 * kMhcNormVecs * kThreads needs no second pass
+
+__device__ __forceinline__ U32x4 mhc_norm8(const U32x4& h, const U32x4& w, float inv) {
+  const uint32_t hw[4] = {h.x, h.y, h.z, h.w}, ww[4] = {w.x, w.y, w.z, w.w};
+  uint32_t o[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    o[k] = f32x2_to_bf16x2(bf16x2_lo(hw[k]) * inv * bf16x2_lo(ww[k]),
+                           bf16x2_hi(hw[k]) * inv * bf16x2_hi(ww[k]));
+  }
+  return U32x4{o[0], o[1], o[2], o[3]};
+}
+
 template <int kThreads>
 __device__ __forceinline__ void mhc_finalize_kernel(const MhcParams& p) {
   static_assert(kThreads % 32 == 0 && kThreads >= 64 && kThreads <= 1024, "block size");
-  constexpr int kGroups = kThreads / 32;
-  __shared__ float red[kGroups][32];
-  __shared__ float tot[32];
-  const int tid = threadIdx.x, lane = tid & 31, grp = tid >> 5;
+  constexpr int kParts = kMhcRecord / 4;  // 16-byte pieces per record
+  constexpr int kSlots = kThreads / kParts;
+  static_assert(kMhcRecHsq < 7 * 4, "the reduced values fit in pieces 0..6");
+  __shared__ __align__(16) float red[kSlots][kMhcRecord];
+  __shared__ float tot[kMhcRecord];
+  const int tid = threadIdx.x, lane = tid & 31;
   const int64_t t = blockIdx.x;
   const int64_t T = p.T;
+  const int C = p.C;
+  const int nvec = C / 8;
 
-  // Group `grp` sums partials grp, grp + kGroups, ... in order; then the groups in order.
-  float s = 0.f;
-  if (lane <= kMhcRecHsq) {
-    const float* rec = p.partials + t * kMhcRecord + lane;
-#pragma unroll 8
-    for (int k = grp; k < p.num_partials; k += kGroups) s += rec[int64_t(k) * T * kMhcRecord];
-  }
-  red[grp][lane] = s;
-  __syncthreads();
-  if (tid < 32) {
-    float v = red[0][tid];
+  // 1. Norm inputs, all requested before the reduction's loads.
+  uint16_t* row = p.h_out + t * C;
+  U32x4 hv[kMhcNormVecs] = {}, wv[kMhcNormVecs] = {};
 #pragma unroll
-    for (int k = 1; k < kGroups; ++k) v += red[k][tid];
+  for (int k = 0; k < kMhcNormVecs; ++k) {
+    const int v = tid + k * kThreads;
+    if (v < nvec) {
+      hv[k] = mhc_ld_coherent(row + v * 8);
+      wv[k] = ld_global_nc_v4(p.norm_weight + v * 8);
+    }
+  }
+
+  // 2. Partial records: slot sums, then the slots in order.
+  {
+    const int part = tid % kParts, slot = tid / kParts;
+    MhcF32x4 s = {0.f, 0.f, 0.f, 0.f};
+    if (part < 7) {  // pieces 0..6 hold the 24 mixes and the two sums of squares
+      const float* rec = p.partials + t * kMhcRecord + part * 4;
+#pragma unroll 8
+      for (int k = slot; k < p.num_partials; k += kSlots) {
+        const MhcF32x4 v = mhc_ld_f32x4(rec + int64_t(k) * T * kMhcRecord);
+        s.x += v.x;
+        s.y += v.y;
+        s.z += v.z;
+        s.w += v.w;
+      }
+    }
+    *reinterpret_cast<MhcF32x4*>(&red[slot][part * 4]) = s;
+  }
+  __syncthreads();
+  if (tid < kMhcRecord) {
+    float v = red[0][tid];
+#pragma unroll 8
+    for (int k = 1; k < kSlots; ++k) v += red[k][tid];
     tot[tid] = v;
   }
   __syncthreads();
 
-  // The mixes: pre/post on warp 0, comb on warp 1 (in parallel); then every warp normalizes.
-  const float rms = __frsqrt_rn(__fdiv_rn(tot[kMhcRecSqrsum], 4.f * float(p.C)) + p.rms_eps);
+  // 3. RMSNorm of the collapse, in place: bf16((h * rsqrt(mean h^2 + eps)) * w), fp32, one
+  // rounding; vectors beyond the prefetched ones (C > 8 * kMhcNormVecs * kThreads) in a loop.
+  const float inv = __frsqrt_rn(__fdiv_rn(tot[kMhcRecHsq], float(C)) + p.norm_eps);
+#pragma unroll
+  for (int k = 0; k < kMhcNormVecs; ++k) {
+    const int v = tid + k * kThreads;
+    if (v < nvec) st_global_v4(row + v * 8, mhc_norm8(hv[k], wv[k], inv));
+  }
+  for (int v = tid + kMhcNormVecs * kThreads; v < nvec; v += kThreads) {
+    const U32x4 h = mhc_ld_coherent(row + v * 8);
+    const U32x4 w = ld_global_nc_v4(p.norm_weight + v * 8);
+    st_global_v4(row + v * 8, mhc_norm8(h, w, inv));
+  }
+
+  // The mixes: pre/post on lanes 0..7 of warp 0, comb on lane 0 of warp 1 (in parallel).
+  const float rms = __frsqrt_rn(__fdiv_rn(tot[kMhcRecSqrsum], 4.f * float(C)) + p.rms_eps);
+  const int grp = tid >> 5;
   if (grp == 0) {
     mhc_pre_post(p, t, tot, rms, lane);
   } else if (grp == 1 && lane == 0) {
     mhc_comb(p, t, tot, rms);
   }
-
-  // RMSNorm of the collapse, in place: bf16((h * rsqrt(mean h^2 + eps)) * w), fp32, one rounding.
-  const int C = p.C;
-  const float inv = __frsqrt_rn(__fdiv_rn(tot[kMhcRecHsq], float(C)) + p.norm_eps);
-  uint16_t* row = p.h_out + t * C;
-  for (int v = tid; v < C / 8; v += kThreads) {
-    const U32x4 h = mhc_ld_coherent(row + v * 8);
-    const U32x4 w = ld_global_nc_v4(p.norm_weight + v * 8);
-    const uint32_t hw[4] = {h.x, h.y, h.z, h.w}, ww[4] = {w.x, w.y, w.z, w.w};
-    uint32_t o[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      o[k] = f32x2_to_bf16x2(bf16x2_lo(hw[k]) * inv * bf16x2_lo(ww[k]),
-                             bf16x2_hi(hw[k]) * inv * bf16x2_hi(ww[k]));
-    }
-    st_global_v4(row + v * 8, U32x4{o[0], o[1], o[2], o[3]});
-  }
 }
 
-// mhc_post with the stream pass split over num_partials slices of C: sqrsum[t] = sum of the
-// slices in order. Grid: ceil(T / kThreads); block: kThreads.
+// mhc_post with the stream pass split over num_partials slices of C: sqrsum[t] = the sum of the
+// slices, one warp per token: lane l adds slices l, l + 32, ... in order (independent loads: one
+// L2 round trip for up to 32 x 8 slices instead of a num_partials-long chain), then a fixed
+// butterfly over the lanes. Grid: ceil(T / (kThreads / 32)); block: kThreads.
 template <int kThreads>
 __device__ __forceinline__ void mhc_sqrsum_kernel(const MhcParams& p) {
-  const int64_t t = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (t >= p.T) return;
+  static_assert(kThreads % 32 == 0, "whole warps");
+  const int lane = threadIdx.x & 31;
+  const int64_t t = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
+  if (t >= p.T) return;  // whole warps leave together
   float s = 0.f;
-#pragma unroll 4
-  for (int k = 0; k < p.num_partials; ++k) s += p.partials[int64_t(k) * p.T + t];
-  p.sqrsum_out[t] = s;
+#pragma unroll 8
+  for (int k = lane; k < p.num_partials; k += 32) s += p.partials[int64_t(k) * p.T + t];
+#pragma unroll
+  for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) p.sqrsum_out[t] = s;
 }
 
 }  // namespace di

@@ -394,9 +394,10 @@ __device__ __forceinline__ void mhc_stream_kernel(const MhcParams& p) {
         }
       }
     }
+    // With the record's two padding floats (zeros): the finalize pass reads 16-byte pieces.
     if (q == 0) {
-      if (va) *reinterpret_cast<MhcF32x2*>(rec_a + kMhcRecSqrsum) = MhcF32x2{sq_a, hsq_a};
-      if (vb) *reinterpret_cast<MhcF32x2*>(rec_b + kMhcRecSqrsum) = MhcF32x2{sq_b, hsq_b};
+      if (va) *reinterpret_cast<MhcF32x4*>(rec_a + kMhcRecSqrsum) = MhcF32x4{sq_a, hsq_a, 0.f, 0.f};
+      if (vb) *reinterpret_cast<MhcF32x4*>(rec_b + kMhcRecSqrsum) = MhcF32x4{sq_b, hsq_b, 0.f, 0.f};
     }
   } else if constexpr (kSqrsum) {
     sq_a = mhc_quad_sum(sq_a);
