@@ -12,24 +12,6 @@
 
 namespace di {
 
-// Plain coherent 16-byte load: `layer_input` is read and rewritten in place by this pass, which
-// rules out the non-coherent path.
-__device__ __forceinline__ U32x4 mhc_ld_coherent(const void* ptr) {
-  U32x4 v;
-  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(ptr));
-  return v;
-}
-
-// 1/x to ~1 ulp (MUFU): the Sinkhorn loop is a 40-step dependency chain per token, and the
-// 2e-3 tolerance on comb leaves orders of magnitude of room for this rounding.
-__device__ __forceinline__ float mhc_rcp(float x) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-
 // pre and post of one token: lanes 0..3 write pre, lanes 4..7 post (one sigmoid each).
 __device__ __forceinline__ void mhc_pre_post(const MhcParams& p, int64_t t, const float* tot,
                                              float rms, int lane) {
@@ -45,7 +27,9 @@ __device__ __forceinline__ void mhc_pre_post(const MhcParams& p, int64_t t, cons
 
 // comb of one token, in one thread's registers (no shuffles on the critical path): row
 // softmax + eps, then Sinkhorn: the first round normalizes columns only, every further round
-// rows then columns, each dividing by (sum + eps).
+// rows then columns, each dividing by (sum + eps). The reciprocals are rcp.approx (~1 ulp): the
+// rounds are a 40-step dependency chain per token, and the 2e-3 tolerance on comb leaves orders
+// of magnitude of room for this rounding.
 __device__ __forceinline__ void mhc_comb(const MhcParams& p, int64_t t, const float* tot,
                                          float rms) {
   const float eps = p.hc_eps, s2 = p.scale[2];
@@ -64,7 +48,7 @@ __device__ __forceinline__ void mhc_comb(const MhcParams& p, int64_t t, const fl
       c[i][j] = expf(c[i][j] - mx);
       sum += c[i][j];
     }
-    const float r = mhc_rcp(sum);
+    const float r = rcp_approx_ftz(sum);
 #pragma unroll
     for (int j = 0; j < 4; ++j) c[i][j] = c[i][j] * r + eps;
   }
@@ -72,14 +56,14 @@ __device__ __forceinline__ void mhc_comb(const MhcParams& p, int64_t t, const fl
     if (it > 0) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const float r = mhc_rcp((c[i][0] + c[i][1]) + (c[i][2] + c[i][3]) + eps);
+        const float r = rcp_approx_ftz((c[i][0] + c[i][1]) + (c[i][2] + c[i][3]) + eps);
 #pragma unroll
         for (int j = 0; j < 4; ++j) c[i][j] *= r;
       }
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const float r = mhc_rcp((c[0][j] + c[1][j]) + (c[2][j] + c[3][j]) + eps);
+      const float r = rcp_approx_ftz((c[0][j] + c[1][j]) + (c[2][j] + c[3][j]) + eps);
 #pragma unroll
       for (int i = 0; i < 4; ++i) c[i][j] *= r;
     }
@@ -138,7 +122,7 @@ __device__ __forceinline__ void mhc_finalize_kernel(const MhcParams& p) {
   for (int k = 0; k < kMhcNormVecs; ++k) {
     const int v = tid + k * kThreads;
     if (v < nvec) {
-      hv[k] = mhc_ld_coherent(row + v * 8);
+      hv[k] = ld_global_v4(row + v * 8);
       wv[k] = ld_global_nc_v4(p.norm_weight + v * 8);
     }
   }
@@ -178,7 +162,7 @@ __device__ __forceinline__ void mhc_finalize_kernel(const MhcParams& p) {
     if (v < nvec) st_global_v4(row + v * 8, mhc_norm8(hv[k], wv[k], inv));
   }
   for (int v = tid + kMhcNormVecs * kThreads; v < nvec; v += kThreads) {
-    const U32x4 h = mhc_ld_coherent(row + v * 8);
+    const U32x4 h = ld_global_v4(row + v * 8);
     const U32x4 w = ld_global_nc_v4(p.norm_weight + v * 8);
     st_global_v4(row + v * 8, mhc_norm8(h, w, inv));
   }
