@@ -13,10 +13,11 @@
 namespace di {
 
 // pre and post of one token: lanes 0..3 write pre, lanes 4..7 post (one sigmoid each).
+// `scale` = scale[lane / 4] and `base` = base[lane], loaded by the caller.
 __device__ __forceinline__ void mhc_pre_post(const MhcParams& p, int64_t t, const float* tot,
-                                             float rms, int lane) {
+                                             float rms, int lane, float scale, float base) {
   if (lane >= 8) return;
-  const float z = tot[lane] * rms * p.scale[lane >> 2] + p.base[lane];
+  const float z = tot[lane] * rms * scale + base;
   const float sig = __fdiv_rn(1.f, 1.f + expf(-z));
   if (lane < 4) {
     p.pre_out[t * 4 + lane] = sig + p.hc_eps;
@@ -30,16 +31,17 @@ __device__ __forceinline__ void mhc_pre_post(const MhcParams& p, int64_t t, cons
 // rows then columns, each dividing by (sum + eps). The reciprocals are rcp.approx (~1 ulp): the
 // rounds are a 40-step dependency chain per token, and the 2e-3 tolerance on comb leaves orders
 // of magnitude of room for this rounding.
+// `s2` = scale[2] and `base` = base[8..23], loaded by the caller.
 __device__ __forceinline__ void mhc_comb(const MhcParams& p, int64_t t, const float* tot,
-                                         float rms) {
-  const float eps = p.hc_eps, s2 = p.scale[2];
+                                         float rms, float s2, const float (&base)[16]) {
+  const float eps = p.hc_eps;
   float c[4][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     float mx = -3.402823466e38f;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      c[i][j] = tot[8 + i * 4 + j] * rms * s2 + p.base[8 + i * 4 + j];
+      c[i][j] = tot[8 + i * 4 + j] * rms * s2 + base[i * 4 + j];
       mx = fmaxf(mx, c[i][j]);
     }
     float sum = 0.f;
@@ -79,8 +81,9 @@ __device__ __forceinline__ void mhc_comb(const MhcParams& p, int64_t t, const fl
 // Grid: T CTAs; block: kThreads (a multiple of 32, at least 64).
 // Latency, not bandwidth, bounds this pass at decode sizes (a few tokens, up to C/32 = 160
 // partial records each), so its dependent steps are kept to a minimum:
-//   1. the norm's inputs (the collapse row and norm_weight: independent of the reduction) are
-//      requested first, up to kMhcNormVecs 16-byte vectors per thread held in registers;
+//   1. what does not depend on the reduction is requested first: scale and base of the mixes,
+//      and the norm's inputs (the collapse row and norm_weight, up to kMhcNormVecs 16-byte
+//      vectors per thread, held in registers);
 //   2. the partial records are reduced as 16-byte pieces: thread (s0, part) adds records
 //      s0, s0 + kSlots, ... of piece `part` in order (kSlots = kThreads / 8 slots; for 160
 //      slices and 256 threads, 5 independent loads per thread: one L2 round trip), then one
@@ -89,6 +92,7 @@ __device__ __forceinline__ void mhc_comb(const MhcParams& p, int64_t t, const fl
 //   3. every thread normalizes its prefetched vectors, then one thread runs the Sinkhorn
 //      rounds (the longest chain left, ~40 x (3 adds + rcp + mul)) and 8 lanes pre/post.
 constexpr int kMhcNormVecs = 4;  // C <= 8 * kMhcNormVecs * kThreads needs no second pass
+constexpr int kMhcLoadBatch = 8;  // loads per thread in flight at once in the reductions
 
 __device__ __forceinline__ U32x4 mhc_norm8(const U32x4& h, const U32x4& w, float inv) {
   const uint32_t hw[4] = {h.x, h.y, h.z, h.w}, ww[4] = {w.x, w.y, w.z, w.w};
@@ -115,7 +119,22 @@ __device__ __forceinline__ void mhc_finalize_kernel(const MhcParams& p) {
   const int C = p.C;
   const int nvec = C / 8;
 
-  // 1. Norm inputs, all requested before the reduction's loads.
+  // 1. The mixes' parameters (scale, base) and the norm's inputs: none depends on the
+  // reduction, so all are requested before its loads (after it, a miss on scale/base would sit
+  // on the path to the Sinkhorn chain).
+  const int grp = tid >> 5;
+  const bool pre_post_lanes = grp == 0 && lane < 8, comb_lane = grp == 1 && lane == 0;
+  float mix_scale = 0.f, mix_base[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) mix_base[k] = 0.f;
+  if (pre_post_lanes) {
+    mix_scale = p.scale[lane >> 2];
+    mix_base[0] = p.base[lane];
+  } else if (comb_lane) {
+    mix_scale = p.scale[2];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) mix_base[k] = p.base[8 + k];
+  }
   uint16_t* row = p.h_out + t * C;
   U32x4 hv[kMhcNormVecs] = {}, wv[kMhcNormVecs] = {};
 #pragma unroll
@@ -133,13 +152,23 @@ __device__ __forceinline__ void mhc_finalize_kernel(const MhcParams& p) {
     MhcF32x4 s = {0.f, 0.f, 0.f, 0.f};
     if (part < 7) {  // pieces 0..6 hold the 24 mixes and the two sums of squares
       const float* rec = p.partials + t * kMhcRecord + part * 4;
-#pragma unroll 8
-      for (int k = slot; k < p.num_partials; k += kSlots) {
-        const MhcF32x4 v = mhc_ld_f32x4(rec + int64_t(k) * T * kMhcRecord);
-        s.x += v.x;
-        s.y += v.y;
-        s.z += v.z;
-        s.w += v.w;
+      // Batches of kMhcLoadBatch predicated loads, all in flight before the first add (a rolled
+      // remainder loop would make each load its own round trip); absent ones add +0.
+      for (int k0 = slot; k0 < p.num_partials; k0 += kMhcLoadBatch * kSlots) {
+        MhcF32x4 v[kMhcLoadBatch];
+#pragma unroll
+        for (int b = 0; b < kMhcLoadBatch; ++b) {
+          const int k = k0 + b * kSlots;
+          v[b] = k < p.num_partials ? mhc_ld_f32x4(rec + int64_t(k) * T * kMhcRecord)
+                                    : MhcF32x4{0.f, 0.f, 0.f, 0.f};
+        }
+#pragma unroll
+        for (int b = 0; b < kMhcLoadBatch; ++b) {
+          s.x += v[b].x;
+          s.y += v[b].y;
+          s.z += v[b].z;
+          s.w += v[b].w;
+        }
       }
     }
     *reinterpret_cast<MhcF32x4*>(&red[slot][part * 4]) = s;
@@ -147,7 +176,7 @@ __device__ __forceinline__ void mhc_finalize_kernel(const MhcParams& p) {
   __syncthreads();
   if (tid < kMhcRecord) {
     float v = red[0][tid];
-#pragma unroll 8
+#pragma unroll
     for (int k = 1; k < kSlots; ++k) v += red[k][tid];
     tot[tid] = v;
   }
@@ -169,11 +198,10 @@ __device__ __forceinline__ void mhc_finalize_kernel(const MhcParams& p) {
 
   // The mixes: pre/post on lanes 0..7 of warp 0, comb on lane 0 of warp 1 (in parallel).
   const float rms = __frsqrt_rn(__fdiv_rn(tot[kMhcRecSqrsum], 4.f * float(C)) + p.rms_eps);
-  const int grp = tid >> 5;
-  if (grp == 0) {
-    mhc_pre_post(p, t, tot, rms, lane);
-  } else if (grp == 1 && lane == 0) {
-    mhc_comb(p, t, tot, rms);
+  if (pre_post_lanes) {
+    mhc_pre_post(p, t, tot, rms, lane, mix_scale, mix_base[0]);
+  } else if (comb_lane) {
+    mhc_comb(p, t, tot, rms, mix_scale, mix_base);
   }
 }
 
@@ -188,8 +216,16 @@ __device__ __forceinline__ void mhc_sqrsum_kernel(const MhcParams& p) {
   const int64_t t = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
   if (t >= p.T) return;  // whole warps leave together
   float s = 0.f;
-#pragma unroll 8
-  for (int k = lane; k < p.num_partials; k += 32) s += p.partials[int64_t(k) * p.T + t];
+  for (int k0 = lane; k0 < p.num_partials; k0 += kMhcLoadBatch * 32) {
+    float v[kMhcLoadBatch];
+#pragma unroll
+    for (int b = 0; b < kMhcLoadBatch; ++b) {
+      const int k = k0 + b * 32;
+      v[b] = k < p.num_partials ? p.partials[int64_t(k) * p.T + t] : 0.f;
+    }
+#pragma unroll
+    for (int b = 0; b < kMhcLoadBatch; ++b) s += v[b];
+  }
 #pragma unroll
   for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   if (lane == 0) p.sqrsum_out[t] = s;

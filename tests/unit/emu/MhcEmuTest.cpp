@@ -4,7 +4,7 @@
 // workspace (poisoned) and packed parameters, every case of tests/cases, outputs poisoned first.
 // Configs: every candidate that fits sm_80, sm_86 or sm_90 (the tuner's choices: CUDA-core and
 // tensor-core mixes, 1..8 warps, 1..C/32 slices) on the C = 256 cases and the defaults of each
-// target on the C = 5120 cases (every candidate there with DI_EMU_ALL=1). This checks the data
+// target on the C = 5120 and 16384 cases (every candidate there with DI_EMU_ALL=1). This checks the data
 // flow (fragment layouts, slice partials, the finalize's reductions) where no GPU is available;
 // the GPU tests check the compiled kernels themselves.
 #include <fmt/format.h>
@@ -189,6 +189,8 @@ void checkOp(const std::string& op) {
   // The candidates reach both ends of the split: one slice and one 32-column chunk per slice.
   EXPECT_TRUE(slicesSeen.count(1)) << op;
   EXPECT_TRUE(slicesSeen.count(8)) << op << ": C = 256 has 8 chunks";
+  // ... and more slices than one batch of the reductions' loads covers (kMhcLoadBatch x 32).
+  EXPECT_GT(*slicesSeen.rbegin(), di::kMhcLoadBatch * 32) << op;
   fmt::print("{}: {} emulated comparisons over {} case configs (seed {})\n", op, compared, configsRun, seed());
 }
 
