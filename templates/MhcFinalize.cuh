@@ -7,33 +7,17 @@
 #pragma once
 #include "common/Mma.cuh"
 #include "common/Numerics.cuh"
+#include "MhcStream.cuh"  // MhcF32x4, mhc_ld_f32x4
 #include "params/MhcParams.h"
 
 namespace di {
 
-// Plain coherent 16-byte load: `layer_input` is read and rewritten in place by this pass, which
-// rules out the non-coherent path.
-__device__ __forceinline__ U32x4 mhc_ld_coherent(const void* ptr) {
-  U32x4 v;
-  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(ptr));
-  return v;
-}
-
-// 1/x to ~1 ulp (MUFU): the Sinkhorn loop is a 40-step dependency chain per token, and the
-// 2e-3 tolerance on comb leaves orders of magnitude of room for this rounding.
-__device__ __forceinline__ float mhc_rcp(float x) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-
 // pre and post of one token: lanes 0..3 write pre, lanes 4..7 post (one sigmoid each).
+// `scale` = scale[lane / 4] and `base` = base[lane], loaded by the caller.
 __device__ __forceinline__ void mhc_pre_post(const MhcParams& p, int64_t t, const float* tot,
-                                             float rms, int lane) {
+                                             float rms, int lane, float scale, float base) {
   if (lane >= 8) return;
-  const float z = tot[lane] * rms * p.scale[lane >> 2] + p.base[lane];
+  const float z = tot[lane] * rms * scale + base;
   const float sig = __fdiv_rn(1.f, 1.f + expf(-z));
   if (lane < 4) {
     p.pre_out[t * 4 + lane] = sig + p.hc_eps;
@@ -44,17 +28,20 @@ __device__ __forceinline__ void mhc_pre_post(const MhcParams& p, int64_t t, cons
 
 // comb of one token, in one thread's registers (no shuffles on the critical path): row
 // softmax + eps, then Sinkhorn: the first round normalizes columns only, every further round
-// rows then columns, each dividing by (sum + eps).
+// rows then columns, each dividing by (sum + eps). The reciprocals are rcp.approx (~1 ulp): the
+// rounds are a 40-step dependency chain per token, and the 2e-3 tolerance on comb leaves orders
+// of magnitude of room for this rounding.
+// `s2` = scale[2] and `base` = base[8..23], loaded by the caller.
 __device__ __forceinline__ void mhc_comb(const MhcParams& p, int64_t t, const float* tot,
-                                         float rms) {
-  const float eps = p.hc_eps, s2 = p.scale[2];
+                                         float rms, float s2, const float (&base)[16]) {
+  const float eps = p.hc_eps;
   float c[4][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     float mx = -3.402823466e38f;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      c[i][j] = tot[8 + i * 4 + j] * rms * s2 + p.base[8 + i * 4 + j];
+      c[i][j] = tot[8 + i * 4 + j] * rms * s2 + base[i * 4 + j];
       mx = fmaxf(mx, c[i][j]);
     }
     float sum = 0.f;
@@ -63,7 +50,7 @@ __device__ __forceinline__ void mhc_comb(const MhcParams& p, int64_t t, const fl
       c[i][j] = expf(c[i][j] - mx);
       sum += c[i][j];
     }
-    const float r = mhc_rcp(sum);
+    const float r = rcp_approx_ftz(sum);
 #pragma unroll
     for (int j = 0; j < 4; ++j) c[i][j] = c[i][j] * r + eps;
   }
@@ -71,14 +58,14 @@ __device__ __forceinline__ void mhc_comb(const MhcParams& p, int64_t t, const fl
     if (it > 0) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const float r = mhc_rcp((c[i][0] + c[i][1]) + (c[i][2] + c[i][3]) + eps);
+        const float r = rcp_approx_ftz((c[i][0] + c[i][1]) + (c[i][2] + c[i][3]) + eps);
 #pragma unroll
         for (int j = 0; j < 4; ++j) c[i][j] *= r;
       }
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const float r = mhc_rcp((c[0][j] + c[1][j]) + (c[2][j] + c[3][j]) + eps);
+      const float r = rcp_approx_ftz((c[0][j] + c[1][j]) + (c[2][j] + c[3][j]) + eps);
 #pragma unroll
       for (int i = 0; i < 4; ++i) c[i][j] *= r;
     }
@@ -92,69 +79,156 @@ __device__ __forceinline__ void mhc_comb(const MhcParams& p, int64_t t, const fl
 }
 
 // Grid: T CTAs; block: kThreads (a multiple of 32, at least 64).
+// Latency, not bandwidth, bounds this pass at decode sizes (a few tokens, up to C/32 = 160
+// partial records each), so its dependent steps are kept to a minimum:
+//   1. what does not depend on the reduction is requested first: scale and base of the mixes,
+//      and the norm's inputs (the collapse row and norm_weight, up to kMhcNormVecs 16-byte
+//      vectors per thread, held in registers);
+//   2. the partial records are reduced as 16-byte pieces: thread (s0, part) adds records
+//      s0, s0 + kSlots, ... of piece `part` in order (kSlots = kThreads / 8 slots; for 160
+//      slices and 256 threads, 5 independent loads per thread: one L2 round trip), then one
+//      thread per value adds the kSlots slot sums in slot order (fixed: results do not depend
+//      on scheduling);
+//   3. every thread normalizes its prefetched vectors, then one thread runs the Sinkhorn
+//      rounds (the longest chain left, ~40 x (3 adds + rcp + mul)) and 8 lanes pre/post.
+constexpr int kMhcNormVecs = 4;  // C <= 8 * kMhcNormVecs * kThreads needs no second pass
+constexpr int kMhcLoadBatch = 8;  // loads per thread in flight at once in the reductions
+
+__device__ __forceinline__ U32x4 mhc_norm8(const U32x4& h, const U32x4& w, float inv) {
+  const uint32_t hw[4] = {h.x, h.y, h.z, h.w}, ww[4] = {w.x, w.y, w.z, w.w};
+  uint32_t o[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    o[k] = f32x2_to_bf16x2(bf16x2_lo(hw[k]) * inv * bf16x2_lo(ww[k]),
+                           bf16x2_hi(hw[k]) * inv * bf16x2_hi(ww[k]));
+  }
+  return U32x4{o[0], o[1], o[2], o[3]};
+}
+
 template <int kThreads>
 __device__ __forceinline__ void mhc_finalize_kernel(const MhcParams& p) {
   static_assert(kThreads % 32 == 0 && kThreads >= 64 && kThreads <= 1024, "block size");
-  constexpr int kGroups = kThreads / 32;
-  __shared__ float red[kGroups][32];
-  __shared__ float tot[32];
-  const int tid = threadIdx.x, lane = tid & 31, grp = tid >> 5;
+  constexpr int kParts = kMhcRecord / 4;  // 16-byte pieces per record
+  constexpr int kSlots = kThreads / kParts;
+  static_assert(kMhcRecHsq < 7 * 4, "the reduced values fit in pieces 0..6");
+  __shared__ __align__(16) float red[kSlots][kMhcRecord];
+  __shared__ float tot[kMhcRecord];
+  const int tid = threadIdx.x, lane = tid & 31;
   const int64_t t = blockIdx.x;
   const int64_t T = p.T;
+  const int C = p.C;
+  const int nvec = C / 8;
 
-  // Group `grp` sums partials grp, grp + kGroups, ... in order; then the groups in order.
-  float s = 0.f;
-  if (lane <= kMhcRecHsq) {
-    const float* rec = p.partials + t * kMhcRecord + lane;
-#pragma unroll 8
-    for (int k = grp; k < p.num_partials; k += kGroups) s += rec[int64_t(k) * T * kMhcRecord];
+  // 1. The mixes' parameters (scale, base) and the norm's inputs: none depends on the
+  // reduction, so all are requested before its loads (after it, a miss on scale/base would sit
+  // on the path to the Sinkhorn chain).
+  const int grp = tid >> 5;
+  const bool pre_post_lanes = grp == 0 && lane < 8, comb_lane = grp == 1 && lane == 0;
+  float mix_scale = 0.f, mix_base[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) mix_base[k] = 0.f;
+  if (pre_post_lanes) {
+    mix_scale = p.scale[lane >> 2];
+    mix_base[0] = p.base[lane];
+  } else if (comb_lane) {
+    mix_scale = p.scale[2];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) mix_base[k] = p.base[8 + k];
   }
-  red[grp][lane] = s;
+  uint16_t* row = p.h_out + t * C;
+  U32x4 hv[kMhcNormVecs] = {}, wv[kMhcNormVecs] = {};
+#pragma unroll
+  for (int k = 0; k < kMhcNormVecs; ++k) {
+    const int v = tid + k * kThreads;
+    if (v < nvec) {
+      hv[k] = ld_global_v4(row + v * 8);
+      wv[k] = ld_global_nc_v4(p.norm_weight + v * 8);
+    }
+  }
+
+  // 2. Partial records: slot sums, then the slots in order.
+  {
+    const int part = tid % kParts, slot = tid / kParts;
+    MhcF32x4 s = {0.f, 0.f, 0.f, 0.f};
+    if (part < 7) {  // pieces 0..6 hold the 24 mixes and the two sums of squares
+      const float* rec = p.partials + t * kMhcRecord + part * 4;
+      // Batches of kMhcLoadBatch predicated loads, all in flight before the first add (a rolled
+      // remainder loop would make each load its own round trip); absent ones add +0.
+      for (int k0 = slot; k0 < p.num_partials; k0 += kMhcLoadBatch * kSlots) {
+        MhcF32x4 v[kMhcLoadBatch];
+#pragma unroll
+        for (int b = 0; b < kMhcLoadBatch; ++b) {
+          const int k = k0 + b * kSlots;
+          v[b] = k < p.num_partials ? mhc_ld_f32x4(rec + int64_t(k) * T * kMhcRecord)
+                                    : MhcF32x4{0.f, 0.f, 0.f, 0.f};
+        }
+#pragma unroll
+        for (int b = 0; b < kMhcLoadBatch; ++b) {
+          s.x += v[b].x;
+          s.y += v[b].y;
+          s.z += v[b].z;
+          s.w += v[b].w;
+        }
+      }
+    }
+    *reinterpret_cast<MhcF32x4*>(&red[slot][part * 4]) = s;
+  }
   __syncthreads();
-  if (tid < 32) {
+  if (tid < kMhcRecord) {
     float v = red[0][tid];
 #pragma unroll
-    for (int k = 1; k < kGroups; ++k) v += red[k][tid];
+    for (int k = 1; k < kSlots; ++k) v += red[k][tid];
     tot[tid] = v;
   }
   __syncthreads();
 
-  // The mixes: pre/post on warp 0, comb on warp 1 (in parallel); then every warp normalizes.
-  const float rms = __frsqrt_rn(__fdiv_rn(tot[kMhcRecSqrsum], 4.f * float(p.C)) + p.rms_eps);
-  if (grp == 0) {
-    mhc_pre_post(p, t, tot, rms, lane);
-  } else if (grp == 1 && lane == 0) {
-    mhc_comb(p, t, tot, rms);
+  // 3. RMSNorm of the collapse, in place: bf16((h * rsqrt(mean h^2 + eps)) * w), fp32, one
+  // rounding; vectors beyond the prefetched ones (C > 8 * kMhcNormVecs * kThreads) in a loop.
+  const float inv = __frsqrt_rn(__fdiv_rn(tot[kMhcRecHsq], float(C)) + p.norm_eps);
+#pragma unroll
+  for (int k = 0; k < kMhcNormVecs; ++k) {
+    const int v = tid + k * kThreads;
+    if (v < nvec) st_global_v4(row + v * 8, mhc_norm8(hv[k], wv[k], inv));
+  }
+  for (int v = tid + kMhcNormVecs * kThreads; v < nvec; v += kThreads) {
+    const U32x4 h = ld_global_v4(row + v * 8);
+    const U32x4 w = ld_global_nc_v4(p.norm_weight + v * 8);
+    st_global_v4(row + v * 8, mhc_norm8(h, w, inv));
   }
 
-  // RMSNorm of the collapse, in place: bf16((h * rsqrt(mean h^2 + eps)) * w), fp32, one rounding.
-  const int C = p.C;
-  const float inv = __frsqrt_rn(__fdiv_rn(tot[kMhcRecHsq], float(C)) + p.norm_eps);
-  uint16_t* row = p.h_out + t * C;
-  for (int v = tid; v < C / 8; v += kThreads) {
-    const U32x4 h = mhc_ld_coherent(row + v * 8);
-    const U32x4 w = ld_global_nc_v4(p.norm_weight + v * 8);
-    const uint32_t hw[4] = {h.x, h.y, h.z, h.w}, ww[4] = {w.x, w.y, w.z, w.w};
-    uint32_t o[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      o[k] = f32x2_to_bf16x2(bf16x2_lo(hw[k]) * inv * bf16x2_lo(ww[k]),
-                             bf16x2_hi(hw[k]) * inv * bf16x2_hi(ww[k]));
-    }
-    st_global_v4(row + v * 8, U32x4{o[0], o[1], o[2], o[3]});
+  // The mixes: pre/post on lanes 0..7 of warp 0, comb on lane 0 of warp 1 (in parallel).
+  const float rms = __frsqrt_rn(__fdiv_rn(tot[kMhcRecSqrsum], 4.f * float(C)) + p.rms_eps);
+  if (pre_post_lanes) {
+    mhc_pre_post(p, t, tot, rms, lane, mix_scale, mix_base[0]);
+  } else if (comb_lane) {
+    mhc_comb(p, t, tot, rms, mix_scale, mix_base);
   }
 }
 
-// mhc_post with the stream pass split over num_partials slices of C: sqrsum[t] = sum of the
-// slices in order. Grid: ceil(T / kThreads); block: kThreads.
+// mhc_post with the stream pass split over num_partials slices of C: sqrsum[t] = the sum of the
+// slices, one warp per token: lane l adds slices l, l + 32, ... in order (independent loads: one
+// L2 round trip for up to 32 x 8 slices instead of a num_partials-long chain), then a fixed
+// butterfly over the lanes. Grid: ceil(T / (kThreads / 32)); block: kThreads.
 template <int kThreads>
 __device__ __forceinline__ void mhc_sqrsum_kernel(const MhcParams& p) {
-  const int64_t t = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (t >= p.T) return;
+  static_assert(kThreads % 32 == 0, "whole warps");
+  const int lane = threadIdx.x & 31;
+  const int64_t t = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
+  if (t >= p.T) return;  // whole warps leave together
   float s = 0.f;
-#pragma unroll 4
-  for (int k = 0; k < p.num_partials; ++k) s += p.partials[int64_t(k) * p.T + t];
-  p.sqrsum_out[t] = s;
+  for (int k0 = lane; k0 < p.num_partials; k0 += kMhcLoadBatch * 32) {
+    float v[kMhcLoadBatch];
+#pragma unroll
+    for (int b = 0; b < kMhcLoadBatch; ++b) {
+      const int k = k0 + b * 32;
+      v[b] = k < p.num_partials ? p.partials[int64_t(k) * p.T + t] : 0.f;
+    }
+#pragma unroll
+    for (int b = 0; b < kMhcLoadBatch; ++b) s += v[b];
+  }
+#pragma unroll
+  for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) p.sqrsum_out[t] = s;
 }
 
 }  // namespace di

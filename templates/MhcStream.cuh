@@ -38,22 +38,11 @@ struct alignas(8) MhcF32x2 {
   float x, y;
 };
 
-// Streamed 16-byte load/store (cache-streaming: evict-first in L1 and L2). The residual and
-// f_out are read once and the new residual is not read again by this op, so marking them
-// evict-first keeps L2 for what is reread: the bf16 collapse `h` (the finalize pass reads it
-// back), the fn chunks and the partial records. Both are coherent accesses: the new residual
-// may be written in place (x_out == residual), which rules out the non-coherent load path.
-__device__ __forceinline__ U32x4 mhc_ld_stream(const void* ptr) {
-  U32x4 v;
-  asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(ptr));
-  return v;
-}
-__device__ __forceinline__ void mhc_st_stream(void* ptr, const U32x4& v) {
-  asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"l"(ptr), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w));
-}
+// The residual and f_out are read once and the new residual is not read again by this op, so
+// they are loaded and stored cache-streaming (ld/st_global_cs_v4: evict-first), which keeps L2
+// for what is reread: the bf16 collapse `h` (the finalize pass reads it back), the fn chunks and
+// the partial records. Both accesses are coherent: the new residual may be written in place
+// (x_out == residual), which rules out the non-coherent load path.
 
 __device__ __forceinline__ MhcF32x4 mhc_ld_f32x4(const float* ptr) {
   return *reinterpret_cast<const MhcF32x4*>(ptr);
@@ -298,12 +287,12 @@ __device__ __forceinline__ void mhc_stream_kernel(const MhcParams& p) {
     U32x4 xa[4], xb[4], fa = zero, fb = zero;
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      xa[m] = va ? mhc_ld_stream(p.residual + (ta * 4 + m) * C + col) : zero;
-      xb[m] = vb ? mhc_ld_stream(p.residual + (tb * 4 + m) * C + col) : zero;
+      xa[m] = va ? ld_global_cs_v4(p.residual + (ta * 4 + m) * C + col) : zero;
+      xb[m] = vb ? ld_global_cs_v4(p.residual + (tb * 4 + m) * C + col) : zero;
     }
     if constexpr (kPost) {
-      if (va) fa = mhc_ld_stream(p.f_out + ta * C + col);
-      if (vb) fb = mhc_ld_stream(p.f_out + tb * C + col);
+      if (va) fa = ld_global_cs_v4(p.f_out + ta * C + col);
+      if (vb) fb = ld_global_cs_v4(p.f_out + tb * C + col);
     }
     // Wait for this chunk's fn (and, the first time, the coefficients) while the residual
     // loads above are in flight: all groups but the one committed this iteration.
@@ -321,8 +310,8 @@ __device__ __forceinline__ void mhc_stream_kernel(const MhcParams& p) {
       mhc_post8(xb, fb, coef[warp * 16 + g + 8], nb);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        if (va) mhc_st_stream(p.x_out + (ta * 4 + j) * C + col, na[j]);
-        if (vb) mhc_st_stream(p.x_out + (tb * 4 + j) * C + col, nb[j]);
+        if (va) st_global_cs_v4(p.x_out + (ta * 4 + j) * C + col, na[j]);
+        if (vb) st_global_cs_v4(p.x_out + (tb * 4 + j) * C + col, nb[j]);
         xa[j] = na[j];  // from here on the chunk is the new residual
         xb[j] = nb[j];
       }
@@ -394,9 +383,10 @@ __device__ __forceinline__ void mhc_stream_kernel(const MhcParams& p) {
         }
       }
     }
+    // With the record's two padding floats (zeros): the finalize pass reads 16-byte pieces.
     if (q == 0) {
-      if (va) *reinterpret_cast<MhcF32x2*>(rec_a + kMhcRecSqrsum) = MhcF32x2{sq_a, hsq_a};
-      if (vb) *reinterpret_cast<MhcF32x2*>(rec_b + kMhcRecSqrsum) = MhcF32x2{sq_b, hsq_b};
+      if (va) *reinterpret_cast<MhcF32x4*>(rec_a + kMhcRecSqrsum) = MhcF32x4{sq_a, hsq_a, 0.f, 0.f};
+      if (vb) *reinterpret_cast<MhcF32x4*>(rec_b + kMhcRecSqrsum) = MhcF32x4{sq_b, hsq_b, 0.f, 0.f};
     }
   } else if constexpr (kSqrsum) {
     sq_a = mhc_quad_sum(sq_a);

@@ -19,6 +19,7 @@ constexpr int64_t kChunk = 32;  // columns of C per stream-pass chunk; C must be
 constexpr int64_t kMaxC = int64_t(1) << 20;
 constexpr int kFinalizeThreads = 256;
 constexpr int kSqrsumThreads = 256;
+constexpr int kSqrsumTokensPerCta = kSqrsumThreads / 32;  // one warp per token
 // Workspace ceiling for per-slice partials; configs beyond it are not offered.
 constexpr int64_t kMaxWorkspaceBytes = int64_t(64) << 20;
 
@@ -101,7 +102,7 @@ int64_t evenSlices(int64_t chunks, int64_t slices);
 // ptxas -v reported for sm_80/86/89/90 with CUDA 13.0; NVRTC's report is the truth).
 int64_t streamSmemBytes(Mode mode, int warps);
 int streamRegs(Mode mode, bool mma, int warps);
-constexpr int64_t kFinalizeSmemBytes = (kFinalizeThreads / 32 + 1) * 32 * 4;
+constexpr int64_t kFinalizeSmemBytes = (kFinalizeThreads / 8 + 1) * di::kMhcRecord * 4;
 
 // CTAs of `threads` x `regs` with `smem` bytes that one SM of `t` holds at once.
 int64_t residentCtasPerSm(const TargetProfile& t, int threads, int regs, int64_t smem);

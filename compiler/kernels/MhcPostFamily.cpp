@@ -117,7 +117,7 @@ class MhcPostFamily : public TypedKernelFamily<StreamConfig> {
                                   0}};
     if (g->slices > 1) {
       plan.push_back({baseName + "_sqrsum",
-                      {uint32_t((T + kSqrsumThreads - 1) / kSqrsumThreads), 1, 1},
+                      {uint32_t((T + kSqrsumTokensPerCta - 1) / kSqrsumTokensPerCta), 1, 1},
                       {uint32_t(kSqrsumThreads), 1, 1},
                       0});
     }

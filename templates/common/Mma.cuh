@@ -63,5 +63,25 @@ __device__ __forceinline__ void st_global_v4(void* p, const U32x4& v) {
   asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
                "r"(v.w));
 }
+// Plain coherent 16-byte load (data this kernel or a kernel before it may have written in place,
+// which rules out the non-coherent path).
+__device__ __forceinline__ U32x4 ld_global_v4(const void* p) {
+  U32x4 v;
+  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+// Cache-streaming (evict-first in L1 and L2), coherent 16-byte load and store: for data touched
+// once, so that L2 keeps what is reread.
+__device__ __forceinline__ U32x4 ld_global_cs_v4(const void* p) {
+  U32x4 v;
+  asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ void st_global_cs_v4(void* p, const U32x4& v) {
+  asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w));
+}
 
 }  // namespace di

@@ -24,6 +24,13 @@ __device__ __forceinline__ uint32_t f32x2_to_bf16x2(float lo, float hi) {
 __device__ __forceinline__ float bf16x2_lo(uint32_t v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float bf16x2_hi(uint32_t v) { return __uint_as_float(v & 0xFFFF0000u); }
 
+// 1/x to ~1 ulp (MUFU), subnormals flushed.
+__device__ __forceinline__ float rcp_approx_ftz(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
 // UE8M0 scale byte -> fp32 2^(e-127) by placing it in the exponent field (e = 0 gives +0).
 __device__ __forceinline__ float ue8m0_to_f32(uint32_t e) { return __uint_as_float(e << 23); }
 

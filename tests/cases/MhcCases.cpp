@@ -1,5 +1,5 @@
 // mHC cases (mhc_pre, mhc_post, mhc_fused_post_pre, mhc_collapse): T on both sides of the
-// tensor-core threshold 16 (1, 6, 15, 16, 17, 64), C = 5120 (the model) and 256, pre_in one-hot
+// tensor-core threshold 16 (1, 6, 15, 16, 17, 64), C = 5120 (the model), 256 and 16384, pre_in one-hot
 // stream 0 (the first layer) and general, Sinkhorn rounds 20 and 7, eps 1e-20 and 1e-6.
 // fn ~ N(0, 1/(4C)) keeps the mixes ~ N(0, 1) so sigmoids and softmaxes are not saturated;
 // residual rows get per-token magnitudes from 0.5 to 4.
@@ -25,6 +25,9 @@ struct MhcSpec {
 const MhcSpec kSpecs[] = {
     {"t1_c5120_onehot", 1, 5120, true},
     {"t6_c5120", 6, 5120},
+    // 512 chunks: more partial records than one batch of the finalize's loads (256 slots) and a
+    // row longer than the finalize's registers hold (C > 8192).
+    {"t6_c16384", 6, 16384},
     {"t15_c256", 15, 256},
     {"t16_c5120", 16, 5120},
     {"t17_c256", 17, 256},

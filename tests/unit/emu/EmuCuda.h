@@ -9,7 +9,7 @@
 #define __global__
 #define __forceinline__ inline
 #define __shared__ static
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))  // GNU: allowed after `static` (__shared__)
 #define __launch_bounds__(...)
 #define threadIdx (::di_emu::threadIdx())
 #define blockIdx (::di_emu::blockIdx())
@@ -61,6 +61,7 @@ inline float __int_as_float(int i) { return __uint_as_float(uint32_t(i)); }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __frsqrt_rn(float x) { return float(1.0 / std::sqrt(double(x))); }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 using std::exp;

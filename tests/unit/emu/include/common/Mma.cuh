@@ -14,5 +14,15 @@ inline void cp_async_commit() { di_emu::cp_async_commit(); }
 template <int N>
 inline void cp_async_wait() { di_emu::cp_async_wait(N); }
 struct alignas(16) U32x4 { uint32_t x, y, z, w; };
+// Global 16-byte accesses: plain copies on the host (cache hints have no meaning here).
+inline U32x4 ld_global_v4(const void* p) {
+  U32x4 v;
+  std::memcpy(&v, p, 16);
+  return v;
+}
+inline U32x4 ld_global_nc_v4(const void* p) { return ld_global_v4(p); }
+inline U32x4 ld_global_cs_v4(const void* p) { return ld_global_v4(p); }
+inline void st_global_v4(void* p, const U32x4& v) { std::memcpy(p, &v, 16); }
+inline void st_global_cs_v4(void* p, const U32x4& v) { st_global_v4(p, v); }
 
 }  // namespace di

@@ -1,0 +1,76 @@
+// Every candidate config the tuner may pick for the four mHC ops, on the GPU: the local arch's
+// cubin and the sm_80 / sm_86 specializations loaded as PTX, against the C++ reference with
+// outputs poisoned (runOpOnGpu). GpuOps.MatchesReference covers each target's default on every
+// case; this covers the rest of the candidates (CUDA-core and tensor-core mixes, 1..8 warps,
+// 1..8 slices: the stream pass split over C with the finalize/sqrsum reductions, or not split)
+// on the C = 256 cases, whose T = 15 and 17 sit on both sides of the tensor-core threshold.
+// The kernels differ per (mode, warps, mma) only, so this is a few NVRTC units per op and target.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "GpuTestDevice.h"
+#include "cases/OpCases.h"
+#include "deepinfer/OpRunner.h"
+#include "deepinfer/Reference.h"
+#include "deepinfer/Specialize.h"
+
+using namespace deepinfer;
+
+namespace {
+
+class MhcCandidates : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MhcCandidates, EveryCandidateOnEveryTargetMatchesReference) {
+  const auto& g = testing_util::gpuTestDevice();
+  if (!g.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << g.why;
+  static Jit jit(g.dev);
+  const std::string op = GetParam();
+  std::vector<TargetProfile> targets = {g.dev->info().profile};
+  for (const char* n : {"sm_80", "sm_86"})
+    if (targets[0].arch() != std::atoi(n + 3)) targets.push_back(*findTarget(n));
+  int compared = 0, runs = 0;
+  std::set<int64_t> tokens;
+  for (const auto& c : deepinfer::testing::casesFor(op, g.seed, false)) {
+    auto d = describeOp(op, c.attrs, c.inputs);
+    ASSERT_TRUE(d.ok()) << c.name << ": " << d.error().message;
+    const std::string res = d->hasTensor("residual") ? "residual" : "x";
+    if (d->dim(res, 2) != 256) continue;  // the model-size cases run their defaults in GpuOps
+    tokens.insert(d->dim(res, 0));
+    TensorMap ref = c.inputs;
+    ASSERT_TRUE(runReference(op, c.attrs, ref).ok()) << c.name;
+    for (const auto& target : targets) {
+      auto spec = specialize(*d, target);
+      ASSERT_TRUE(spec.ok()) << c.name << " on " << target.name << ": " << spec.error().message;
+      for (const auto& choice : spec->fitting) {
+        TensorMap gpu = c.inputs;
+        GpuRunOptions opts;
+        opts.config = choice.config;
+        const std::string where = fmt::format("{} [{}] on {} {{{}}} (seed {})", op, c.name, target.name,
+                                              configToString(choice.config), g.seed);
+        auto run = runOpOnGpu(jit, op, c.attrs, target, gpu, opts);
+        ASSERT_TRUE(run.ok()) << where << ": " << run.error().message;
+        auto fromKernel = deepinfer::testing::expectedFromKernelOutputs(op, c.attrs, c.inputs, gpu);
+        ASSERT_TRUE(fromKernel.ok()) << where << ": " << fromKernel.error().message;
+        for (const auto& out : deepinfer::testing::outputNames(op)) {
+          const HostTensor& want = fromKernel->count(out) ? fromKernel->at(out) : ref.at(out);
+          auto rep = deepinfer::testing::compareOutputs(op, out, want, gpu.at(out), c.attrs, c.inputs);
+          EXPECT_TRUE(rep.ok) << where << " '" << out << "': " << rep.metric << " " << rep.maxErr << ": "
+                              << rep.detail;
+          ++compared;
+        }
+        ++runs;
+      }
+    }
+  }
+  // Both sides of the tensor-core threshold were run.
+  EXPECT_TRUE(tokens.count(15) && tokens.count(17)) << op;
+  fmt::print("{}: {} comparisons over {} candidate runs on {} targets (seed {}); JIT: {} compiles\n", op,
+             compared, runs, targets.size(), g.seed, jit.compiles());
+}
+
+INSTANTIATE_TEST_SUITE_P(Mhc, MhcCandidates,
+                         ::testing::Values("mhc_pre", "mhc_post", "mhc_fused_post_pre", "mhc_collapse"));
+
+}  // namespace

@@ -1,0 +1,202 @@
+// The mHC templates (MhcStream.cuh, MhcFinalize.cuh: mhc_pre, mhc_post, mhc_fused_post_pre,
+// mhc_collapse) executed on the CPU by the SIMT emulator (SimtEmu.h) and compared with the C++
+// references by the GPU tests' rule: the same template code, the family's own launch plan,
+// workspace (poisoned) and packed parameters, every case of tests/cases, outputs poisoned first.
+// Configs: every candidate that fits sm_80, sm_86 or sm_90 (the tuner's choices: CUDA-core and
+// tensor-core mixes, 1..8 warps, 1..C/32 slices) on the C = 256 cases and the defaults of each
+// target on the C = 5120 and 16384 cases (every candidate there with DI_EMU_ALL=1). This checks the data
+// flow (fragment layouts, slice partials, the finalize's reductions) where no GPU is available;
+// the GPU tests check the compiled kernels themselves.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "cases/OpCases.h"
+#include "deepinfer/OpRunner.h"
+#include "deepinfer/Reference.h"
+#include "deepinfer/Specialize.h"
+#include "deepinfer/TargetProfile.h"
+// clang-format off
+#include "EmuCuda.h"
+#include "MhcStream.cuh"
+#include "MhcFinalize.cuh"
+// clang-format on
+
+namespace {
+
+using namespace deepinfer;
+
+using MhcFn = void (*)(const di::MhcParams&);
+
+template <int kMode, int kWarps, bool kMma>
+void stream(const di::MhcParams& p) {
+  di::mhc_stream_kernel<kMode, kWarps, kMma>(p);
+}
+void finalize(const di::MhcParams& p) { di::mhc_finalize_kernel<256>(p); }
+void sqrsum(const di::MhcParams& p) { di::mhc_sqrsum_kernel<256>(p); }
+
+// The stream-pass instantiations, by the template arguments the emitted unit spells.
+#define DI_MHC(M, W, K) {"di::" #M ", " #W ", " #K, &stream<di::M, W, K>}
+#define DI_MHC_WARPS(M, K) DI_MHC(M, 1, K), DI_MHC(M, 2, K), DI_MHC(M, 3, K), DI_MHC(M, 4, K), DI_MHC(M, 8, K)
+const std::map<std::string, MhcFn>& streamKernels() {
+  static const std::map<std::string, MhcFn> m = {
+      DI_MHC_WARPS(kMhcModePre, true),    DI_MHC_WARPS(kMhcModePre, false),  DI_MHC_WARPS(kMhcModeFused, true),
+      DI_MHC_WARPS(kMhcModeFused, false), DI_MHC_WARPS(kMhcModePost, false), DI_MHC_WARPS(kMhcModeCollapse, false),
+  };
+  return m;
+}
+
+// A host buffer with an address aligned like a device allocation.
+struct Buffer {
+  std::vector<uint8_t> bytes;
+  uint8_t* data = nullptr;
+  explicit Buffer(size_t n, uint8_t fill) : bytes(n + 256, fill) {
+    data = bytes.data() + (256 - reinterpret_cast<uintptr_t>(bytes.data()) % 256) % 256;
+  }
+};
+
+// The template arguments of `call<` in the emitted unit.
+std::string templateArgs(const std::string& source, const std::string& call) {
+  const size_t at = source.find(call);
+  if (at == std::string::npos) return "";
+  const size_t b = at + call.size(), e = source.find(">(p)", b);
+  return source.substr(b, e - b);
+}
+
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+struct RunResult {
+  std::string error;
+  TensorMap tensors;  // the inputs, then every output (in/out tensors hold the outputs)
+};
+
+// Runs `op` on `inputs` through the family's plan in the emulator. Outputs that are not also
+// inputs start poisoned (0x7F bytes: large finite floats, as the GPU tests' poison is no help to
+// a kernel that skips a write), and so does the workspace.
+RunResult runEmulated(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs, const KernelConfig& cfg) {
+  RunResult r;
+  auto d = describeOp(op, attrs, inputs);
+  if (!d.ok()) return {d.error().message, {}};
+  auto k = emitKernel(*d, cfg);
+  if (!k.ok()) return {k.error().message, {}};
+  const KernelFamily* fam = findKernelFamily(op);
+  std::map<std::string, std::unique_ptr<Buffer>> bufs;
+  DeviceAddrMap addrs;
+  for (const auto& [name, t] : inputs) {
+    bufs[name] = std::make_unique<Buffer>(t.bytes.size(), 0);
+    std::memcpy(bufs[name]->data, t.bytes.data(), t.bytes.size());
+    addrs[name] = reinterpret_cast<uint64_t>(bufs[name]->data);
+  }
+  const OutputSpec outs = fam->outputs(*d);
+  for (const auto& [name, spec] : outs) {
+    if (inputs.count(name)) continue;  // in/out: the kernel reads it first
+    HostTensor shape(spec.first, spec.second);
+    bufs[name] = std::make_unique<Buffer>(shape.bytes.size(), 0x7F);
+    addrs[name] = reinterpret_cast<uint64_t>(bufs[name]->data);
+  }
+  if (k->workspaceBytes > 0) {
+    bufs["__workspace"] = std::make_unique<Buffer>(size_t(k->workspaceBytes), 0x7F);
+    addrs["__workspace"] = reinterpret_cast<uint64_t>(bufs["__workspace"]->data);
+  }
+  auto params = fam->packParams(cfg, *d, addrs);
+  if (!params.ok()) return {params.error().message, {}};
+  if (params->size() != sizeof(di::MhcParams)) return {"packed params are not an MhcParams", {}};
+  const auto* p = reinterpret_cast<const di::MhcParams*>(params->data());
+  const std::string& src = k->unit.source;
+  for (const LaunchStep& st : k->plan) {
+    MhcFn fn = nullptr;
+    if (endsWith(st.entry, "_finalize")) {
+      if (templateArgs(src, "di::mhc_finalize_kernel<") != "256") return {"finalize is not <256>", {}};
+      fn = &finalize;
+    } else if (endsWith(st.entry, "_sqrsum")) {
+      if (templateArgs(src, "di::mhc_sqrsum_kernel<") != "256") return {"sqrsum is not <256>", {}};
+      fn = &sqrsum;
+    } else {
+      const std::string args = templateArgs(src, "di::mhc_stream_kernel<");
+      auto it = streamKernels().find(args);
+      if (it == streamKernels().end()) return {"the emulator test has no mhc_stream_kernel<" + args + ">", {}};
+      fn = it->second;
+    }
+    try {
+      di_emu::launch({st.grid[0], st.grid[1], st.grid[2]}, {st.block[0], st.block[1], st.block[2]}, st.dynamicSmem,
+                     [fn, p] { fn(*p); });
+    } catch (const std::exception& e) {
+      return {fmt::format("{}: {}", st.entry, e.what()), {}};
+    }
+  }
+  r.tensors = inputs;
+  for (const auto& [name, spec] : outs) {
+    HostTensor t(spec.first, spec.second);
+    std::memcpy(t.bytes.data(), bufs[name]->data, t.bytes.size());
+    r.tensors[name] = std::move(t);
+  }
+  return r;
+}
+
+uint64_t seed() {
+  const char* s = std::getenv("DI_TEST_SEED");
+  return s ? std::strtoull(s, nullptr, 0) : 20261202;
+}
+
+// Every case of `op`: the defaults of sm_80, sm_86 and sm_90, plus every fitting candidate of
+// those targets on the small-C cases (all cases with DI_EMU_ALL=1).
+void checkOp(const std::string& op) {
+  const bool all = std::getenv("DI_EMU_ALL") != nullptr;
+  int compared = 0, configsRun = 0;
+  std::set<int64_t> slicesSeen;
+  for (const auto& c : deepinfer::testing::casesFor(op, seed(), false)) {
+    TensorMap ref = c.inputs;
+    ASSERT_TRUE(runReference(op, c.attrs, ref).ok()) << c.name;
+    auto d = describeOp(op, c.attrs, c.inputs);
+    ASSERT_TRUE(d.ok()) << c.name << ": " << d.error().message;
+    const std::string resName = d->hasTensor("residual") ? "residual" : "x";
+    const bool smallC = d->dim(resName, 2) <= 256;
+    std::vector<KernelConfig> configs;
+    auto add = [&](const KernelConfig& k) {
+      for (const auto& have : configs)
+        if (configToString(have) == configToString(k)) return;
+      configs.push_back(k);
+    };
+    for (const char* tn : {"sm_80", "sm_86", "sm_90"}) {
+      auto spec = specialize(*d, *findTarget(tn));
+      ASSERT_TRUE(spec.ok()) << c.name << " on " << tn << ": " << spec.error().message;
+      add(spec->chosen.config);
+      if (smallC || all)
+        for (const auto& ch : spec->fitting) add(ch.config);
+    }
+    for (const KernelConfig& cfg : configs) {
+      const std::string where = fmt::format("{} [{}] {{{}}} (seed {})", op, c.name, configToString(cfg), seed());
+      auto got = runEmulated(op, c.attrs, c.inputs, cfg);
+      ASSERT_EQ(got.error, "") << where;
+      auto fromKernel = deepinfer::testing::expectedFromKernelOutputs(op, c.attrs, c.inputs, got.tensors);
+      ASSERT_TRUE(fromKernel.ok()) << where << ": " << fromKernel.error().message;
+      for (const auto& out : deepinfer::testing::outputNames(op)) {
+        const HostTensor& want = fromKernel->count(out) ? fromKernel->at(out) : ref.at(out);
+        auto rep = deepinfer::testing::compareOutputs(op, out, want, got.tensors.at(out), c.attrs, c.inputs);
+        EXPECT_TRUE(rep.ok) << where << " '" << out << "': " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
+        ++compared;
+      }
+      ++configsRun;
+      if (cfg.count("k_slices")) slicesSeen.insert(cfg.at("k_slices"));
+    }
+  }
+  // The candidates reach both ends of the split: one slice and one 32-column chunk per slice.
+  EXPECT_TRUE(slicesSeen.count(1)) << op;
+  EXPECT_TRUE(slicesSeen.count(8)) << op << ": C = 256 has 8 chunks";
+  // ... and more slices than one batch of the reductions' loads covers (kMhcLoadBatch x 32).
+  EXPECT_GT(*slicesSeen.rbegin(), di::kMhcLoadBatch * 32) << op;
+  fmt::print("{}: {} emulated comparisons over {} case configs (seed {})\n", op, compared, configsRun, seed());
+}
+
+TEST(MhcEmu, PreMatchesReference) { checkOp("mhc_pre"); }
+TEST(MhcEmu, PostMatchesReference) { checkOp("mhc_post"); }
+TEST(MhcEmu, FusedPostPreMatchesReference) { checkOp("mhc_fused_post_pre"); }
+TEST(MhcEmu, CollapseMatchesReference) { checkOp("mhc_collapse"); }
+
+}  // namespace
