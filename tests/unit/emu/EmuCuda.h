@@ -1,4 +1,4 @@
-// The CUDA spellings the quantized-GEMM templates use, mapped onto the host SIMT emulator
+// The CUDA spellings the quantized-GEMM and topk templates use, mapped onto the host SIMT emulator
 // (SimtEmu.h). Include this before the templates, in tests only.
 #pragma once
 #include "SimtEmu.h"
@@ -9,7 +9,7 @@
 #define __global__
 #define __forceinline__ inline
 #define __shared__ static
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
 #define threadIdx (::di_emu::threadIdx())
 #define blockIdx (::di_emu::blockIdx())
@@ -39,6 +39,24 @@ inline float __shfl_xor_sync(unsigned, float v, int m) {
 }
 inline unsigned __match_any_sync(unsigned, int key) { return di_emu::match_any(uint32_t(key)); }
 inline unsigned __ballot_sync(unsigned, bool p) { return di_emu::ballot(p); }
+inline uint32_t __shfl_sync(unsigned, uint32_t v, int src) { return di_emu::shfl_idx(v, src); }
+inline int __shfl_sync(unsigned, int v, int src) { return int(di_emu::shfl_idx(uint32_t(v), src)); }
+inline unsigned __reduce_add_sync(unsigned, unsigned v) { return di_emu::reduce_add(v); }
+// Fibers switch only at barriers and warp collectives, so a plain read-modify-write is atomic.
+inline uint32_t atomicAdd(uint32_t* p, uint32_t v) {
+  const uint32_t old = *p;
+  *p = old + v;
+  return old;
+}
+inline int atomicAdd(int* p, int v) {
+  const int old = *p;
+  *p = old + v;
+  return old;
+}
+template <class T>
+inline T __ldg(const T* p) {
+  return *p;
+}
 inline int __ffs(unsigned x) { return __builtin_ffs(int(x)); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {

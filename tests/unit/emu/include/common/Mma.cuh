@@ -1,5 +1,7 @@
 // Host emulation of templates/common/Mma.cuh for tests/unit/emu (same API, emulator hooks).
 #pragma once
+#include <cstring>
+
 #include "common/Types.h"
 
 namespace di {
@@ -14,5 +16,10 @@ inline void cp_async_commit() { di_emu::cp_async_commit(); }
 template <int N>
 inline void cp_async_wait() { di_emu::cp_async_wait(N); }
 struct alignas(16) U32x4 { uint32_t x, y, z, w; };
+inline U32x4 ld_global_nc_v4(const void* p) {
+  U32x4 v;
+  std::memcpy(&v, p, 16);
+  return v;
+}
 
 }  // namespace di
