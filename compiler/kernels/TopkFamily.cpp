@@ -40,10 +40,8 @@ BisectShape bisectShapeFor(int64_t N) {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Mirrors di::topk::Smem: pool, histogram, two 32-word scan buffers, res[3] + pool_fill; the
-// bisection select has only its two pairs of 32-word buffers (the keys are in registers).
+// Mirrors di::topk::Smem: pool, histogram, two 32-word scan buffers, res[3] + pool_fill.
 int64_t smemBytesFor(int64_t poolKeys, int radixBits) {
-  if (radixBits == 1) return 2 * 2 * 32 * 4;
   const int64_t b = poolKeys * 4 + (int64_t(1) << radixBits) * 4 + 2 * 32 * 4 + 4 * 4;
   return (b + 15) / 16 * 16;
 }
@@ -168,9 +166,12 @@ class TopkFamily final : public TypedKernelFamily<TopkConfig> {
   ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
     ResourceEstimate e;
     const Geometry g = geometry(c, d).value();  // canImplement accepted it
-    e.smemBytes = smemBytesFor(g.poolKeys, g.radixBits);
+    // The bisection select keeps its keys in registers: two pairs of 32-word buffers and the
+    // list of at most 2 x threads keys its last steps count over.
+    e.smemBytes = g.radixBits == 1 ? 2 * 2 * 32 * 4 + 2 * int64_t(g.threads) * 4 : smemBytesFor(g.poolKeys, g.radixBits);
     e.threadsPerCta = g.threads;
-    // ptxas: 34-40 on sm_80/86/90 for the radix plans; the bisection's keys add one each.
+    // ptxas: 34-40 on sm_80/86/90 for the radix plans; the bisection takes 32 + its keys per
+    // thread (40 / 48 / 63-64 at 8 / 16 / 32 keys).
     e.regsPerThread = g.radixBits == 1 ? int(std::min<int64_t>(kMaxRegs, 32 + g.poolKeys / g.threads)) : 40;
     return e;
   }
@@ -189,7 +190,8 @@ class TopkFamily final : public TypedKernelFamily<TopkConfig> {
   //    keys per thread of 256 / 512 / 1024 threads (N <= 16384): T=1536 N=8192 was 112 us on an
   //    H200 with the radix plan (3 passes of warp-aggregated shared atomics per row, match.any
   //    per 32 keys, 4 CTAs per SM by shared memory); bisection reads the row once into
-  //    registers and takes 33 CTA-wide counts of 16 compares per thread, one barrier each.
+  //    registers and takes <= 33 CTA-wide counts, one barrier each: of 16 compares per thread
+  //    until the keys that can still move the count are <= 2 x threads, then over that list.
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const int bits = 11;
     const int64_t pool = poolFor(t.smemPerCtaCap, bits);
