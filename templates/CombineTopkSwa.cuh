@@ -78,15 +78,27 @@ __device__ __forceinline__ void combine_topk_swa_kernel(const CombineTopkSwaPara
 
   // The token's request b: query_start_loc[b] <= t + query_start_loc[0] < query_start_loc[b+1].
   // With a non-monotonic query_start_loc (bad input) the smallest matching b wins.
-  if (tid == 0) s_req = kNoRequest;
+  // The first THREADS requests' metadata is loaded before the barrier, so these loads are in
+  // flight with the top-k row's instead of starting a second memory latency after it.
   const int32_t q0 = __ldg(p.query_start_loc);
+  int32_t m_lo = 0, m_hi = 0, m_seq = 0, m_gl = 0;
+  if (tid < p.num_reqs) {
+    m_lo = __ldg(p.query_start_loc + tid);
+    m_hi = __ldg(p.query_start_loc + tid + 1);
+    m_seq = __ldg(p.seq_lens + tid);
+    m_gl = __ldg(p.gather_lens + tid);
+  }
+  if (tid == 0) s_req = kNoRequest;
   __syncthreads();
   int32_t my_b = kNoRequest, my_lo = 0, my_len = 0, my_seq = 0, my_gl = 0;
   for (int b = tid; b < p.num_reqs; b += THREADS) {
-    const int32_t lo = __ldg(p.query_start_loc + b) - q0;
-    const int32_t hi = __ldg(p.query_start_loc + b + 1) - q0;
-    const int32_t seq = __ldg(p.seq_lens + b);
-    const int32_t gl = __ldg(p.gather_lens + b);
+    if (b != tid) {  // requests past the first THREADS (uniform per iteration)
+      m_lo = __ldg(p.query_start_loc + b);
+      m_hi = __ldg(p.query_start_loc + b + 1);
+      m_seq = __ldg(p.seq_lens + b);
+      m_gl = __ldg(p.gather_lens + b);
+    }
+    const int32_t lo = m_lo - q0, hi = m_hi - q0, seq = m_seq, gl = m_gl;
     if (my_b == kNoRequest && lo <= t && t < hi) {
       my_b = b;
       my_lo = lo;

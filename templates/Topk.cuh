@@ -17,6 +17,11 @@
 //      need_eq keys == thr in index order. One more pass in index order compacts the selected
 //      indices with a CTA prefix sum of (greater, equal) counts, which also sorts them.
 //
+// Rows of at most pool_keys = threads x (4..32) items may instead use the bisection select
+// (radix_bits = 1, select_topk_bisect): the row in registers, the threshold found one key bit
+// at a time by CTA-wide counts (the last steps over a short shared list of the keys still in
+// play), no histogram, atomics or shared pool; the same collect.
+//
 // Long rows with few rows in the batch use a split plan: step 1 runs the same select on each of
 // `splits` chunks of a row and leaves the chunk's top-k as (key, index) pairs in index order
 // (padded with key 0); step 2 selects the row's top-k from the concatenated candidates. A row's
@@ -288,12 +293,143 @@ __device__ __forceinline__ void select_topk(const Source& src, int n, int k,
   }
 }
 
+// Bisection select (radix_bits = 1), for rows of at most THREADS * KPT items held in registers:
+// thread tid owns items q * THREADS * 4 + 4 * tid + j (q < KPT / 4, j < 4), the collect tiles'
+// layout. The threshold is the largest key t with count(key >= t) >= k, found one bit at a time
+// from the top: each step counts the keys >= a candidate (per thread, then __reduce_add_sync per
+// warp, one barrier, then the warp totals), so the row is read from memory once and no step
+// uses atomics or a histogram. A step whose count is exactly k ends the search: the keys >= that
+// candidate are the selection.
+//
+// The keys that can still move the count lie in [lo, hi): lo the last accepted candidate (1
+// before any), hi the last rejected one (2^32 before any); their number is known from those two
+// steps' counts. Once it is at most 2 * THREADS, they are copied once to shared memory (a CTA
+// scan places them) and the remaining steps count over that list, plus the keys >= hi, instead
+// of over every key of the row. Then the same index-order collect as select_topk.
+template <int THREADS, int KPT, class Emit>
+__device__ __forceinline__ void select_topk_bisect(const RowSource& src, int n, int k, Emit emit) {
+  static_assert(THREADS % 32 == 0 && THREADS <= 1024, "threads");
+  static_assert(KPT % 4 == 0 && KPT >= 4, "whole tiles of 4 items per thread");
+  constexpr int NT = KPT / 4, TILE = THREADS * 4, NW = THREADS / 32, LIVE_CAP = 2 * THREADS;
+  __shared__ uint32_t s_cnt[2][32];   // warp counts of a step, two buffers used alternately
+  __shared__ uint32_t s_scan[2][32];  // block_exclusive_scan's buffers (compaction, collect)
+  __shared__ uint32_t s_live[LIVE_CAP];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+  uint32_t key[NT][4];  // items at or past n are key 0, below every real key (>= 1)
+#pragma unroll
+  for (int q = 0; q < NT; ++q) src.load4(q * TILE + 4 * tid, n, key[q]);
+
+  int par = 0, sp = 0;
+  // The CTA-wide sum of one value per thread; uniform. Buffer par is rewritten two calls later,
+  // after every thread has passed the next call's barrier, so its reads here are done by then.
+  auto cta_sum = [&](uint32_t v) {
+    const uint32_t w = __reduce_add_sync(0xFFFFFFFFu, v);
+    if (lane == 0) s_cnt[par][warp] = w;
+    __syncthreads();
+    const uint32_t total = __reduce_add_sync(0xFFFFFFFFu, lane < NW ? s_cnt[par][lane] : 0u);
+    par ^= 1;
+    return total;
+  };
+  bool compact = false;      // uniform: the steps count over s_live
+  uint32_t live_n = 0u, above = 0u;  // after compaction: keys in s_live, keys >= hi then
+  auto count_ge = [&](uint32_t cand) {
+    uint32_t c = 0u;
+    if (compact) {
+      for (int i = tid; i < int(live_n); i += THREADS) c += s_live[i] >= cand ? 1u : 0u;
+      return above + cta_sum(c);
+    }
+    uint32_t c1 = 0u;
+#pragma unroll
+    for (int q = 0; q < NT; ++q) {
+      c += (key[q][0] >= cand ? 1u : 0u) + (key[q][1] >= cand ? 1u : 0u);
+      c1 += (key[q][2] >= cand ? 1u : 0u) + (key[q][3] >= cand ? 1u : 0u);
+    }
+    return cta_sum(c + c1);
+  };
+
+  uint32_t thr = 0u;
+  uint64_t hi = uint64_t(1) << 32;
+  uint32_t c_lo = uint32_t(n), c_hi = 0u;  // keys >= max(thr, 1) (all n real keys), keys >= hi
+  int need_eq = k;
+  bool exact = false;
+#pragma unroll 1
+  for (int b = 31; b >= 0; --b) {
+    const uint32_t cand = thr | (1u << b);
+    const uint32_t c = count_ge(cand);
+    if (c >= uint32_t(k)) {
+      thr = cand;
+      c_lo = c;
+      if (c == uint32_t(k)) {  // exactly k keys >= cand: all of them, ties included
+        exact = true;
+        break;
+      }
+    } else {
+      hi = cand;
+      c_hi = c;
+    }
+    if (!compact && b > 0 && c_lo - c_hi <= uint32_t(LIVE_CAP)) {
+      // Copy the keys of [lo, hi) to s_live, in any order (only their counts matter).
+      const uint32_t lo = thr > 0u ? thr : 1u;
+      uint32_t mine = 0u;
+#pragma unroll
+      for (int q = 0; q < NT; ++q)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mine += key[q][j] >= lo && uint64_t(key[q][j]) < hi ? 1u : 0u;
+      uint32_t total;  // == c_lo - c_hi
+      uint32_t at = block_exclusive_scan<THREADS>(mine, total, s_scan[sp]);
+      sp ^= 1;
+#pragma unroll
+      for (int q = 0; q < NT; ++q)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (key[q][j] >= lo && uint64_t(key[q][j]) < hi) s_live[at++] = key[q][j];
+      __syncthreads();
+      live_n = total;
+      above = c_hi;
+      compact = true;
+    }
+  }
+  // n > k real keys are >= 1, so thr >= 1 and padding (key 0) is never selected. Keys are at
+  // most 0xFF800000 (+inf), so thr + 1 does not wrap.
+  if (!exact) need_eq = k - int(count_ge(thr + 1u));
+
+  int gt_base = 0, eq_base = 0;
+#pragma unroll
+  for (int q = 0; q < NT; ++q) {
+    if (q * TILE >= n) break;  // uniform
+    const int i0 = q * TILE + 4 * tid;
+    uint32_t cg = 0u, ce = 0u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      cg += key[q][j] > thr ? 1u : 0u;
+      ce += key[q][j] == thr ? 1u : 0u;
+    }
+    uint32_t total;  // a tile has at most 4096 items: 16-bit fields do not overflow
+    const uint32_t excl = block_exclusive_scan<THREADS>((cg << 16) | ce, total, s_scan[sp]);
+    sp ^= 1;
+    int g = gt_base + int(excl >> 16), e = eq_base + int(excl & 0xFFFFu);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (key[q][j] > thr) {
+        emit(g + min(e, need_eq), key[q][j], src.index(i0 + j));
+        ++g;
+      } else if (key[q][j] == thr) {
+        if (e < need_eq) emit(g + e, key[q][j], src.index(i0 + j));
+        ++e;
+      }
+    }
+    gt_base += int(total >> 16);
+    eq_base += int(total & 0xFFFFu);
+    if (gt_base + min(eq_base, need_eq) >= k) break;  // uniform: all k written
+  }
+}
+
 }  // namespace topk
 
-// THREADS per CTA; RADIX_BITS per pass (8 or 11); POOL keys cached in shared memory; STEP: the
-// plan step (topk::kDirect, kSplitChunk, kSplitMerge).
+// The radix plans: RADIX_BITS per pass (8 or 11), POOL keys cached in shared memory.
 template <int THREADS, int RADIX_BITS, int POOL, int STEP>
-__device__ __forceinline__ void topk_kernel(const TopkParams& p) {
+__device__ __forceinline__ void topk_kernel_radix(const TopkParams& p) {
   using namespace topk;
   __shared__ __align__(16) Smem<(1 << RADIX_BITS), POOL> sm;
   const int tid = threadIdx.x;
@@ -338,6 +474,35 @@ __device__ __forceinline__ void topk_kernel(const TopkParams& p) {
       const CandSource src{p.cand_keys + cbase, p.cand_idx + cbase, (k & 3) == 0};
       select_topk<THREADS, RADIX_BITS, POOL>(src, p.splits * k, k, sm, emit);
     }
+  }
+}
+
+// THREADS per CTA; RADIX_BITS: 1 for the bisection select (POOL = the row items held in
+// registers, THREADS x keys per thread), else bits per radix pass (8 or 11, POOL keys cached in
+// shared memory); STEP: the plan step (topk::kDirect, kSplitChunk, kSplitMerge).
+template <int THREADS, int RADIX_BITS, int POOL, int STEP>
+__device__ __forceinline__ void topk_kernel(const TopkParams& p) {
+  using namespace topk;
+  if constexpr (RADIX_BITS == 1) {
+    // Bisection: one CTA per row of at most POOL items, held in registers (no pool, no
+    // histogram); the family allows it only with splits = 1 and N <= POOL.
+    static_assert(STEP == kDirect, "the bisection select runs only as the direct plan");
+    static_assert(POOL % THREADS == 0, "pool_keys is THREADS x keys per thread");
+    const int tid = threadIdx.x;
+    const int row = blockIdx.x;
+    if (row >= p.num_rows) return;
+    const int N = p.row_len, k = p.k;
+    const int L = min(max(__ldg(p.lens + row), 0), N);
+    int32_t* out = p.indices + int64_t(row) * k;
+    if (L <= k) {  // everything is selected: no scoring needed
+      for (int i = tid; i < k; i += THREADS) out[i] = i < L ? i : -1;
+      return;
+    }
+    const RowSource src{p.scores + int64_t(row) * N, 0, (N & 3) == 0};
+    select_topk_bisect<THREADS, POOL / THREADS>(src, L, k,
+                                                [&](int pos, uint32_t, int32_t index) { out[pos] = index; });
+  } else {
+    topk_kernel_radix<THREADS, RADIX_BITS, POOL, STEP>(p);
   }
 }
 

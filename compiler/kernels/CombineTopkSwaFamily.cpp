@@ -20,14 +20,11 @@ constexpr int64_t kMaxRowWidth = int64_t(1) << 20;
 
 int64_t rowWidth(int64_t topk, int64_t window) { return (topk + window + 127) / 128 * 128; }
 
-// ptxas -v (CUDA 13.0, sm_80..sm_90), topk 512 / window 128: 38-43 registers at 64 threads, 32-39
-// at 128, 31-35 from 160 up; rows wider than 4 chunks per thread (the streamed tail loop) take up
-// to 47 at 64 threads and 40 above.
-int registersFor(int64_t threads, int64_t rowWidth) {
-  const bool tail = rowWidth / 4 > 4 * threads;
-  if (threads <= 64) return tail ? 48 : 44;
-  if (threads <= 128) return 40;
-  return tail ? 40 : 36;
+// ptxas -v (CUDA 13.0, sm_80..sm_90), topk 512 / window 128, request metadata loaded before the
+// first barrier: 40-46 registers at 64 threads, 39 at 128, 32-40 from 160 up; rows wider than 4
+// chunks per thread (the streamed tail loop) take up to 47 at 64 threads and 40 above.
+int registersFor(int64_t threads) {
+  return threads <= 64 ? 48 : 40;
 }
 
 struct CombineTopkSwaConfig {
@@ -110,10 +107,9 @@ class CombineTopkSwaFamily final : public TypedKernelFamily<CombineTopkSwaConfig
     return {};
   }
 
-  ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
+  ResourceEstimate resources(const Config& c, const OpDesc&) const override {
     const int64_t th = c.threads;
-    const int64_t W = rowWidth(d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0));
-    return {4 * (1 + 4) /* s_req, s_info[4] */, int(th), registersFor(th, W)};
+    return {4 * (1 + 4) /* s_req, s_info[4] */, int(th), registersFor(th)};
   }
 
   // One thread per 16-byte chunk of the row (W/4 threads, whole warps, at most 256; 160 for

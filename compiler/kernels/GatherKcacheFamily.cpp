@@ -36,6 +36,11 @@ constexpr int64_t kMaxOutRows = int64_t(1) << 30;
 // (dense or a strided view) may span at most 2^35 elements (64 GiB of bf16).
 constexpr int64_t kMaxViewElements = int64_t(1) << 35;
 
+// Rows a call may write: R * (M - offset) (gather_lens is data, so this bounds the rows gathered).
+int64_t gatherableRows(const OpDesc& d) {
+  return d.dim("seq_lens", 0) * std::max<int64_t>(d.dim("out", 1) - d.attrs.getInt("offset", 0), 0);
+}
+
 // How many CTAs of this shape stay resident on one SM of the target.
 int residentCtas(const TargetProfile& t, int64_t warps, int64_t tokensPerWarp) {
   const int threads = int(32 * warps);
@@ -147,13 +152,25 @@ class GatherKcacheFamily final : public TypedKernelFamily<GatherKcacheConfig> {
     return {smem, threads, std::max(registersFor(tpw), std::min(registersUnbounded(tpw), cap))};
   }
 
-  // A bandwidth kernel: keep as many cache rows in flight per SM as possible (resident warps x
-  // tokens_per_warp) while keeping at least 3/4 of the SM's warp slots filled, which leaves
-  // enough warps to overlap the decode work with memory. 8-warp CTAs, one resident wave.
-  //   sm_80 / sm_90 (64 warps/SM): tpw 1 -> 64 rows, tpw 2 -> 6 CTAs x 8 x 2 = 96 rows,
-  //   tpw 4 -> 32 warps (< 48): tokens_per_warp 2, 6 CTAs per SM.
-  //   sm_86 / sm_89 (48 warps/SM): tpw 1 -> 48 rows, tpw 2 -> 96, tpw 4 -> 32 warps (< 36): 2, 6.
+  // The rows R * (M - offset) a call may gather decide the schedule:
+  //  - They fit one resident wave of 4-warp CTAs taking one row per warp (sm_80 / sm_90: 132 x 16
+  //    x 4 = 8448 rows on an H200; sm_86: 12 x 4 per SM): every warp loads one row, so the call is
+  //    one latency chain (lengths, block table, cache row, store) spread over as many SMs as the
+  //    rows fill. The prefill window gather (1,663 rows) runs 416 CTAs on all 132 SMs instead of
+  //    104 8-warp CTAs of two rows per warp.
+  //  - They fit one wave of 8-warp CTAs at 4 rows per warp (4 CTAs per SM: 132 x 128 = 16896 rows,
+  //    16K x1): one step with up to 128 rows (74 KB of cache) in flight per SM and no second,
+  //    mostly idle step (tokens_per_warp 2 at 792 CTAs dealt 16384 rows as 12672 + 3712).
+  //  - Otherwise a bandwidth kernel over several steps: keep as many rows in flight per SM as
+  //    possible (resident warps x tokens_per_warp) while at least 3/4 of the warp slots stay
+  //    filled to overlap decode work with memory (sm_80 / sm_90: tpw 2, 6 x 8-warp CTAs = 96
+  //    rows; sm_86 / sm_89 likewise), and the grid is balanced so the last step is full too.
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
+    const int64_t rows = gatherableRows(d);
+    const int small = residentCtas(t, 4, 1);
+    if (small >= 1 && rows <= int64_t(t.smCount) * small * 4) return makeConfig(d, t, 4, 1, small);
+    const int wide = residentCtas(t, 8, 4);
+    if (wide >= 1 && rows <= int64_t(t.smCount) * wide * 8 * 4) return makeConfig(d, t, 8, 4, wide);
     const int64_t warps = 8;
     int64_t bestTpw = 1, bestRows = -1;
     int bestCtas = 1;
@@ -167,7 +184,13 @@ class GatherKcacheFamily final : public TypedKernelFamily<GatherKcacheConfig> {
         bestCtas = ctas;
       }
     }
-    return makeConfig(d, t, warps, bestTpw, std::max(1, bestCtas));
+    Config c = makeConfig(d, t, warps, bestTpw, std::max(1, bestCtas));
+    // Steps of the resident grid the rows need; then as few CTAs as keep that many steps, so
+    // every step deals a full grid of rows (the kernel's loop is uniform across warps).
+    const int64_t rowsPerCta = warps * bestTpw;
+    const int64_t steps = (rows + c.gridCtas * rowsPerCta - 1) / (c.gridCtas * rowsPerCta);
+    c.gridCtas = std::max<int64_t>(1, (rows + steps * rowsPerCta - 1) / (steps * rowsPerCta));
+    return c;
   }
 
   CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
@@ -271,10 +294,8 @@ class GatherKcacheFamily final : public TypedKernelFamily<GatherKcacheConfig> {
   // grid_ctas: one resident wave on the target, but never more CTAs than the rows that could be
   // written (R * (M - offset)) can keep busy.
   static Config makeConfig(const OpDesc& d, const TargetProfile& t, int64_t warps, int64_t tpw, int ctasPerSm) {
-    const int64_t R = d.dim("seq_lens", 0);
-    const int64_t room = d.dim("out", 1) - d.attrs.getInt("offset", 0);
     const int64_t rowsPerCta = warps * tpw;
-    const int64_t maxUseful = std::max<int64_t>(1, (R * std::max<int64_t>(room, 0) + rowsPerCta - 1) / rowsPerCta);
+    const int64_t maxUseful = std::max<int64_t>(1, (gatherableRows(d) + rowsPerCta - 1) / rowsPerCta);
     const int64_t grid = std::min<int64_t>(int64_t(t.smCount) * ctasPerSm, maxUseful);
     return {warps, tpw, ctasPerSm, std::max<int64_t>(1, grid)};
   }
@@ -301,9 +322,15 @@ class GatherKcacheFamily final : public TypedKernelFamily<GatherKcacheConfig> {
   // Dequantize and copy: no transcendental belongs in its PTX.
   PtxChecks ptxChecks(const OpDesc&) const override { return {.noTranscendentals = true}; }
 
-  // Tuned along the rows gathered per request (out's rows).
+  // Tuned along the rows a request may gather: out's rows past `offset`. Not out's rows: the
+  // prefill window gather writes ~1.7K rows behind the compressed rows of a 64K context
+  // (offset 32768), and its work is that of a 2K gather, not of a 32K one.
   std::optional<BucketAxis> bucketAxis() const override { return BucketAxis{"context", {2048, 8192, 32768, 131072}}; }
-  std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, "out", 1); }
+  std::optional<int64_t> bucketValue(const OpDesc& d) const override {
+    const auto m = dimOf(d, "out", 1);
+    if (!m) return std::nullopt;
+    return std::max<int64_t>(0, *m - d.attrs.getInt("offset", 0));
+  }
   std::vector<TuneShape> tuneShapes(const ModelDims&, int64_t v) const override {
     return {{{{"R", 1}, {"context", v}}, {{"R", 1}, {"context", v}}}};
   }

@@ -1,7 +1,8 @@
 // Kernel family of topk (docs/ops.md §7, §11; template templates/Topk.cuh).
 //
-// Knobs: threads (per CTA), radix_bits (8 or 11 bits per radix pass), pool_keys (keys cached in
-// shared memory; derived from the target's per-CTA cap, which emit() does not see), splits
+// Knobs: threads (per CTA), radix_bits (8 or 11 bits per radix pass; 1: the bisection select),
+// pool_keys (keys cached in shared memory, derived from the target's per-CTA cap, which emit()
+// does not see; for bisection the row items held in registers, threads x keys per thread), splits
 // (chunks per row: 1 = one CTA per row and one launch; > 1 = a chunk step writing per-chunk
 // top-k candidates to the workspace and a merge step).
 #include <fmt/format.h>
@@ -21,6 +22,21 @@ constexpr int64_t kStaticSmemCap = 48 * 1024;  // the template uses static share
 constexpr int kMaxRegs = 64;                   // the launch bounds cap every config at this
 constexpr int64_t kMaxK = int64_t(1) << 24;
 constexpr int kMaxSplits = 64;
+constexpr int64_t kMaxBisectKeysPerThread = 32;  // registers: the key array plus ~30 others under 64
+
+// The bisection plan for rows of N scores: the fewest threads (256, 512, 1024) that hold the row
+// at <= 16 keys per thread, and pool_keys = threads x keys per thread rounded up to tiles of 4
+// (0 when N is over 16K).
+struct BisectShape {
+  int threads = 0;
+  int64_t poolKeys = 0;
+};
+BisectShape bisectShapeFor(int64_t N) {
+  for (int threads : {256, 512, 1024})
+    if (N <= int64_t(16) * threads)
+      return {threads, threads * std::max<int64_t>(4, (N + 4 * threads - 1) / (4 * threads) * 4)};
+  return {};
+}
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -60,14 +76,26 @@ Result<Geometry> geometry(const TopkConfig& c, const OpDesc& d) {
   if (g.threads != 128 && g.threads != 256 && g.threads != 512 && g.threads != 1024)
     return Error{
         fmt::format("topk: threads = {} must be 128, 256, 512 or 1024 ({})", g.threads, cfg)};
-  if (g.radixBits != 8 && g.radixBits != 11)
-    return Error{fmt::format("topk: radix_bits = {} must be 8 or 11 ({})", g.radixBits, cfg)};
+  if (g.radixBits != 1 && g.radixBits != 8 && g.radixBits != 11)
+    return Error{fmt::format("topk: radix_bits = {} must be 1 (bisection), 8 or 11 ({})", g.radixBits, cfg)};
   if (g.poolKeys < 256 || g.poolKeys % 256 != 0)
     return Error{fmt::format("topk: pool_keys = {} must be a positive multiple of 256 ({})",
                              g.poolKeys, cfg)};
   if (splits < 1 || splits > kMaxSplits)
     return Error{fmt::format("topk: splits = {} must be in 1..{} ({})", splits, kMaxSplits, cfg)};
   const int64_t T = d.dim("scores", 0), N = d.dim("scores", 1);
+  if (g.radixBits == 1) {
+    // Bisection holds the whole row in registers: pool_keys = threads x keys per thread, whole
+    // tiles of 4 keys, at most kMaxBisectKeysPerThread of them; one CTA per row.
+    if (splits != 1)
+      return Error{fmt::format("topk: radix_bits = 1 (bisection) needs splits = 1 ({})", cfg)};
+    if (g.poolKeys % (4 * g.threads) != 0 || g.poolKeys / g.threads > kMaxBisectKeysPerThread)
+      return Error{fmt::format("topk: radix_bits = 1 needs pool_keys = threads x 4..{} in steps of 4 ({})",
+                               kMaxBisectKeysPerThread, cfg)};
+    if (N > g.poolKeys)
+      return Error{fmt::format("topk: radix_bits = 1 holds at most pool_keys = {} scores per row; rows have {} ({})",
+                               g.poolKeys, N, cfg)};
+  }
   if (splits > 1 && T > 65535)
     return Error{fmt::format("topk: splits = {} needs T <= 65535 rows (grid y); T = {} ({})",
                              splits, T, cfg)};
@@ -117,6 +145,14 @@ class TopkFamily final : public TypedKernelFamily<TopkConfig> {
           if (canImplement(c, d).ok() && std::none_of(out.begin(), out.end(), [&](const Config& o) { return same(o, c); }))
             out.push_back(c);
         }
+    // Bisection: every thread count that holds the row at <= 32 keys per thread.
+    const int64_t N = d.dim("scores", 1);
+    for (int threads : {256, 512, 1024}) {
+      const int64_t kpt = std::max<int64_t>(4, ceilDiv(N, 4 * threads) * 4);
+      const Config c{threads, 1, threads * kpt, 1};
+      if (canImplement(c, d).ok() && std::none_of(out.begin(), out.end(), [&](const Config& o) { return same(o, c); }))
+        out.push_back(c);
+    }
     if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return same(o, base); })) out.push_back(base);
     return out;
   }
@@ -130,9 +166,13 @@ class TopkFamily final : public TypedKernelFamily<TopkConfig> {
   ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
     ResourceEstimate e;
     const Geometry g = geometry(c, d).value();  // canImplement accepted it
-    e.smemBytes = smemBytesFor(g.poolKeys, g.radixBits);
+    // The bisection select keeps its keys in registers: two pairs of 32-word buffers and the
+    // list of at most 2 x threads keys its last steps count over.
+    e.smemBytes = g.radixBits == 1 ? 2 * 2 * 32 * 4 + 2 * int64_t(g.threads) * 4 : smemBytesFor(g.poolKeys, g.radixBits);
     e.threadsPerCta = g.threads;
-    e.regsPerThread = 40;  // ptxas: 34-40 on sm_80/86/90
+    // ptxas: 34-40 on sm_80/86/90 for the radix plans; the bisection takes 32 + its keys per
+    // thread (40 / 48 / 63-64 at 8 / 16 / 32 keys).
+    e.regsPerThread = g.radixBits == 1 ? int(std::min<int64_t>(kMaxRegs, 32 + g.poolKeys / g.threads)) : 40;
     return e;
   }
 
@@ -146,6 +186,12 @@ class TopkFamily final : public TypedKernelFamily<TopkConfig> {
   //    read once (a long row in one CTA re-reads it once per radix pass); when the batch has
   //    fewer rows than the GPU holds CTAs, rows are cut further to fill it. At most 64 chunks,
   //    each at least 2k long (a chunk shorter than k passes through whole).
+  //  - bisection (radix_bits = 1) instead when the plan is one CTA per row and the row fits 16
+  //    keys per thread of 256 / 512 / 1024 threads (N <= 16384): T=1536 N=8192 was 112 us on an
+  //    H200 with the radix plan (3 passes of warp-aggregated shared atomics per row, match.any
+  //    per 32 keys, 4 CTAs per SM by shared memory); bisection reads the row once into
+  //    registers and takes <= 33 CTA-wide counts, one barrier each: of 16 compares per thread
+  //    until the keys that can still move the count are <= 2 x threads, then over that list.
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const int bits = 11;
     const int64_t pool = poolFor(t.smemPerCtaCap, bits);
@@ -166,6 +212,9 @@ class TopkFamily final : public TypedKernelFamily<TopkConfig> {
       const int64_t want = std::max(ceilDiv(N, pool), ceilDiv(resident, T));
       splits = std::clamp<int64_t>(std::min(want, N / (2 * k)), 1, kMaxSplits);
     }
+    // One CTA per row and a row that fits 16 keys per thread: the bisection select.
+    const BisectShape b = bisectShapeFor(N);
+    if (splits == 1 && b.threads > 0) return {b.threads, 1, b.poolKeys, 1};
     return {threads, bits, pool, splits};
   }
 

@@ -1,7 +1,8 @@
 // combine_topk_swa cases: ratios 0 / 1 / 2 / 4, K 512 with window 128 (W = 640) and a small odd
 // K + window (W = 128), query_start_loc[0] non-zero, a request with no query tokens, fresh
 // prefills (positions from 0), top-k lengths crossing K, invalid top-k entries (-1, other
-// negatives, >= N) and junk past each row's top-k length, and T = 1536.
+// negatives, >= N) and junk past each row's top-k length, T = 1536, and 300 requests (more than
+// a CTA's threads).
 #include <algorithm>
 
 #include "cases/CaseGenerators.h"
@@ -78,6 +79,19 @@ std::vector<OpCase> combineTopkSwaCases(uint64_t seed, bool /*large*/) {
     big.seqLens.push_back(int32_t(rng.range(192, 5000)));
   }
   specs.push_back(big);
+  // More requests than threads per CTA (160 for W = 640, 64 for W = 128): requests past the
+  // first CTA-wide batch are looked up after the barrier, the rest before it. Query lengths
+  // 0..2, so tokens land on both sides of request 160 (and of 64).
+  for (int64_t K : {int64_t(512), int64_t(7)}) {
+    CombineSpec many{K == 512 ? "r4_300_requests" : "r2_w3_k7_300_requests", K == 512 ? 4 : 2,
+                     K == 512 ? 128 : 3, K, 8192, 11, {}, {}};
+    for (int b = 0; b < 300; ++b) {
+      const int32_t q = int32_t(rng.range(0, 3));
+      many.queryLens.push_back(q);
+      many.seqLens.push_back(int32_t(rng.range(std::max(q, 1), 6000)));
+    }
+    specs.push_back(many);
+  }
   std::vector<OpCase> cases;
   for (const CombineSpec& s : specs) cases.push_back(makeCase(rng, s));
   return cases;

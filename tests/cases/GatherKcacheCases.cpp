@@ -1,7 +1,8 @@
 // gather_kcache cases: block sizes 2 / 64 / 256, gathers that start and end on page edges,
 // gather_lens absent and given (with lens 0 and full), a row offset, block-table entries of
 // unread pages set to -1, a cache of raw random bytes (NaN codes, scale bytes 0 and 0xFF),
-// batch 1 and 64, and (large) pages past byte 2^31. `out` arrives as random bits: rows outside
+// batch 1 and 64, gathers large enough for each default schedule (one row per warp, one wave
+// of four rows per warp, balanced steps), and (large) pages past byte 2^31. `out` arrives as random bits: rows outside
 // [offset, offset + g) of each request must keep them.
 #include <algorithm>
 
@@ -84,6 +85,12 @@ std::vector<OpCase> gatherKcacheCases(uint64_t seed, bool large) {
       {"bs64_raw_bytes_nan", 64, {100, 64}, {}, 5, true},
       {"bs64_r1_len0", 64, {0}, {}, 0},
       {"bs64_r1_one_token", 64, {1}, {1}, 7},
+      // The default schedule follows the rows R * (M - offset) (GatherKcacheFamily defaultFor):
+      // up to one wave of 4-warp CTAs at one row per warp (<= 4032 rows on sm_86, 6912 on sm_80,
+      // 8448 on an H200: every case above), one wave of 8-warp CTAs at four rows per warp
+      // (9,606 rows: <= 10752 / 13824 / 16896), and several balanced steps (21,009 rows).
+      {"bs64_one_wave_4_rows_per_warp", 64, {4800, 4700}, {4800, 4637}, 0},
+      {"bs64_balanced_steps", 64, {7000, 6000, 6500}, {7000, 5999, 1}, 3, false, true},
   };
   GatherSpec batch{"bs64_batch64", 64, {}, {}, 16};
   for (int r = 0; r < 64; ++r) {

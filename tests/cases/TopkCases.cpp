@@ -1,6 +1,6 @@
 // topk cases: k 512 over rows of 4096 and 262,144 scores, lens 0 / below / at / above k / N,
 // rows shorter than k, many exact ties (small integers, -inf, and -0 against +0, which are
-// equal), odd k and N, k = 2048. Scores past lens[t] are junk (+inf, huge values, NaN) that
+// equal), odd k and N, k = 2048, and the bisection plan's rows (N 4097 / 8192 / 16384, k = 1). Scores past lens[t] are junk (+inf, huge values, NaN) that
 // must never be read.
 #include <algorithm>
 #include <cmath>
@@ -74,6 +74,13 @@ std::vector<OpCase> topkCases(uint64_t seed, bool /*large*/) {
       {"k20_n64_signed_zero_ties", 8, 64, 20, Values::SignedZeros},
       {"k512_n262144", 8, 262144, 512},
       {"k2048_n65536_ties", 7, 65536, 2048, Values::SmallIntegersAndNegInf},
+      // The bisection select's shapes (TopkFamily defaultFor): 512 threads x 16 keys (the
+      // indexer's N = 8192), a row of 4097 (not a multiple of 4: scalar loads, 12 keys per
+      // thread), the full 1024 x 16 keys with many ties, and k = 1.
+      {"k512_n8192", 24, 8192, 512},
+      {"k512_n4097_unaligned", 10, 4097, 512},
+      {"k8000_n16384_ties", 8, 16384, 8000, Values::SmallIntegersAndNegInf},
+      {"k1_n2000", 9, 2000, 1},
   };
   std::vector<OpCase> cases;
   for (const TopkSpec& s : specs) cases.push_back(makeCase(rng, s));

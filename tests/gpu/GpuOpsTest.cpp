@@ -71,6 +71,35 @@ std::vector<TargetProfile> targets() {
   return t;
 }
 
+// Runs `op` on case `c` for `target` with `cfg` (nullopt: the default) on inputs poisoned by the
+// case (outputs arrive as random bits) and compares every output with `ref`, the reference's.
+void runAndCompare(const std::string& op, const deepinfer::testing::OpCase& c, const TargetProfile& target,
+                   const std::optional<KernelConfig>& cfg, const TensorMap& ref, int& compared) {
+  Env& e = env();
+  TensorMap gpu = c.inputs;
+  GpuRunOptions opts;
+  opts.config = cfg;
+  auto run = runOpOnGpu(*e.jit, op, c.attrs, target, gpu, opts);
+  ASSERT_TRUE(run.ok()) << op << " [" << c.name << "] on " << target.name << ": " << run.error().message;
+  const std::string cfgStr = configToString(run->kernel->config.config);
+  // Outputs defined on another output of the kernel (mhc_fused_post_pre's next-sublayer
+  // outputs are mhc_pre of the op's own bf16 residual) are expected from that output.
+  auto fromKernel = deepinfer::testing::expectedFromKernelOutputs(op, c.attrs, c.inputs, gpu);
+  ASSERT_TRUE(fromKernel.ok()) << c.name << ": " << fromKernel.error().message;
+  for (const auto& out : deepinfer::testing::outputNames(op)) {
+    const HostTensor& want = fromKernel->count(out) ? fromKernel->at(out) : ref.at(out);
+    auto rep = deepinfer::testing::compareOutputs(op, out, want, gpu.at(out), c.attrs, c.inputs);
+    ++compared;
+    record(fmt::format(
+        "{{\"op\": \"{}\", \"case\": \"{}\", \"target\": \"{}\", \"arch\": {}, \"ptx\": {}, \"config\": \"{}\", "
+        "\"output\": \"{}\", \"shape\": \"{}\", \"ok\": {}, \"max_err\": {:.6g}, \"metric\": \"{}\"}}",
+        op, c.name, target.name, target.arch(), run->kernel->fromPtx, cfgStr, out, ref.at(out).shapeString(),
+        rep.ok, rep.maxErr, rep.metric));
+    EXPECT_TRUE(rep.ok) << op << " [" << c.name << "] on " << target.name << " {" << cfgStr << "} output '" << out
+                        << "': " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
+  }
+}
+
 class GpuOps : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuOps, MatchesReference) {
@@ -97,30 +126,7 @@ TEST_P(GpuOps, MatchesReference) {
         for (const auto& ch : spec->fitting)
           if (ch.config != spec->chosen.config) configs.push_back(ch.config);
       }
-      for (const auto& cfg : configs) {
-        TensorMap gpu = c.inputs;
-        GpuRunOptions opts;
-        opts.config = cfg;
-        auto run = runOpOnGpu(*e.jit, op, c.attrs, target, gpu, opts);
-        ASSERT_TRUE(run.ok()) << op << " [" << c.name << "] on " << target.name << ": " << run.error().message;
-        const std::string cfgStr = configToString(run->kernel->config.config);
-        // Outputs defined on another output of the kernel (mhc_fused_post_pre's next-sublayer
-        // outputs are mhc_pre of the op's own bf16 residual) are expected from that output.
-        auto fromKernel = deepinfer::testing::expectedFromKernelOutputs(op, c.attrs, c.inputs, gpu);
-        ASSERT_TRUE(fromKernel.ok()) << c.name << ": " << fromKernel.error().message;
-        for (const auto& out : deepinfer::testing::outputNames(op)) {
-          const HostTensor& want = fromKernel->count(out) ? fromKernel->at(out) : ref.at(out);
-          auto rep = deepinfer::testing::compareOutputs(op, out, want, gpu.at(out), c.attrs, c.inputs);
-          ++compared;
-          record(fmt::format(
-              "{{\"op\": \"{}\", \"case\": \"{}\", \"target\": \"{}\", \"arch\": {}, \"ptx\": {}, \"config\": \"{}\", "
-              "\"output\": \"{}\", \"shape\": \"{}\", \"ok\": {}, \"max_err\": {:.6g}, \"metric\": \"{}\"}}",
-              op, c.name, target.name, target.arch(), run->kernel->fromPtx, cfgStr, out, ref.at(out).shapeString(),
-              rep.ok, rep.maxErr, rep.metric));
-          EXPECT_TRUE(rep.ok) << op << " [" << c.name << "] on " << target.name << " {" << cfgStr << "} output '"
-                              << out << "': " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
-        }
-      }
+      for (const auto& cfg : configs) runAndCompare(op, c, target, cfg, ref, compared);
     }
   }
   fmt::print("{}: {} comparisons over {} cases x {} targets (seed {}); JIT so far: {} NVRTC compiles, {} disk-cache hits\n",
@@ -211,6 +217,44 @@ TEST(GpuViews, GatherKcacheIntoStridedView) {
   fmt::print("gather_kcache strided views: {} workspaces compared over {} cases x {} targets (seed {})\n", compared,
              cases.size(), targets().size(), e.seed);
 }
+
+// Every candidate the tuner may pick (every fitting config, not only the default) on every
+// target: the sm_80 and sm_86 specializations as PTX and the native one. For the ops whose
+// schedules depend on the shape (gather_kcache's row-count regimes, topk's bisection and radix
+// plans, combine_topk_swa's thread counts); the > 2 GiB gather case is left to MatchesReference.
+class GpuCandidates : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuCandidates, EveryFittingConfigOnEveryTargetMatchesReference) {
+  Env& e = env();
+  if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
+  const std::string op = GetParam();
+  auto cases = deepinfer::testing::casesFor(op, e.seed, false);
+  ASSERT_FALSE(cases.empty());
+  int compared = 0, configs = 0;
+  for (const auto& target : targets()) {
+    for (const auto& c : cases) {
+      TensorMap ref = c.inputs;
+      auto rs = runReference(op, c.attrs, ref);
+      ASSERT_TRUE(rs.ok()) << c.name << ": reference failed: " << rs.error().message;
+      auto d = describeOp(op, c.attrs, c.inputs);
+      ASSERT_TRUE(d.ok()) << d.error().message;
+      auto spec = specialize(*d, target);
+      ASSERT_TRUE(spec.ok()) << spec.error().message;
+      ASSERT_FALSE(spec->fitting.empty()) << op << " [" << c.name << "] on " << target.name;
+      for (const auto& ch : spec->fitting) {
+        runAndCompare(op, c, target, ch.config, ref, compared);
+        ++configs;
+      }
+    }
+  }
+  fmt::print("{}: {} comparisons of {} (case, target, config) runs, {} cases x {} targets (seed {})\n", op, compared,
+             configs, cases.size(), targets().size(), e.seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(ScheduledOps, GpuCandidates,
+                         ::testing::Values(std::string("gather_kcache"), std::string("topk"),
+                                           std::string("combine_topk_swa")),
+                         [](const auto& info) { return info.param; });
 
 // Every op with a reference (all the kernel ops), by name.
 INSTANTIATE_TEST_SUITE_P(AllOps, GpuOps, ::testing::ValuesIn(deepinfer::referenceOps()),

@@ -5,7 +5,7 @@
 
 // SM80: module attributes {di.target = #di.target<name = "sm_80", arch = 80, sm_count = 108, smem_cap = 49152, smem_per_sm = 167936, smem_per_cta_opt_in = 166912, regs_per_sm = 65536, max_regs_per_thread = 255, max_warps_per_sm = 64, max_ctas_per_sm = 32, l2_bytes = 41943040, mem_bandwidth_gbs = 2.039000e+03 : f64>}
 // SM80: di.combine_topk_swa
-// SM80-SAME: di.config = #di.config<knobs = {threads = 64 : i64}, smem = 20, threads = 64, ctas_per_sm = 21, regs = 44>
+// SM80-SAME: di.config = #di.config<knobs = {threads = 64 : i64}, smem = 20, threads = 64, ctas_per_sm = 21, regs = 48>
 // SM80-NOT: di.target
 // SM86: module attributes {di.target = #di.target<name = "sm_86", arch = 86, sm_count = 84, smem_cap = 49152, smem_per_sm = 102400, smem_per_cta_opt_in = 101376, regs_per_sm = 65536, max_regs_per_thread = 255, max_warps_per_sm = 48, max_ctas_per_sm = 16, l2_bytes = 6291456, mem_bandwidth_gbs = 7.680000e+02 : f64>}
 // SM86: di.combine_topk_swa

@@ -9,6 +9,11 @@
 #include "BenchCheck.h"
 #include "BenchOptions.h"
 #include "BenchSpecs.h"
+#include "deepinfer/KernelFamily.h"
+#include "deepinfer/OpRunner.h"
+#include "deepinfer/OpShapes.h"
+#include "deepinfer/ShapeBuckets.h"
+#include "deepinfer/TargetProfile.h"
 
 using namespace deepinfer;
 using namespace deepinfer::bench;
@@ -75,6 +80,30 @@ TEST(PrefillWindowGather, ReferenceWritesOnlyTheWindowRows) {
     for (int64_t b = 0; b < kRowBytes && !nonzero; ++b) nonzero = row[b] != 0;
     ASSERT_TRUE(nonzero) << "gathered row " << i << " is all zeros";
   }
+}
+
+// The window gather is tuned and scheduled by the rows it gathers (1,664 behind 32K compressed
+// rows), not by the workspace's 34K rows: the 2K bucket, and a default that spreads one row per
+// warp over every SM of the H200 (416 4-warp CTAs) instead of 104 8-warp CTAs.
+TEST(PrefillWindowGather, BucketAndDefaultFollowTheGatheredRows) {
+  auto c = buildCase(*findSpec("gather_kcache", "64K last 1663"), 3);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  auto d = describeOp("gather_kcache", c->attrs, c->inputs);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  auto b = bucketFor(*d);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->label(), "context=1..2048");
+  const KernelFamily& f = *findKernelFamily("gather_kcache");
+  const TargetProfile h200 = *findTarget("h200");
+  EXPECT_EQ(configToString(f.defaultConfig(*d, h200)), "ctas_per_sm=16,grid_ctas=416,tokens_per_warp=1,warps=4");
+  // 16K x1 fits one wave at four rows per warp (132 x 4 CTAs x 32 rows >= 16384): 512 CTAs, one
+  // step. 48K x4 takes 16 steps of the 6-CTA-per-SM grid, balanced to 768 CTAs (not 792).
+  auto g16 = makeOpDesc("gather_kcache", {{"R", 1}, {"context", 16384}}, {});
+  auto g48 = makeOpDesc("gather_kcache", {{"R", 4}, {"context", 49152}}, {});
+  ASSERT_TRUE(g16.ok() && g48.ok());
+  EXPECT_EQ(bucketFor(*g16)->label(), "context=8193..32768");
+  EXPECT_EQ(configToString(f.defaultConfig(*g16, h200)), "ctas_per_sm=4,grid_ctas=512,tokens_per_warp=4,warps=8");
+  EXPECT_EQ(configToString(f.defaultConfig(*g48, h200)), "ctas_per_sm=6,grid_ctas=768,tokens_per_warp=2,warps=8");
 }
 
 TEST(PrefillWindowGather, BadParametersAreNamed) {

@@ -60,7 +60,7 @@ TEST(TypedConfig, AConfigTheFamilyCannotImplementIsAnErrorEverywhere) {
     const char* message;
   };
   const Bad bad[] = {
-      {"topk", "radix_bits", 9, "radix_bits = 9 must be 8 or 11"},
+      {"topk", "radix_bits", 9, "radix_bits = 9 must be 1 (bisection), 8 or 11"},
       {"indexer_logits", "block_n", 48, "block_n = 48 must be 32, 64 or 128"},
       {"mhc_pre", "use_mma", 2, "use_mma = 2; expected 0 or 1"},
       {"mhc_post", "threads", 48, "threads = 48; expected a multiple of 32 in 32..256"},

@@ -204,6 +204,18 @@ uint32_t match_any(uint32_t key) {
   });
 }
 
+uint32_t shfl_idx(uint32_t v, int srcLane) {
+  return exchange(&v, 1, [&](const uint32_t (*s)[8]) { return s[srcLane & 31][0]; });
+}
+
+uint32_t reduce_add(uint32_t v) {
+  return exchange(&v, 1, [&](const uint32_t (*s)[8]) {
+    uint32_t sum = 0;
+    for (int l = 0; l < 32; ++l) sum += s[l][0];
+    return sum;
+  });
+}
+
 uint32_t ballot(bool pred) {
   const uint32_t v = pred ? 1u : 0u;
   return exchange(&v, 1, [&](const uint32_t (*s)[8]) {

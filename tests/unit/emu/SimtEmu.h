@@ -39,6 +39,8 @@ uint32_t shfl_up(uint32_t v, int delta);
 uint32_t shfl_xor(uint32_t v, int mask);
 uint32_t match_any(uint32_t key);
 uint32_t ballot(bool pred);
+uint32_t shfl_idx(uint32_t v, int srcLane);
+uint32_t reduce_add(uint32_t v);  // __reduce_add_sync: the sum over the warp (mod 2^32)
 // D = A * B + C for one m16n8k16 bf16 tile, fragments as the PTX ISA lays them out.
 void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4]);
 
