@@ -229,9 +229,24 @@ TEST(QuantGemmOps, WeightGemmStridedViews) {
         views["__workspace"] = *wv;
         ws = std::move(*wb);
       }
+      const int64_t zeroedBytes = (*k)->kernel.zeroedBytes;
+      std::optional<DeviceBuffer> zeroed;
+      if (zeroedBytes > 0) {
+        auto zb = DeviceBuffer::alloc(size_t(zeroedBytes));
+        ASSERT_TRUE(zb.ok() && zb->fill(0).ok());
+        auto zv = TensorView::of(*zb, DType::U8, {zeroedBytes});
+        ASSERT_TRUE(zv.ok());
+        views["__zeroed"] = *zv;
+        zeroed = std::move(*zb);
+      }
       auto launched = launchViews(*e.jit, **k, views, nullptr);
       ASSERT_TRUE(launched.ok()) << where << ": " << launched.error().message;
       ASSERT_TRUE(e.dev->synchronize().ok());
+      if (zeroed) {
+        const HostTensor z = download(*zeroed, DType::U8, {zeroedBytes});
+        for (int64_t i = 0; i < zeroedBytes; ++i)
+          ASSERT_EQ(z.bytes[size_t(i)], 0) << where << ": byte " << i << " of the zeroed workspace was left non-zero";
+      }
       const HostTensor wide = download(*by, yt, {M, ldy});
       HostTensor got(yt, {M, N});
       for (int64_t m = 0; m < M; ++m)
