@@ -3,11 +3,14 @@
 // model needs: f32 out, bf16 out, or the SwiGLU of a gate/up pair (the shared expert's w1/w3).
 //
 // Grid: x = output column tiles (groups x tiles per group; a tile never straddles a group),
-// y = row tiles, z = K splits. With one split the tile's epilogue writes y directly. With S > 1
-// splits each CTA writes its fp32 partial tile to the workspace and weight_gemm_reduce sums the
-// S partials of every element in split order (no atomics: the result does not depend on
-// scheduling) and applies the epilogue. The split count is part of the config, so every launch
-// size is a function of the shapes (graph-capturable).
+// y = row tiles, z = K splits. One launch either way. With one split the tile's epilogue writes y
+// directly. With S > 1 splits each CTA writes its fp32 partial tile to the workspace and counts
+// itself on the tile's arrival counter (an integer atomic in the "__zeroed" region); the CTA
+// that arrives last sums the S partials of every element in split order (partial 0, then one
+// fp32 add per split: no float atomics, so the result does not depend on which CTA is last),
+// applies the epilogue and sets the counter back to zero, leaving the region as it found it.
+// The split count is part of the config, so every launch size is a function of the shapes
+// (graph-capturable).
 //
 // Groups (wo_a): x is [M, G*Kg], w is [G*Ng, Kg]; output column n reads x's columns
 // [(n / Ng) * Kg, (n / Ng + 1) * Kg).
@@ -18,6 +21,52 @@
 namespace di {
 
 constexpr int kEpiF32 = 0, kEpiBf16 = 1, kEpiSwiglu = 2;
+
+// The sum of the `splits` partials at src, src + stride, ... in split order (partial 0 first, then
+// one fp32 add per split: the same bits whoever arrives last). Read through L2 (__ldcg): other
+// CTAs wrote them in this launch. The loads of up to 8 splits are issued before their adds.
+__device__ __forceinline__ float2 sum_splits(const float* src, int64_t stride, int splits, bool pair) {
+  float2 g = make_float2(0.f, 0.f);
+  for (int s0 = 0; s0 < splits; s0 += 8) {
+    float2 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      v[j] = make_float2(0.f, 0.f);
+      if (s0 + j < splits) {
+        const float* at = src + (s0 + j) * stride;
+        if (pair) v[j] = __ldcg(reinterpret_cast<const float2*>(at));
+        else v[j].x = __ldcg(at);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (s0 + j < splits) {
+        g.x = s0 + j == 0 ? v[0].x : __fadd_rn(g.x, v[j].x);
+        g.y = s0 + j == 0 ? v[0].y : __fadd_rn(g.y, v[j].y);
+      }
+  }
+  return g;
+}
+
+// The epilogue of one output pair (row m, columns n and n + 1 when `pair`).
+template <int EPI>
+__device__ __forceinline__ void store_pair(const WeightGemmParams& p, int m, int n, bool pair, float g0, float g1,
+                                           float v0, float v1) {
+  if constexpr (EPI == kEpiF32) {
+    float* dst = static_cast<float*>(p.y) + int64_t(m) * p.ldy + n;
+    if (pair) *reinterpret_cast<float2*>(dst) = make_float2(g0, g1);
+    else dst[0] = g0;
+  } else {
+    uint16_t* dst = static_cast<uint16_t*>(p.y) + int64_t(m) * p.ldy + n;
+    const uint16_t h0 = EPI == kEpiSwiglu ? qg::swiglu_bf16(g0, v0, p.limit, 1.f) : f32_to_bf16(g0);
+    if (pair) {
+      const uint16_t h1 = EPI == kEpiSwiglu ? qg::swiglu_bf16(g1, v1, p.limit, 1.f) : f32_to_bf16(g1);
+      *reinterpret_cast<uint32_t*>(dst) = uint32_t(h0) | (uint32_t(h1) << 16);
+    } else {
+      dst[0] = h0;
+    }
+  }
+}
 
 template <bool FP4, int BM, int BN, int BK, int WM, int WN, int WK, int STAGES, int EPI, bool SPLIT>
 __device__ __forceinline__ void weight_gemm_tile(const WeightGemmParams& p) {
@@ -42,72 +91,61 @@ __device__ __forceinline__ void weight_gemm_tile(const WeightGemmParams& p) {
   const int kb_end = SPLIT ? min(p.k_blocks, kb_begin + p.kb_per_split) : p.k_blocks;
   float acc[T::kMats][T::MT][T::NT][4];
   qg::mainloop<T>(smem, a_src, p.x, p.Kg, ops, n0, n_end, kb_begin, kb_end, acc);
-  if (int(threadIdx.x >> 5) >= WM * WN) return;  // the WK partials were summed into these warps
+  // The WK partials were summed into the wk = 0 warps; only they hold the tile.
+  const bool holds_tile = int(threadIdx.x >> 5) < WM * WN;
 
-  const int Nw = EPI == kEpiSwiglu ? 2 * p.N : p.N;
-  qg::for_each_pair<T>(acc, [&](int row, int col, float g0, float g1, float v0, float v1) {
-    const int m = m0 + row, n = n0 + col;
-    if (m >= p.M || n >= n_end) return;
-    const bool pair = n + 1 < n_end;
-    if constexpr (SPLIT) {
-      float* dst = p.partial + (int64_t(blockIdx.z) * p.M + m) * Nw + n;
-      if (pair) *reinterpret_cast<float2*>(dst) = make_float2(g0, g1);
-      else dst[0] = g0;
-      if constexpr (EPI == kEpiSwiglu) {
-        if (pair) *reinterpret_cast<float2*>(dst + p.N) = make_float2(v0, v1);
-        else dst[p.N] = v0;
-      }
-    } else if constexpr (EPI == kEpiF32) {
-      float* dst = static_cast<float*>(p.y) + int64_t(m) * p.ldy + n;
-      if (pair) *reinterpret_cast<float2*>(dst) = make_float2(g0, g1);
-      else dst[0] = g0;
-    } else {
-      uint16_t* dst = static_cast<uint16_t*>(p.y) + int64_t(m) * p.ldy + n;
-      const uint16_t h0 = EPI == kEpiSwiglu ? qg::swiglu_bf16(g0, v0, p.limit, 1.f) : f32_to_bf16(g0);
-      if (pair) {
-        const uint16_t h1 = EPI == kEpiSwiglu ? qg::swiglu_bf16(g1, v1, p.limit, 1.f) : f32_to_bf16(g1);
-        *reinterpret_cast<uint32_t*>(dst) = uint32_t(h0) | (uint32_t(h1) << 16);
-      } else {
-        dst[0] = h0;
-      }
+  if constexpr (!SPLIT) {
+    if (!holds_tile) return;
+    qg::for_each_pair<T>(acc, [&](int row, int col, float g0, float g1, float v0, float v1) {
+      const int m = m0 + row, n = n0 + col;
+      if (m >= p.M || n >= n_end) return;
+      store_pair<EPI>(p, m, n, n + 1 < n_end, g0, g1, v0, v1);
+    });
+  } else {
+    const int Nw = EPI == kEpiSwiglu ? 2 * p.N : p.N;
+    if (holds_tile)
+      qg::for_each_pair<T>(acc, [&](int row, int col, float g0, float g1, float v0, float v1) {
+        const int m = m0 + row, n = n0 + col;
+        if (m >= p.M || n >= n_end) return;
+        const bool pair = n + 1 < n_end;
+        float* dst = p.partial + (int64_t(blockIdx.z) * p.M + m) * Nw + n;
+        if (pair) *reinterpret_cast<float2*>(dst) = make_float2(g0, g1);
+        else dst[0] = g0;
+        if constexpr (EPI == kEpiSwiglu) {
+          if (pair) *reinterpret_cast<float2*>(dst + p.N) = make_float2(v0, v1);
+          else dst[p.N] = v0;
+        }
+      });
+    // Arrival: every thread's partial stores are made visible device-wide before the CTA counts
+    // itself; the CTA that brings the tile's count to `splits` sums all of them (its own too).
+    __threadfence();
+    __syncthreads();
+    // The row table is not read after the main loop: its first word carries the verdict (no static
+    // shared memory, which would count against the 48 KB the dynamic size was checked against).
+    volatile int* last_arrival = reinterpret_cast<volatile int*>(smem + T::kTableOffset);
+    if (threadIdx.x == 0) {
+      unsigned* count = p.arrivals + (int64_t(blockIdx.y) * gridDim.x + blockIdx.x);
+      const unsigned before = atomicAdd(count, 1u);
+      const bool last = before == unsigned(p.splits - 1);
+      if (last) *count = 0u;  // every split has arrived: zero again for the next launch
+      *last_arrival = last ? 1 : 0;
+      __threadfence();
     }
-  });
-}
-
-// The sum of the `splits` partials at src, src + stride, ... in split order. The loads of up to
-// 8 splits are issued before their adds (a split-order chain of dependent L2 round trips would
-// cost more than the sums).
-__device__ __forceinline__ float sum_splits(const float* src, int64_t stride, int splits) {
-  float g = 0.f;
-  for (int s0 = 0; s0 < splits; s0 += 8) {
-    float v[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = s0 + j < splits ? src[(s0 + j) * stride] : 0.f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (s0 + j < splits) g = s0 + j == 0 ? v[0] : __fadd_rn(g, v[j]);
-  }
-  return g;
-}
-
-// Split-K: y[m, n] = epilogue(sum over splits s = 0, 1, ... of partial[s][m][n]), in that order.
-template <int EPI>
-__device__ __forceinline__ void weight_gemm_reduce(const WeightGemmParams& p) {
-  const int64_t total = int64_t(p.M) * p.N;
-  const int64_t Nw = EPI == kEpiSwiglu ? 2 * int64_t(p.N) : p.N;
-  const int64_t split_stride = int64_t(p.M) * Nw;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t m = i / p.N, n = i - m * p.N;
-    const float* src = p.partial + m * Nw + n;
-    const float g = sum_splits(src, split_stride, p.splits);
-    if constexpr (EPI == kEpiF32) {
-      static_cast<float*>(p.y)[m * p.ldy + n] = g;
-    } else if constexpr (EPI == kEpiBf16) {
-      static_cast<uint16_t*>(p.y)[m * p.ldy + n] = f32_to_bf16(g);
-    } else {
-      const float v = sum_splits(src + p.N, split_stride, p.splits);
-      static_cast<uint16_t*>(p.y)[m * p.ldy + n] = qg::swiglu_bf16(g, v, p.limit, 1.f);
-    }
+    __syncthreads();
+    if (*last_arrival == 0 || !holds_tile) return;  // CTA-uniform, then warp-uniform
+    // The same threads own the same elements in every split's CTA, so each thread sums exactly
+    // the partials it would have written.
+    const int64_t split_stride = int64_t(p.M) * Nw;
+    qg::for_each_pair<T>(acc, [&](int row, int col, float, float, float, float) {
+      const int m = m0 + row, n = n0 + col;
+      if (m >= p.M || n >= n_end) return;
+      const bool pair = n + 1 < n_end;
+      const float* src = p.partial + int64_t(m) * Nw + n;
+      const float2 g = sum_splits(src, split_stride, p.splits, pair);
+      float2 v = make_float2(0.f, 0.f);
+      if constexpr (EPI == kEpiSwiglu) v = sum_splits(src + p.N, split_stride, p.splits, pair);
+      store_pair<EPI>(p, m, n, pair, g.x, g.y, v.x, v.y);
+    });
   }
 }
 

@@ -57,7 +57,19 @@ Status CaseRunner::restoreAndPoison() {
   return workspace_.fill(kPoison);
 }
 
-Status CaseRunner::ensureWorkspace(int64_t bytes) {
+Status CaseRunner::ensureWorkspace(int64_t bytes, int64_t zeroedBytes) {
+  if (zeroedBytes <= 0) {
+    addrs_.erase("__zeroed");
+  } else {
+    if (int64_t(zeroed_.size()) < zeroedBytes) {
+      zeroed_ = DeviceBuffer();
+      auto b = DeviceBuffer::alloc(size_t(zeroedBytes));
+      if (!b.ok()) return b.error();
+      DI_TRY(b->fill(0));
+      zeroed_ = std::move(*b);
+    }
+    addrs_["__zeroed"] = zeroed_.addr();
+  }
   if (bytes <= 0) {
     addrs_.erase("__workspace");
     return {};
@@ -69,6 +81,17 @@ Status CaseRunner::ensureWorkspace(int64_t bytes) {
     workspace_ = std::move(*b);
   }
   addrs_["__workspace"] = workspace_.addr();
+  return {};
+}
+
+Status CaseRunner::checkZeroed(int64_t bytes, const char* when) const {
+  if (bytes <= 0) return {};
+  std::vector<uint8_t> z(size_t(bytes), 0xFF);
+  DI_TRY(zeroed_.download(z.data(), z.size()));
+  for (size_t i = 0; i < z.size(); ++i)
+    if (z[i] != 0)
+      return Error{fmt::format("byte {} of the zeroed workspace is {:#04x} {}; the kernel must leave it zero", i,
+                               z[i], when)};
   return {};
 }
 
@@ -118,7 +141,7 @@ VariantResult CaseRunner::run(const Variant& v, const Expected* exp, const Timin
     r.error = e.message;
     return r;
   };
-  if (Status s = ensureWorkspace(lk.kernel.workspaceBytes); !s.ok()) return fail(s.error());
+  if (Status s = ensureWorkspace(lk.kernel.workspaceBytes, lk.kernel.zeroedBytes); !s.ok()) return fail(s.error());
   auto launch = [&] { return jit_.launch(lk, addrs_, nullptr); };
 
   // Check once: restore in/out tensors, poison the rest, run, compare.
@@ -127,6 +150,7 @@ VariantResult CaseRunner::run(const Variant& v, const Expected* exp, const Timin
   if (Status s = launch(); !s.ok()) return fail(s.error());
   r.kernelsPerLaunch = (threadLaunchTally() - before).kernels;
   if (Status s = jit_.device().synchronize(); !s.ok()) return fail(s.error());
+  if (Status s = checkZeroed(lk.kernel.zeroedBytes, "after the checked launch"); !s.ok()) return fail(s.error());
   if (exp) {
     auto got = downloadOutputs(exp->rows);
     if (!got.ok()) return fail(got.error());
@@ -135,6 +159,7 @@ VariantResult CaseRunner::run(const Variant& v, const Expected* exp, const Timin
 
   auto t = timeOnDevice(launch, topt);
   if (!t.ok()) return fail(t.error());
+  if (Status s = checkZeroed(lk.kernel.zeroedBytes, "after the timed launches"); !s.ok()) return fail(s.error());
   r.timing = *t;
   return r;
 }

@@ -1,7 +1,8 @@
 // Runs one benchmark case on the GPU. Inputs are uploaded once and outputs allocated once for
 // all variants; each variant (a target's default config or a fixed candidate) is compiled
 // through the JIT, checked once against the reference (in/out tensors restored, outputs and
-// workspace poisoned first), then timed as one launch of its whole plan.
+// workspace poisoned first), then timed as one launch of its whole plan. A plan's zeroed
+// workspace is checked to be zero again after the check and after the timed launches.
 #pragma once
 #include <memory>
 #include <optional>
@@ -45,7 +46,8 @@ class CaseRunner {
  private:
   CaseRunner(Jit& jit, const BenchCase& c, OpDesc d) : jit_(jit), c_(c), desc_(std::move(d)) {}
   Status restoreAndPoison();
-  Status ensureWorkspace(int64_t bytes);
+  Status ensureWorkspace(int64_t bytes, int64_t zeroedBytes);
+  Status checkZeroed(int64_t bytes, const char* when) const;
   Result<TensorMap> downloadOutputs(const std::vector<int64_t>& rows) const;
 
   Jit& jit_;
@@ -56,6 +58,7 @@ class CaseRunner {
   std::set<std::string> inOut_;  // inputs the op also writes
   DeviceAddrMap addrs_;
   DeviceBuffer workspace_;
+  DeviceBuffer zeroed_;  // "__zeroed": zero-filled once, every kernel leaves it zero
 };
 
 }  // namespace deepinfer::bench

@@ -102,6 +102,9 @@ Result<EmittedKernel> emitKernel(const OpDesc& d, const KernelConfig& c) {
   auto workspace = f->workspaceBytes(c, d);
   if (!workspace.ok()) return workspace.error();
   k.workspaceBytes = *workspace;
+  auto zeroed = f->zeroedWorkspaceBytes(c, d);
+  if (!zeroed.ok()) return zeroed.error();
+  k.zeroedBytes = *zeroed;
   return k;
 }
 

@@ -36,6 +36,7 @@ inline constexpr const char* kCuda = "di.cuda";                  // the CUDA uni
 inline constexpr const char* kEntries = "di.entries";            // its extern "C" entries
 inline constexpr const char* kLaunch = "di.launch";              // the launch plan, in order
 inline constexpr const char* kWorkspaceBytes = "di.workspace_bytes";
+inline constexpr const char* kZeroedBytes = "di.zeroed_bytes";
 }  // namespace attr
 
 // Registers the kernel families' rules (KernelRulesInterface) on the di dialect.

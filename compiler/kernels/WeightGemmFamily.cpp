@@ -2,8 +2,9 @@
 // checkpoint format (docs/model.md §3) and the model's epilogues.
 //
 // Knobs: the CTA tile (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages) and `splits`, the
-// number of CTAs that share one output tile's K (their fp32 partials go to the workspace and a
-// second launch sums them in split order). Default heuristic, per target:
+// number of CTAs that share one output tile's K (their fp32 partials go to the workspace and the
+// last CTA of the tile to arrive, counted in the zeroed workspace, sums them in split order: one
+// launch). Default heuristic, per target:
 //  - decode (M <= 16, weight-bandwidth bound): one m16 tile holding M rows (block_m = M rounded
 //    up to a power of two: shared memory and copies only for real rows), 4 warps over N in block
 //    order (block_k 128: a thread decodes whole k32 blocks), 8 KB of weights per stage per matrix (block_n 128
@@ -338,14 +339,6 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
         "}}\n",
         g->tile.threads(), g->tile.minBlocks(), baseName, g->tile.templateArgs(), s.epilogue, split ? "true" : "false");
     u.entries = {baseName};
-    if (split) {
-      u.source += fmt::format(
-          "extern \"C\" __global__ void __launch_bounds__(256) {}_reduce(const di::WeightGemmParams p) {{\n"
-          "  di::weight_gemm_reduce<{}>(p);\n"
-          "}}\n",
-          baseName, s.epilogue);
-      u.entries.push_back(baseName + "_reduce");
-    }
     return u;
   }
 
@@ -358,15 +351,7 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
     main.grid = {uint32_t(g->tilesPerGroup * s.G), uint32_t(g->mTiles), uint32_t(g->splits)};
     main.block = {uint32_t(g->tile.threads()), 1, 1};
     main.dynamicSmem = uint32_t(g->tile.smemBytes());
-    std::vector<LaunchStep> plan = {main};
-    if (g->splits > 1) {
-      LaunchStep red;
-      red.entry = baseName + "_reduce";
-      red.grid = {uint32_t(std::clamp<int64_t>(cdiv(s.M * s.N, 256), 1, 4096)), 1, 1};
-      red.block = {256, 1, 1};
-      plan.push_back(red);
-    }
-    return plan;
+    return {main};
   }
 
   int64_t workspace(const Config& c, const OpDesc& d) const override {
@@ -374,6 +359,13 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
     if (g->splits <= 1) return 0;
     const Shape s = shapeOf(d);
     return int64_t(g->splits) * s.M * s.N * (s.gated() ? 2 : 1) * 4;
+  }
+
+  // Split-K: one arrival counter per output tile (templates/WeightGemm.cuh).
+  int64_t zeroedWorkspace(const WeightGemmConfig& c, const OpDesc& d) const override {
+    auto g = geometry(c, d);
+    if (g->splits <= 1) return 0;
+    return g->tilesPerGroup * shapeOf(d).G * g->mTiles * 4;
   }
 
   Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
@@ -430,6 +422,9 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       auto ws2 = addr("__workspace", 16);
       if (!ws2.ok()) return ws2.error();
       p.partial = reinterpret_cast<float*>(*ws2);
+      auto z = addr("__zeroed", 4);
+      if (!z.ok()) return z.error();
+      p.arrivals = reinterpret_cast<uint32_t*>(*z);
     }
     p.M = int32_t(s.M);
     p.N = int32_t(s.N);

@@ -45,6 +45,7 @@ struct EmitCuda : impl::DiEmitCudaBase<EmitCuda> {
       }
       o->setAttr(attr::kLaunch, b.getArrayAttr(steps));
       if (k->workspaceBytes > 0) o->setAttr(attr::kWorkspaceBytes, b.getI64IntegerAttr(k->workspaceBytes));
+      if (k->zeroedBytes > 0) o->setAttr(attr::kZeroedBytes, b.getI64IntegerAttr(k->zeroedBytes));
       return WalkResult::advance();
     });
     if (r.wasInterrupted()) signalPassFailure();

@@ -106,6 +106,7 @@ EmittedKernel kernelFromIR(Operation* op) {
     k.plan.push_back(s);
   }
   if (auto w = op->getAttrOfType<IntegerAttr>(attr::kWorkspaceBytes)) k.workspaceBytes = w.getInt();
+  if (auto z = op->getAttrOfType<IntegerAttr>(attr::kZeroedBytes)) k.zeroedBytes = z.getInt();
   return k;
 }
 

@@ -188,6 +188,15 @@ nb::dict runOp(const std::string& op, const nb::dict& tensors, const nb::dict& a
       else ws = std::move(b.value());
     }
     if (s.ok() && ws.size() > 0) views["__workspace"] = TensorView::contiguous(ws.addr(), DType::U8, {int64_t(ws.size())});
+    StreamBuffer zeroed;  // zero on entry, left zero by the kernel
+    if (s.ok() && k->kernel.zeroedBytes > 0) {
+      auto b = StreamBuffer::alloc(size_t(k->kernel.zeroedBytes), reinterpret_cast<void*>(stream));
+      if (!b.ok()) s = b.error();
+      else zeroed = std::move(b.value());
+      if (s.ok()) s = zeroed.zero();
+    }
+    if (s.ok() && zeroed.size() > 0)
+      views["__zeroed"] = TensorView::contiguous(zeroed.addr(), DType::U8, {int64_t(zeroed.size())});
     if (s.ok()) s = launchViews(*ctx->jit, *k, views, reinterpret_cast<void*>(stream));
   }
   check(s);

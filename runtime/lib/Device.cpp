@@ -94,6 +94,13 @@ Result<StreamBuffer> StreamBuffer::alloc(size_t bytes, void* stream) {
   return b;
 }
 
+Status StreamBuffer::zero() const {
+  if (!addr_) return {};
+  DI_DRV(d);
+  DI_CU(d.cuMemsetD8Async(CUdeviceptr(addr_), 0, size_, static_cast<CUstream>(stream_)), "cuMemsetD8Async");
+  return {};
+}
+
 StreamBuffer& StreamBuffer::operator=(StreamBuffer&& o) noexcept {
   if (this != &o) {
     this->~StreamBuffer();

@@ -42,6 +42,18 @@ Status DiOps::run(const std::string& op, const OpAttrs& attrs, const std::map<st
     }
     addrs["__workspace"] = workspace_.addr();
   }
+  const int64_t zb = (*k)->kernel.zeroedBytes;
+  if (zb > 0) {
+    if (int64_t(zeroed_.size()) < zb) {
+      zeroed_ = DeviceBuffer();
+      auto b = DeviceBuffer::alloc(size_t(zb));
+      if (!b.ok()) return b.error();
+      DI_TRY(b->fill(0));
+      zeroed_ = std::move(*b);
+      ++workspaceGen_;
+    }
+    addrs["__zeroed"] = zeroed_.addr();
+  }
   Status st = jit_.launch(**k, addrs, stream);
   if (!st.ok()) return Error{fmt::format("forward: {}: {}", op, st.error().message)};
   return {};

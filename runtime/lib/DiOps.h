@@ -1,7 +1,7 @@
 // Launching `di` ops from the forward pass on device addresses: the op description is built
 // from the tensors' shapes and the attributes, the kernel comes from the Jit (compiled once,
 // memoized per op + shapes + target), and a plan that needs a workspace gets one from a
-// grow-only buffer. Callers keep shapes stable across calls (bucketed capacities) so a long
+// grow-only buffer (and one that needs a zeroed region, from a second, zero-filled one). Callers keep shapes stable across calls (bucketed capacities) so a long
 // run compiles a bounded set of kernels.
 #pragma once
 #include <map>
@@ -25,12 +25,15 @@ class DiOps {
   // Runs `op` with tensors by canonical name (inputs, in/out and outputs) on `stream`.
   Status run(const std::string& op, const OpAttrs& attrs, const std::map<std::string, DiTensor>& tensors,
              void* stream);
-  uint64_t workspaceGeneration() const { return workspaceGen_; }  // changes when the workspace moves
+  uint64_t workspaceGeneration() const { return workspaceGen_; }  // changes when a workspace moves
 
  private:
   Jit& jit_;
   TargetProfile target_;
   DeviceBuffer workspace_;
+  // The "__zeroed" region of every op: zero-filled when allocated and left zero by each kernel,
+  // so launches in stream order (and graph replays) share it.
+  DeviceBuffer zeroed_;
   uint64_t workspaceGen_ = 0;
 };
 

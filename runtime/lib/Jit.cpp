@@ -152,6 +152,9 @@ Status Jit::launch(const LoadedKernel& k, const DeviceAddrMap& addrs, void* stre
   if (k.kernel.workspaceBytes > 0 && !addrs.count("__workspace"))
     return Error{fmt::format("{} needs a {} byte workspace (\"__workspace\")", k.kernel.baseName,
                              k.kernel.workspaceBytes)};
+  if (k.kernel.zeroedBytes > 0 && !addrs.count("__zeroed"))
+    return Error{fmt::format("{} needs a {} byte workspace that is zero on entry (\"__zeroed\")", k.kernel.baseName,
+                             k.kernel.zeroedBytes)};
   auto params = fam->packParams(k.config.config, k.desc, addrs);
   if (!params.ok()) return params.error();
   return launchPacked(k, *params, stream);

@@ -164,8 +164,24 @@ Result<GpuRunInfo> runOpOnGpu(Jit& jit, const std::string& op, const OpAttrs& at
     addrs["__workspace"] = b->addr();
     bufs["__workspace"] = std::move(b.value());
   }
+  const int64_t zeroed = k.value()->kernel.zeroedBytes;
+  if (zeroed > 0) {
+    auto b = DeviceBuffer::alloc(size_t(zeroed));
+    if (!b.ok()) return b.error();
+    DI_TRY(b->fill(0));
+    addrs["__zeroed"] = b->addr();
+    bufs["__zeroed"] = std::move(b.value());
+  }
   DI_TRY(jit.launch(**k, addrs, nullptr));
   DI_TRY(jit.device().synchronize());
+  if (zeroed > 0) {  // the kernel's contract: the region is left as it was found
+    std::vector<uint8_t> z(size_t(zeroed), 0xFF);
+    DI_TRY(bufs.at("__zeroed").download(z.data(), z.size()));
+    for (size_t i = 0; i < z.size(); ++i)
+      if (z[i] != 0)
+        return Error{fmt::format("{}: byte {} of its zeroed workspace is {:#04x} after the launch; the kernel must "
+                                 "leave it zero", k.value()->kernel.baseName, i, z[i])};
+  }
   for (const auto& [name, spec] : outs) {
     HostTensor t(spec.first, spec.second);
     DI_TRY(bufs.at(name).download(t.bytes.data(), t.bytes.size()));

@@ -18,10 +18,11 @@ const TensorSig* findTensor(const OpSignature& sig, const std::string& name) {
 }  // namespace
 
 Result<ViewBindings> bindViews(const LoadedKernel& k, const TensorViewMap& views) {
-  return bindViews(k.desc, views, k.kernel.workspaceBytes);
+  return bindViews(k.desc, views, k.kernel.workspaceBytes, k.kernel.zeroedBytes);
 }
 
-Result<ViewBindings> bindViews(const OpDesc& desc, const TensorViewMap& views, int64_t workspaceBytes) {
+Result<ViewBindings> bindViews(const OpDesc& desc, const TensorViewMap& views, int64_t workspaceBytes,
+                               int64_t zeroedBytes) {
   const std::string& op = desc.op;
   const OpSignature* sig = findOpSignature(op);
   const KernelFamily* fam = findKernelFamily(op);
@@ -40,11 +41,11 @@ Result<ViewBindings> bindViews(const OpDesc& desc, const TensorViewMap& views, i
       return Error{fmt::format("{}: view '{}' has shape {} but strides {}", op, name, dimsString(v.shape),
                                dimsString(v.strides))};
     if (auto s = v.checkBounds(); !s.ok()) return Error{fmt::format("{}: view '{}': {}", op, name, s.error().message)};
-    if (name == "__workspace") {
-      if (v.dtype != DType::U8 || v.rank() != 1 || !v.isContiguous() ||
-          v.shape[0] < workspaceBytes)
-        return Error{fmt::format("{}: '__workspace' must be a dense U8 view of at least {} bytes; got {}", op,
-                                 workspaceBytes, v.toString())};
+    if (name == "__workspace" || name == "__zeroed") {
+      const int64_t need = name == "__workspace" ? workspaceBytes : zeroedBytes;
+      if (v.dtype != DType::U8 || v.rank() != 1 || !v.isContiguous() || v.shape[0] < need)
+        return Error{fmt::format("{}: '{}' must be a dense U8 view of at least {} bytes; got {}", op, name, need,
+                                 v.toString())};
       b.addrs[name] = v.addr;
       continue;
     }
@@ -75,6 +76,9 @@ Result<ViewBindings> bindViews(const OpDesc& desc, const TensorViewMap& views, i
     if (!views.count(name)) return Error{fmt::format("{}: no view given for tensor '{}'", op, name)};
   if (workspaceBytes > 0 && !views.count("__workspace"))
     return Error{fmt::format("{}: the kernel needs a {} byte workspace (\"__workspace\")", op, workspaceBytes)};
+  if (zeroedBytes > 0 && !views.count("__zeroed"))
+    return Error{fmt::format("{}: the kernel needs a {} byte workspace that is zero on entry (\"__zeroed\")", op,
+                             zeroedBytes)};
   return b;
 }
 

@@ -14,6 +14,7 @@ struct WeightGemmParams {
   const uint8_t* w_up_scale;
   void* y;                     // [M, ldy]: f32, or bf16 (bf16 store and SwiGLU epilogues)
   float* partial;              // split-K only: [splits][M][N * (SwiGLU ? 2 : 1)] f32 (workspace)
+  uint32_t* arrivals;          // split-K only: one counter per output tile, zero on entry and exit ("__zeroed")
   int64_t ldx;                 // elements between rows of x (>= K, a multiple of 8)
   int64_t ldy;                 // elements between rows of y (>= N, even)
   int32_t M, N, Kg;            // Kg: columns of one group (= K for groups = 1)

@@ -174,6 +174,69 @@ TEST(QuantGemmOps, MoeExpertsReplaysAsACudaGraph) {
   }
 }
 
+// Split-K in one launch (the last CTA of each tile reduces, counted in DiOps' zeroed workspace):
+// captured in a CUDA graph and replayed; every replay must find the counters zero again and give
+// the eager launch's bytes (no dependence on which CTA arrives last).
+TEST(QuantGemmOps, WeightGemmSplitKReplaysAsACudaGraph) {
+  Env& e = env();
+  if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
+  ASSERT_TRUE(e.dev->use().ok());
+  const deepinfer::testing::OpCase* found = nullptr;
+  auto cases = deepinfer::testing::casesFor("weight_gemm", e.seed, false);
+  for (const auto& c : cases)
+    if (c.name == "fp4_m1_n2304_k5120") found = &c;
+  ASSERT_NE(found, nullptr);
+  const auto& c = *found;
+  TensorMap want = c.inputs;
+  ASSERT_TRUE(runReference("weight_gemm", c.attrs, want).ok());
+  const HostTensor& y0 = want.at("y");
+  JitOptions untuned;  // the families' defaults (split-K for this shape), whatever `tune` recorded
+  untuned.useTuned = false;
+  Jit jit(e.dev, untuned);
+  for (const TargetProfile& target : targets()) {
+    const std::string where = fmt::format("weight_gemm [{}] graph on {} (seed {})", c.name, target.name, e.seed);
+    auto d = describeOp("weight_gemm", c.attrs, c.inputs);
+    ASSERT_TRUE(d.ok());
+    auto k = jit.get(*d, target);
+    ASSERT_TRUE(k.ok()) << where << ": " << k.error().message;
+    ASSERT_GT((*k)->kernel.zeroedBytes, 0) << where << ": the default is not split-K ("
+                                           << configToString((*k)->config.config) << ")";
+    ASSERT_EQ((*k)->kernel.plan.size(), 1u) << where << ": split-K must be one launch";
+    DiOps ops(jit, target);
+    std::map<std::string, DeviceBuffer> b;
+    for (const auto& [name, t] : c.inputs) {
+      auto u = upload(t);
+      ASSERT_TRUE(u.ok()) << where;
+      b[name] = std::move(*u);
+    }
+    auto y = DeviceBuffer::alloc(y0.bytes.size());
+    ASSERT_TRUE(y.ok() && y->fill(0x7F).ok());
+    const int64_t N = c.inputs.at("w").dim(0), K = c.inputs.at("x").dim(1);
+    const DeviceQuantWeight w = quantWeight(b.at("w"), b.at("w_scale"), N, K, 4);
+    auto stream = Stream::create();
+    ASSERT_TRUE(stream.ok());
+    auto run = [&] { return weightGemm(ops, b.at("x").addr(), 1, w, y->addr(), GemmEpilogue::F32, stream->handle()); };
+    ASSERT_TRUE(run().ok()) << where;
+    ASSERT_TRUE(stream->synchronize().ok());
+    const HostTensor eager = download(*y, y0.dtype, y0.shape);
+    auto rep = deepinfer::testing::compareOutputs("weight_gemm", "y", y0, eager, c.attrs, c.inputs);
+    EXPECT_TRUE(rep.ok) << where << " (eager): " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
+    ASSERT_TRUE(DeviceGraph::beginCapture(stream->handle()).ok()) << where;
+    Status captured = run();
+    auto graph = DeviceGraph::endCapture(stream->handle());
+    ASSERT_TRUE(captured.ok()) << where << ": " << captured.error().message;
+    ASSERT_TRUE(graph.ok()) << where << ": " << graph.error().message;
+    for (int replay = 0; replay < 3; ++replay) {
+      ASSERT_TRUE(y->fill(0x7F).ok());
+      ASSERT_TRUE(e.dev->synchronize().ok());  // the poison lands before the replay
+      ASSERT_TRUE(graph->launch(stream->handle()).ok()) << where;
+      ASSERT_TRUE(stream->synchronize().ok()) << where;
+      const HostTensor got = download(*y, y0.dtype, y0.shape);
+      EXPECT_TRUE(got.bytes == eager.bytes) << where << ": replay " << replay << " differs from the eager launch";
+    }
+  }
+}
+
 // x a column slice of [M, K + 24] and y a column slice of [M, N + 6].
 TEST(QuantGemmOps, WeightGemmStridedViews) {
   Env& e = env();
@@ -229,9 +292,24 @@ TEST(QuantGemmOps, WeightGemmStridedViews) {
         views["__workspace"] = *wv;
         ws = std::move(*wb);
       }
+      const int64_t zeroedBytes = (*k)->kernel.zeroedBytes;
+      std::optional<DeviceBuffer> zeroed;
+      if (zeroedBytes > 0) {
+        auto zb = DeviceBuffer::alloc(size_t(zeroedBytes));
+        ASSERT_TRUE(zb.ok() && zb->fill(0).ok());
+        auto zv = TensorView::of(*zb, DType::U8, {zeroedBytes});
+        ASSERT_TRUE(zv.ok());
+        views["__zeroed"] = *zv;
+        zeroed = std::move(*zb);
+      }
       auto launched = launchViews(*e.jit, **k, views, nullptr);
       ASSERT_TRUE(launched.ok()) << where << ": " << launched.error().message;
       ASSERT_TRUE(e.dev->synchronize().ok());
+      if (zeroed) {
+        const HostTensor z = download(*zeroed, DType::U8, {zeroedBytes});
+        for (int64_t i = 0; i < zeroedBytes; ++i)
+          ASSERT_EQ(z.bytes[size_t(i)], 0) << where << ": byte " << i << " of the zeroed workspace was left non-zero";
+      }
       const HostTensor wide = download(*by, yt, {M, ldy});
       HostTensor got(yt, {M, N});
       for (int64_t m = 0; m < M; ++m)

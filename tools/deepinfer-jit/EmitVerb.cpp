@@ -28,6 +28,8 @@ std::string resourcesText(const PipelineResult& p, const CompiledUnit& c, const 
   for (const auto& st : p.kernel.plan)
     s += fmt::format("launch {}: grid ({}, {}, {}) block ({}, {}, {}) dynamic smem {}\n", st.entry, st.grid[0],
                      st.grid[1], st.grid[2], st.block[0], st.block[1], st.block[2], st.dynamicSmem);
+  if (p.kernel.workspaceBytes > 0 || p.kernel.zeroedBytes > 0)
+    s += fmt::format("workspace {} bytes, zeroed {} bytes\n", p.kernel.workspaceBytes, p.kernel.zeroedBytes);
   return s;
 }
 

@@ -156,8 +156,13 @@ class KernelFamily {
   // Kernel launches in order (e.g. split-KV partials, then the merge only when needed).
   virtual Result<std::vector<LaunchStep>> launchPlan(const KernelConfig& c, const OpDesc& d,
                                                      const std::string& baseName) const = 0;
-  // Device workspace bytes the plan needs (0 if none); bound as "__workspace".
+  // Device workspace bytes the plan needs (0 if none); bound as "__workspace". Its contents are
+  // undefined on entry (callers share and poison it).
   virtual Result<int64_t> workspaceBytes(const KernelConfig& c, const OpDesc& d) const = 0;
+  // Device bytes the plan needs zero on entry and leaves zero on exit (0 if none; e.g. the arrival
+  // counters of a one-launch split-K); bound as "__zeroed". The caller allocates it zero-filled
+  // once and may reuse it for any later launch on the same stream.
+  virtual Result<int64_t> zeroedWorkspaceBytes(const KernelConfig& c, const OpDesc& d) const = 0;
   // The kernel parameter struct's bytes (one by-value argument shared by every step).
   virtual Result<std::vector<uint8_t>> packParams(const KernelConfig& c, const OpDesc& d,
                                                   const DeviceAddrMap& addrs) const = 0;

@@ -37,6 +37,7 @@ struct EmittedKernel {
   std::string baseName;               // "di_<op>_<16 hex>"
   std::vector<LaunchStep> plan;       // entries already renamed
   int64_t workspaceBytes = 0;
+  int64_t zeroedBytes = 0;  // KernelFamily::zeroedWorkspaceBytes ("__zeroed")
 };
 // Refuses an invalid op description or config (never emits a unit that cannot compile).
 Result<EmittedKernel> emitKernel(const OpDesc& d, const KernelConfig& c);

@@ -78,6 +78,7 @@ class TypedKernelFamily : public KernelFamily {
   virtual CudaUnit unit(const C& c, const OpDesc& d, const std::string& baseName) const = 0;
   virtual std::vector<LaunchStep> plan(const C& c, const OpDesc& d, const std::string& baseName) const = 0;
   virtual int64_t workspace(const C&, const OpDesc&) const { return 0; }
+  virtual int64_t zeroedWorkspace(const C&, const OpDesc&) const { return 0; }
   virtual Result<std::vector<uint8_t>> params(const C& c, const OpDesc& d, const DeviceAddrMap& addrs) const = 0;
   // Default: every strided tensor must pass checkStrides, then params.
   virtual Result<std::vector<uint8_t>> stridedParams(const C& c, const OpDesc& d, const DeviceAddrMap& addrs,
@@ -119,6 +120,11 @@ class TypedKernelFamily : public KernelFamily {
     auto c = typed(k, d);
     if (!c.ok()) return c.error();
     return workspace(*c, d);
+  }
+  Result<int64_t> zeroedWorkspaceBytes(const KernelConfig& k, const OpDesc& d) const final {
+    auto c = typed(k, d);
+    if (!c.ok()) return c.error();
+    return zeroedWorkspace(*c, d);
   }
   Result<std::vector<uint8_t>> packParams(const KernelConfig& k, const OpDesc& d,
                                           const DeviceAddrMap& addrs) const final {

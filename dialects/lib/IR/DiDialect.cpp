@@ -34,7 +34,7 @@ LogicalResult DiDialect::verifyOperationAttribute(Operation* op, NamedAttribute 
   const StringRef name = attr.getName().getValue();
   const Attribute v = attr.getValue();
   static const char* const kKnown = "di.target, di.config, di.candidates, di.dropped_over_cap, di.kernel, di.cuda, "
-                                    "di.entries, di.launch, di.workspace_bytes";
+                                    "di.entries, di.launch, di.workspace_bytes, di.zeroed_bytes";
   auto expect = [&](bool ok, const char* what) -> LogicalResult {
     if (ok) return success();
     return op->emitError() << "attribute '" << name << "' must be " << what << ", got " << v;
@@ -58,7 +58,7 @@ LogicalResult DiDialect::verifyOperationAttribute(Operation* op, NamedAttribute 
     auto a = llvm::dyn_cast<ArrayAttr>(v);
     return expect(a && llvm::all_of(a, [](Attribute e) { return llvm::isa<ConfigAttr>(e); }), "an array of #di.config");
   }
-  if (name == "di.dropped_over_cap" || name == "di.workspace_bytes") return expect(nonNegativeInt(v), "an i64 >= 0");
+  if (name == "di.dropped_over_cap" || name == "di.workspace_bytes" || name == "di.zeroed_bytes") return expect(nonNegativeInt(v), "an i64 >= 0");
   if (name == "di.cuda") return expect(llvm::isa<StringAttr>(v), "a string (the emitted CUDA unit)");
   if (name == "di.kernel") return expect(llvm::isa<StringAttr>(v), "a string (the unit's base name)");
   if (name == "di.entries") {

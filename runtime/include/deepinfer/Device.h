@@ -69,6 +69,7 @@ class StreamBuffer {
   ~StreamBuffer();  // frees on the stream it was allocated on
   uint64_t addr() const { return addr_; }
   size_t size() const { return size_; }
+  Status zero() const;  // in stream order (a kernel's "__zeroed" workspace)
 
  private:
   uint64_t addr_ = 0;

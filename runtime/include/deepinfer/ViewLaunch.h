@@ -18,12 +18,14 @@ struct ViewBindings {
   TensorStrides strides;
 };
 
-// Checks `views` against the kernel's op (no GPU work; "__workspace", when the plan needs one,
-// is a U8 view of at least the plan's workspace bytes).
+// Checks `views` against the kernel's op (no GPU work; "__workspace" and "__zeroed", when the
+// plan needs them, are U8 views of at least the plan's bytes; "__zeroed" must be zero on entry).
 Result<ViewBindings> bindViews(const LoadedKernel& k, const TensorViewMap& views);
 // The same checks against an op description alone (no compiled kernel: the reference backend
-// holds host views to the rules a launch would); `workspaceBytes` > 0 requires "__workspace".
-Result<ViewBindings> bindViews(const OpDesc& d, const TensorViewMap& views, int64_t workspaceBytes = 0);
+// holds host views to the rules a launch would); `workspaceBytes` > 0 requires "__workspace",
+// `zeroedBytes` > 0 "__zeroed".
+Result<ViewBindings> bindViews(const OpDesc& d, const TensorViewMap& views, int64_t workspaceBytes = 0,
+                               int64_t zeroedBytes = 0);
 
 // bindViews, pack the parameters with the strides, and launch every step of the plan.
 Status launchViews(const Jit& jit, const LoadedKernel& k, const TensorViewMap& views, void* stream);

@@ -15,13 +15,14 @@ using namespace deepinfer;
 
 namespace {
 
-// Device addresses for every tensor of `d` (inputs, outputs, workspace): aligned, never read.
+// Device addresses for every tensor of `d` (inputs, outputs, workspaces): aligned, never read.
 DeviceAddrMap fakeAddrs(const KernelFamily& f, const OpDesc& d) {
   DeviceAddrMap a;
   uint64_t next = uint64_t(1) << 40;
   for (const auto& [name, shape] : d.shapes) a[name] = (next += uint64_t(1) << 32);
   for (const auto& [name, spec] : f.outputs(d)) a[name] = (next += uint64_t(1) << 32);
   a["__workspace"] = (next += uint64_t(1) << 32);
+  a["__zeroed"] = (next += uint64_t(1) << 32);
   return a;
 }
 

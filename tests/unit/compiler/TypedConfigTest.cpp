@@ -87,8 +87,9 @@ TEST(TypedConfig, AConfigTheFamilyCannotImplementIsAnErrorEverywhere) {
     auto plan = fam->launchPlan(c, *d, "k");
     auto est = fam->estimate(c, *d);
     auto ws = fam->workspaceBytes(c, *d);
+    auto zeroed = fam->zeroedWorkspaceBytes(c, *d);
     auto params = fam->packParams(c, *d, {});
-    EXPECT_FALSE(unit.ok() || plan.ok() || est.ok() || ws.ok() || params.ok()) << b.op;
+    EXPECT_FALSE(unit.ok() || plan.ok() || est.ok() || ws.ok() || zeroed.ok() || params.ok()) << b.op;
     if (!unit.ok()) EXPECT_EQ(unit.error().message, can.error().message);
     // The pipeline and the config check refuse it with the family's message too.
     auto check = checkConfig(*d, t, c);

@@ -39,6 +39,16 @@ inline float __shfl_xor_sync(unsigned, float v, int m) {
 }
 inline unsigned __match_any_sync(unsigned, int key) { return di_emu::match_any(uint32_t(key)); }
 inline unsigned __ballot_sync(unsigned, bool p) { return di_emu::ballot(p); }
+// CTAs run one at a time and threads switch only at barriers, so the atomics and fences of a
+// last-arrival reduction are plain reads and writes here.
+inline unsigned atomicAdd(unsigned* a, unsigned v) {
+  const unsigned old = *a;
+  *a = old + v;
+  return old;
+}
+inline void __threadfence() {}
+inline float __ldcg(const float* p) { return *p; }
+inline float2 __ldcg(const float2* p) { return *p; }
 inline int __ffs(unsigned x) { return __builtin_ffs(int(x)); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {

@@ -3,8 +3,9 @@
 // template code, the family's own launch plan, workspace and packed parameters, every case of
 // tests/cases, the sm_80 default config and alternative tiles (split-K, warps over K and N,
 // block_k 32..256, 2 x 2 prefill warps, SwiGLU pairs, groups). This checks the kernels' data flow
-// (fragment orders, swizzles, scale addressing, split-K sums, the device-side grouping) where no
-// GPU is available; the GPU tests check the compiled kernels themselves.
+// (fragment orders, swizzles, scale addressing, the device-side grouping, and split-K's sums by
+// the last CTA to arrive: the same bits in any CTA order, the zeroed workspace left zero) where
+// no GPU is available; the GPU tests check the compiled kernels themselves.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -34,10 +35,6 @@ using MoeFn = void (*)(const di::MoeExpertsParams&);
 template <bool F, int BM, int BN, int BK, int WM, int WN, int WK, int S, int E, bool SP>
 void wgTile(const di::WeightGemmParams& p) {
   di::weight_gemm_tile<F, BM, BN, BK, WM, WN, WK, S, E, SP>(p);
-}
-template <int E>
-void wgReduce(const di::WeightGemmParams& p) {
-  di::weight_gemm_reduce<E>(p);
 }
 template <int BM>
 void moeRoute(const di::MoeExpertsParams& p) {
@@ -140,10 +137,20 @@ std::string templateArgs(const std::string& source, const std::string& call) {
 struct RunResult {
   std::string error;
   TensorMap outputs;
+  int64_t zeroedBytes = 0;
 };
 
-// Runs `op` on `inputs` through the family's plan in the emulator.
-RunResult runEmulated(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs, const KernelConfig& cfg) {
+// Empty when the zeroed workspace is all zero, else what is not.
+std::string leftZero(const Buffer* z, int64_t bytes) {
+  for (int64_t i = 0; i < bytes; ++i)
+    if (z->data[i] != 0) return fmt::format("byte {} of the zeroed workspace is {:#04x} after the plan", i, z->data[i]);
+  return "";
+}
+
+// Runs `op` on `inputs` through the family's plan in the emulator, its CTAs in grid order or, with
+// a non-zero `ctaOrderSeed`, in a permutation of it.
+RunResult runEmulated(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs, const KernelConfig& cfg,
+                      uint64_t ctaOrderSeed = 0) {
   RunResult r;
   auto d = describeOp(op, attrs, inputs);
   if (!d.ok()) return {d.error().message, {}};
@@ -167,6 +174,11 @@ RunResult runEmulated(const std::string& op, const OpAttrs& attrs, const TensorM
     bufs["__workspace"] = std::make_unique<Buffer>(size_t(k->workspaceBytes), 0x7F);
     addrs["__workspace"] = reinterpret_cast<uint64_t>(bufs["__workspace"]->data);
   }
+  r.zeroedBytes = k->zeroedBytes;
+  if (k->zeroedBytes > 0) {
+    bufs["__zeroed"] = std::make_unique<Buffer>(size_t(k->zeroedBytes), 0);
+    addrs["__zeroed"] = reinterpret_cast<uint64_t>(bufs["__zeroed"]->data);
+  }
   auto params = fam->packParams(cfg, *d, addrs);
   if (!params.ok()) return {params.error().message, {}};
   const std::string& src = k->unit.source;
@@ -174,16 +186,10 @@ RunResult runEmulated(const std::string& op, const OpAttrs& attrs, const TensorM
     std::function<void()> body;
     if (op == "weight_gemm") {
       const auto* p = reinterpret_cast<const di::WeightGemmParams*>(params->data());
-      if (st.entry.size() > 7 && st.entry.substr(st.entry.size() - 7) == "_reduce") {
-        const std::string e = templateArgs(src, "di::weight_gemm_reduce<");
-        WgFn fn = e == "0" ? &wgReduce<0> : e == "1" ? &wgReduce<1> : &wgReduce<2>;
-        body = [fn, p] { fn(*p); };
-      } else {
-        const std::string args = templateArgs(src, "di::weight_gemm_tile<");
-        auto it = wgTiles().find(args);
-        if (it == wgTiles().end()) return {"the emulator test has no instantiation of weight_gemm_tile<" + args + ">", {}};
-        body = [fn = it->second, p] { fn(*p); };
-      }
+      const std::string args = templateArgs(src, "di::weight_gemm_tile<");
+      auto it = wgTiles().find(args);
+      if (it == wgTiles().end()) return {"the emulator test has no instantiation of weight_gemm_tile<" + args + ">", {}};
+      body = [fn = it->second, p] { fn(*p); };
     } else {
       const auto* p = reinterpret_cast<const di::MoeExpertsParams*>(params->data());
       const std::string bm = templateArgs(src, "di::moe::route<");
@@ -204,10 +210,14 @@ RunResult runEmulated(const std::string& op, const OpAttrs& attrs, const TensorM
     }
     try {
       di_emu::launch({st.grid[0], st.grid[1], st.grid[2]}, {st.block[0], st.block[1], st.block[2]}, st.dynamicSmem,
-                     body);
+                     body, ctaOrderSeed);
     } catch (const std::exception& e) {
       return {fmt::format("{}: {}", st.entry, e.what()), {}};
     }
+  }
+  if (k->zeroedBytes > 0) {
+    r.error = leftZero(bufs.at("__zeroed").get(), k->zeroedBytes);
+    if (!r.error.empty()) return r;
   }
   for (const auto& [name, spec] : outs) {
     HostTensor t(spec.first, spec.second);
@@ -225,7 +235,7 @@ uint64_t seed() {
 // Every case, with the config `cfgFor` gives (the sm_80 default when it returns nullopt).
 void checkOp(const std::string& op, const std::function<std::vector<KernelConfig>(const OpDesc&)>& configsFor) {
   const TargetProfile sm80 = *findTarget("sm_80");
-  int compared = 0;
+  int compared = 0, shuffled = 0;
   const bool all = std::getenv("DI_EMU_ALL") != nullptr;
   for (const auto& c : deepinfer::testing::casesFor(op, seed(), false)) {
     // The emulator runs about 10^6 mma per second: the largest cases only when asked.
@@ -252,9 +262,20 @@ void checkOp(const std::string& op, const std::function<std::vector<KernelConfig
         EXPECT_TRUE(rep.ok) << where << " '" << out << "': " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
         ++compared;
       }
+      // A split-K plan (a zeroed workspace of arrival counters) again with its CTAs shuffled: another
+      // CTA of each tile arrives last and reduces, and every output bit must be the same.
+      if (got.zeroedBytes > 0) {
+        auto again = runEmulated(op, c.attrs, c.inputs, cfg, seed() * 2654435761u + 1);
+        ASSERT_EQ(again.error, "") << where << " (CTAs shuffled)";
+        for (const auto& out : deepinfer::testing::outputNames(op))
+          EXPECT_TRUE(again.outputs.at(out).bytes == got.outputs.at(out).bytes)
+              << where << " '" << out << "': the CTA order changed the result";
+        ++shuffled;
+      }
     }
   }
-  fmt::print("{}: {} emulated comparisons (seed {})\n", op, compared, seed());
+  fmt::print("{}: {} emulated comparisons, {} split-K plans re-run with their CTAs shuffled (seed {})\n", op, compared,
+             shuffled, seed());
 }
 
 KernelConfig tile(int bm, int bn, int bk, int wm, int wn, int wk, int stages, int splits = 0) {
@@ -354,16 +375,17 @@ TEST(QuantGemmEmu, WeightGemmStridedViews) {
     addrs["y"] = reinterpret_cast<uint64_t>(wideY.data + yOff * ysz);
     Buffer ws(size_t(std::max<int64_t>(k->workspaceBytes, 16)), 0x7F);
     addrs["__workspace"] = reinterpret_cast<uint64_t>(ws.data);
+    Buffer zeroed(size_t(std::max<int64_t>(k->zeroedBytes, 16)), 0);
+    addrs["__zeroed"] = reinterpret_cast<uint64_t>(zeroed.data);
     auto params = fam->packStridedParams(cfg, *d, addrs, {{"x", {ldx, 1}}, {"y", {ldy, 1}}});
     ASSERT_TRUE(params.ok()) << params.error().message;
     const auto* p = reinterpret_cast<const di::WeightGemmParams*>(params->data());
     for (const LaunchStep& st : k->plan) {
-      const bool red = st.entry.find("_reduce") != std::string::npos;
-      const std::string args = templateArgs(k->unit.source, red ? "di::weight_gemm_reduce<" : "di::weight_gemm_tile<");
-      WgFn fn = red ? (args == "0" ? &wgReduce<0> : args == "1" ? &wgReduce<1> : &wgReduce<2>) : wgTiles().at(args);
+      WgFn fn = wgTiles().at(templateArgs(k->unit.source, "di::weight_gemm_tile<"));
       di_emu::launch({st.grid[0], st.grid[1], st.grid[2]}, {st.block[0], st.block[1], st.block[2]}, st.dynamicSmem,
                      [fn, p] { fn(*p); });
     }
+    EXPECT_EQ(leftZero(&zeroed, k->zeroedBytes), "") << c.name;
     HostTensor got(want.at("y").dtype, {M, N});
     for (int64_t m = 0; m < M; ++m)
       for (int64_t col = 0; col < ldy; ++col) {

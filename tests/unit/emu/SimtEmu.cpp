@@ -2,8 +2,10 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <deque>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -120,52 +122,59 @@ uint16_t doubleToBf16(double d) {
 
 }  // namespace
 
-void launch(Dim3 grid, Dim3 block, size_t smemBytes, const std::function<void()>& kernel) {
+void launch(Dim3 grid, Dim3 block, size_t smemBytes, const std::function<void()>& kernel, uint64_t ctaOrderSeed) {
   const size_t n = size_t(block.x) * block.y * block.z;
   if (n == 0 || n % 32 != 0) throw std::runtime_error("emulator: the CTA size must be a positive multiple of 32");
   while (stacks.size() < n) stacks.emplace_back(new char[kStackBytes]);
+  std::vector<Dim3> order;
   for (unsigned bz = 0; bz < grid.z; ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
-        Cta cta;
-        cta.grid = grid;
-        cta.block = block;
-        cta.bid = {bx, by, bz};
-        cta.smem.assign(smemBytes + kCanaryBytes, 0xA5);  // garbage until written; a canary past the end
-        cta.threads.resize(n);
-        cta.warps.resize(n / 32);
-        cta.kernel = &kernel;
-        g = &cta;
-        for (size_t i = 0; i < n; ++i) {
-          Thread& t = cta.threads[i];
-          t.linear = int(i);
-          t.tid = {unsigned(i % block.x), unsigned((i / block.x) % block.y), unsigned(i / (size_t(block.x) * block.y))};
-          getcontext(&t.ctx);
-          t.ctx.uc_stack.ss_sp = stacks[i].get();
-          t.ctx.uc_stack.ss_size = kStackBytes;
-          t.ctx.uc_link = &cta.sched;
-          makecontext(&t.ctx, entry, 0);
-        }
-        while (cta.finished < int(n)) {
-          bool ran = false;
-          for (Thread& t : cta.threads) {
-            if (t.finished || t.waiting != Wait::None) continue;
-            cta.cur = &t;
-            swapcontext(&cta.sched, &t.ctx);
-            ran = true;
-          }
-          if (!ran) {
-            g = nullptr;
-            throw std::runtime_error("emulator: deadlock (threads wait at different barriers) in CTA (" +
-                                     std::to_string(bx) + ", " + std::to_string(by) + ", " + std::to_string(bz) + ")");
-          }
-        }
-        g = nullptr;
-        for (size_t i = smemBytes; i < smemBytes + kCanaryBytes; ++i)
-          if (cta.smem[i] != 0xA5)
-            throw std::runtime_error("emulator: a thread wrote past the " + std::to_string(smemBytes) +
-                                     " bytes of dynamic shared memory");
+      for (unsigned bx = 0; bx < grid.x; ++bx) order.push_back({bx, by, bz});
+  if (ctaOrderSeed != 0) {
+    std::mt19937_64 rng(ctaOrderSeed);
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  for (const Dim3& at : order) {
+    const unsigned bx = at.x, by = at.y, bz = at.z;
+    Cta cta;
+    cta.grid = grid;
+    cta.block = block;
+    cta.bid = {bx, by, bz};
+    cta.smem.assign(smemBytes + kCanaryBytes, 0xA5);  // garbage until written; a canary past the end
+    cta.threads.resize(n);
+    cta.warps.resize(n / 32);
+    cta.kernel = &kernel;
+    g = &cta;
+    for (size_t i = 0; i < n; ++i) {
+      Thread& t = cta.threads[i];
+      t.linear = int(i);
+      t.tid = {unsigned(i % block.x), unsigned((i / block.x) % block.y), unsigned(i / (size_t(block.x) * block.y))};
+      getcontext(&t.ctx);
+      t.ctx.uc_stack.ss_sp = stacks[i].get();
+      t.ctx.uc_stack.ss_size = kStackBytes;
+      t.ctx.uc_link = &cta.sched;
+      makecontext(&t.ctx, entry, 0);
+    }
+    while (cta.finished < int(n)) {
+      bool ran = false;
+      for (Thread& t : cta.threads) {
+        if (t.finished || t.waiting != Wait::None) continue;
+        cta.cur = &t;
+        swapcontext(&cta.sched, &t.ctx);
+        ran = true;
       }
+      if (!ran) {
+        g = nullptr;
+        throw std::runtime_error("emulator: deadlock (threads wait at different barriers) in CTA (" +
+                                 std::to_string(bx) + ", " + std::to_string(by) + ", " + std::to_string(bz) + ")");
+      }
+    }
+    g = nullptr;
+    for (size_t i = smemBytes; i < smemBytes + kCanaryBytes; ++i)
+      if (cta.smem[i] != 0xA5)
+        throw std::runtime_error("emulator: a thread wrote past the " + std::to_string(smemBytes) +
+                                 " bytes of dynamic shared memory");
+  }
 }
 
 const Dim3& threadIdx() { return self().tid; }

@@ -23,7 +23,9 @@ struct Dim3 {
 
 // Runs `kernel` for every CTA of `grid` with `block` threads and `smemBytes` of dynamic shared
 // memory. Throws std::runtime_error on a deadlock (threads waiting at different barriers).
-void launch(Dim3 grid, Dim3 block, size_t smemBytes, const std::function<void()>& kernel);
+// CTAs run in grid order (x fastest), or in a permutation of it drawn from `ctaOrderSeed` when
+// that is not 0 (a schedule the hardware could also pick: results must not depend on it).
+void launch(Dim3 grid, Dim3 block, size_t smemBytes, const std::function<void()>& kernel, uint64_t ctaOrderSeed = 0);
 
 // The current thread's coordinates.
 const Dim3& threadIdx();

@@ -228,6 +228,26 @@ TEST(ViewLaunch, NonContiguousInputIsRejectedWithItsStrides) {
   EXPECT_NE(m.find(dimsString({bt[1] * 2, 2})), std::string::npos) << m;
 }
 
+// A plan's zeroed workspace ("__zeroed", e.g. split-K arrival counters) is required when the plan
+// declares one and must be a dense U8 view of at least its bytes, like "__workspace".
+TEST(ViewLaunch, ZeroedWorkspaceIsRequiredAndSized) {
+  GatherFixture f;
+  auto views = f.views(0x900000);
+  auto b = bindViews(f.k.desc, views, 0, 64);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("64 byte workspace that is zero on entry (\"__zeroed\")"), std::string::npos)
+      << b.error().message;
+  views["__zeroed"] = TensorView::contiguous(0x700000, DType::U8, {32});
+  b = bindViews(f.k.desc, views, 0, 64);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("'__zeroed' must be a dense U8 view of at least 64 bytes"), std::string::npos)
+      << b.error().message;
+  views["__zeroed"] = TensorView::contiguous(0x700000, DType::U8, {64});
+  b = bindViews(f.k.desc, views, 0, 64);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b->addrs.at("__zeroed"), 0x700000u);
+}
+
 TEST(ViewLaunch, DtypeShapeAndNameErrors) {
   GatherFixture f;
   auto views = f.views(0x900000);
