@@ -1,4 +1,4 @@
-// The CUDA spellings the quantized-GEMM templates use, mapped onto the host SIMT emulator
+// The CUDA spellings the quantized-GEMM, mHC and topk templates use, mapped onto the host SIMT emulator
 // (SimtEmu.h). Include this before the templates, in tests only.
 #pragma once
 #include "SimtEmu.h"
@@ -39,6 +39,19 @@ inline float __shfl_xor_sync(unsigned, float v, int m) {
 }
 inline unsigned __match_any_sync(unsigned, int key) { return di_emu::match_any(uint32_t(key)); }
 inline unsigned __ballot_sync(unsigned, bool p) { return di_emu::ballot(p); }
+inline uint32_t __shfl_sync(unsigned, uint32_t v, int src) { return di_emu::shfl_idx(v, src); }
+inline int __shfl_sync(unsigned, int v, int src) { return int(di_emu::shfl_idx(uint32_t(v), src)); }
+inline unsigned __reduce_add_sync(unsigned, unsigned v) { return di_emu::reduce_add(v); }
+// Fibers switch only at barriers and warp collectives, so a plain read-modify-write is atomic.
+inline int atomicAdd(int* p, int v) {
+  const int old = *p;
+  *p = old + v;
+  return old;
+}
+template <class T>
+inline T __ldg(const T* p) {
+  return *p;
+}
 // CTAs run one at a time and threads switch only at barriers, so the atomics and fences of a
 // last-arrival reduction are plain reads and writes here.
 inline unsigned atomicAdd(unsigned* a, unsigned v) {
