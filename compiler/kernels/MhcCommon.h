@@ -133,8 +133,9 @@ Status bindAddr(Ptr& field, const DeviceAddrMap& a, const std::string& name, con
 }
 
 // The facts every mHC op shares: shapes from T (tokens) and C (hidden size), the compile shapes
-// (T = 64 is the tensor-core path), the tuning buckets along T (edges at 15 and 64, so the CUDA-
-// core path below T = 16 and the tensor-core path never share a bucket) and the tune shape.
+// (default T = 6: one warp; T = 64: four), the tuning buckets along T (edges at 15 and 64, so the
+// buckets with CUDA-core candidates, T < 16, never share timings with the tensor-core-only ones)
+// and the tune shape.
 std::vector<ShapeParam> shapeParams();
 OpDesc describe(const std::string& op, const ShapeParams& p);
 std::vector<std::pair<std::string, ShapeParams>> compileShapes();

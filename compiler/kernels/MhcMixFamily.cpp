@@ -62,8 +62,8 @@ std::vector<MhcMixFamily::Config> MhcMixFamily::configs(const OpDesc& d, const T
   const Mode mode = modeOf(fused_);
   const int64_t chunks = dims->C / kChunk;
   for (int mma : {1, 0}) {
-    // The CUDA-core path is the small-T path (docs/ops.md §8: tensor cores from T = 16 on); the mma
-    // path is valid for any T (padding rows are zeros), so small T gets both.
+    // The mma path is valid for any T (padding rows are zeros) and is the default everywhere; the
+    // CUDA-core path is also offered below one full 16-token tile (docs/ops.md §8.4).
     if (mma == 0 && dims->T >= 16) continue;
     for (int warps : warpChoices(dims->T)) {
       const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
@@ -98,11 +98,15 @@ ResourceEstimate MhcMixFamily::resources(const Config& c, const OpDesc& d) const
 }
 
 // Default heuristic:
-//  - use_mma = (T >= 16): tensor cores once a 16-token mma tile is full (docs/ops.md §8); below that
-//    the fp32 CUDA-core path, which is also exact in fn.
-//  - threads: one 16-token tile per warp. mma: up to 4 warps (64 tokens) per CTA, fewer when T
-//    is small so that no warp idles; the 4 warps share each staged fn chunk, and 8 warps of
-//    ~150 registers would leave a single CTA per SM. CUDA-core path: 1 warp (T < 16 is one tile).
+//  - use_mma = 1 at every T: tensor cores, the padding rows of a partial 16-token tile being
+//    zeros. The fp32 CUDA-core path stays a candidate below T = 16, but measured on an H200
+//    (ab938db, bench --quick) it was the slower one: mhc_pre 14.8 us at T = 6 and 16.8 us at
+//    T = 12 on CUDA cores against 12.8 us at T = 16 on tensor cores (24 x 8 x 4 FMAs and 2 x 96
+//    shared 16-byte loads per lane per chunk against 48 mma.sync); accuracy is the tensor-core
+//    path's at T >= 16 (docs/ops.md §12).
+//  - threads: one 16-token tile per warp, up to 4 warps (64 tokens) per CTA, fewer when T is
+//    small so that no warp idles; the 4 warps share each staged fn chunk, and 8 warps of ~150
+//    registers would leave a single CTA per SM.
 //  - k_slices: occupancy-driven split of C. A CTA count of (SMs x resident CTAs per SM) fills
 //    the machine in one wave; resident CTAs per SM come from the target's max CTAs/SM, max
 //    warps/SM, registers and shared memory (sm_80: 32 CTAs, 64 warps, 164 KB; sm_86: 16 CTAs,
@@ -115,8 +119,8 @@ MhcMixFamily::Config MhcMixFamily::defaultFor(const OpDesc& d, const TargetProfi
   auto dims = residualDims(d, residualName());
   if (!dims) return {128, 1, 1};
   const Mode mode = modeOf(fused_);
-  const bool mma = dims->T >= 16;
-  const int warps = mma ? defaultWarps(dims->T) : 1;
+  const bool mma = true;
+  const int warps = defaultWarps(dims->T);
   const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
   const int64_t chunks = dims->C / kChunk;
   int64_t slices = defaultSlices(mode, mma, t, tiles, chunks, warps);

@@ -25,7 +25,7 @@ class MhcMixFamily : public TypedKernelFamily<mhc::MixConfig> {
   std::vector<ShapeParam> shapeParams() const override { return mhc::shapeParams(); }
   OpDesc describe(const ShapeParams& p) const override { return mhc::describe(opName(), p); }
   std::vector<std::pair<std::string, ShapeParams>> compileShapes() const override { return mhc::compileShapes(); }
-  // Tensor cores from T = 16 on (docs/ops.md §8).
+  // From T = 16 on every candidate uses tensor cores (below, CUDA-core candidates exist too).
   PtxChecks ptxChecks(const OpDesc& d) const override { return {.tensorCores = dimOf(d, residualName(), 0) >= 16}; }
   std::optional<BucketAxis> bucketAxis() const override { return mhc::bucketAxis(); }
   std::optional<int64_t> bucketValue(const OpDesc& d) const override { return dimOf(d, fused_ ? "f_out" : "x", 0); }

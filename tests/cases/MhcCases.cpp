@@ -25,14 +25,15 @@ struct MhcSpec {
 const MhcSpec kSpecs[] = {
     {"t1_c5120_onehot", 1, 5120, true},
     {"t6_c5120", 6, 5120},
-    // 512 chunks: more partial records than one batch of the finalize's loads (256 slots) and a
-    // row longer than the finalize's registers hold (C > 8192).
-    {"t6_c16384", 6, 16384},
     {"t15_c256", 15, 256},
     {"t16_c5120", 16, 5120},
     {"t17_c256", 17, 256},
     {"t64_c5120", 64, 5120},
     {"t64_c256_iters7_eps1e-6", 64, 256, false, 7, 1e-6},
+    // 512 chunks: more partial records than one batch of the finalize's loads (256 slots) and a
+    // row longer than the finalize's registers hold (C > 8192). Last, so that the cases above keep
+    // their random draws.
+    {"t6_c16384", 6, 16384},
 };
 
 // Residual streams [T, 4, C]: N(0, s_t^2) with s_t in [0.5, 4] per token.
