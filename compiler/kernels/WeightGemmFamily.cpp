@@ -262,8 +262,8 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       eight.wk = 2;
       eight.bk = 256;
       add(eight, sp0);
-      // One launch, block order: 16-row tiles over the whole K on 8 warps (2 over N, 4 over K,
-      // a quad each), every SM a tile when N >= 16 per SM, no reduce launch.
+      // No split, block order: 16-row tiles over the whole K on 8 warps (2 over N, 4 over K, a
+      // quad each), every SM a tile when N >= 16 per SM, no partials or arrival counters.
       QuantTile one = *q0;
       one.bn = 16;
       one.wn = 2;
@@ -279,7 +279,7 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       }
       add(*q0, std::max(1, sp0 / 2));
       add(*q0, std::min(kMaxSplits, sp0 * 2));
-      if (sp0 > 1) {  // one launch: narrower tiles over the whole K, as deep a pipeline as fits
+      if (sp0 > 1) {  // no split: narrower tiles over the whole K, as deep a pipeline as fits
         QuantTile deep = *q0;
         deep.bn = std::max(16, q0->bn / 2);
         deep.stages = 6;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "CudaDriver.h"
 #include "deepinfer/KernelFamily.h"
 #include "deepinfer/OpSignature.h"
 
@@ -48,7 +49,14 @@ Status DiOps::run(const std::string& op, const OpAttrs& attrs, const std::map<st
       zeroed_ = DeviceBuffer();
       auto b = DeviceBuffer::alloc(size_t(zb));
       if (!b.ok()) return b.error();
-      DI_TRY(b->fill(0));
+      // Zeroed in the op's stream order (a fill on the legacy stream would not be ordered before a
+      // kernel on a non-blocking stream). A one-time initialization, like the allocation: not
+      // counted as a memory op of the call (LaunchTally), so the counts of a step do not depend
+      // on whether this instance had sized its buffers before.
+      auto d = cuda::driver();
+      if (!d.ok()) return d.error();
+      DI_CU((*d)->cuMemsetD8Async(CUdeviceptr(b->addr()), 0, b->size(), static_cast<CUstream>(stream)),
+            fmt::format("zeroing the {} byte zeroed workspace", zb));
       zeroed_ = std::move(*b);
       ++workspaceGen_;
     }
