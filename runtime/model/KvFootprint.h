@@ -1,7 +1,7 @@
 // The KV cache's geometry as the GPU runtime allocates it (docs/model.md §11), for the host-side
 // planners that size memory without a device: the multi-GPU split (parallel/ShardPlan.cpp) and
 // the long-context bench (benchmarks/ModelLongContext.cpp). GpuForward.h's kGpuPageTokens is
-// asserted equal to kKvPageTokens; GpuModel's pool sizing uses the same formulas.
+// asserted equal to kKvPageTokens; GpuModel sizes its pools with these functions.
 #pragma once
 #include <algorithm>
 #include <cstdint>

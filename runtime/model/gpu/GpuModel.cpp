@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <fmt/format.h>
 
 #include "GpuForward.h"
@@ -280,7 +281,7 @@ Status GpuModel::finishLoad(GpuModelImpl& m) {
     if (!b.ok()) return b.error();
     DI_TRY(b->upload(table->invFreq().data(), table->invFreq().size() * 4));
     m.draftInvFreq = std::move(*b);
-    m.draftRingRows = cdiv(m.cfg.slidingWindow + B, kGpuPageTokens) * kGpuPageTokens;
+    m.draftRingRows = draftRingRows(m.cfg);
     m.draftRingPages = m.draftRingRows / kGpuPageTokens;
     m.tailRegionRows = B + 1;
   }
@@ -288,9 +289,9 @@ Status GpuModel::finishLoad(GpuModelImpl& m) {
 
   // KV pools. Window rings hold sliding_window - 1 + one chunk rows, so a chunk never
   // overwrites a row one of its own tokens still reads.
-  const int64_t pageBytes = mlaPageBytes(kGpuPageTokens);
-  const int64_t indexPageBytes = kGpuPageTokens * (std::max<int64_t>(m.cfg.indexHeadDim, 1) + 4);
-  m.ringRows = cdiv(m.cfg.slidingWindow - 1 + opts.maxChunkTokens, kGpuPageTokens) * kGpuPageTokens;
+  // The geometry is model/KvFootprint.h's, which the host-side planners use too.
+  const int64_t pageBytes = kvPageBytes();
+  m.ringRows = windowRingRows(m.cfg, opts.maxChunkTokens);
   m.ringPages = m.ringRows / kGpuPageTokens;
   GpuKvCapacity& cap = m.capacity;
   const int64_t ownLayers = m.stage.layerEnd - m.stage.layerBegin;  // layers with window rings
@@ -299,7 +300,7 @@ Status GpuModel::finishLoad(GpuModelImpl& m) {
   double perToken = 0;  // compressed + index-key bytes per context token (own and mirrored sources)
   for (int L = 0; L < m.cfg.numHiddenLayers; ++L)
     if (m.cachesSource(L))
-      perToken += double(pageBytes + indexPageBytes) / double(kGpuPageTokens * m.cfg.role(L).ratio);
+      perToken += kvSourceBytesPerToken(m.cfg, L);
   cap.bytesPerToken = int64_t(perToken + 0.999);
   int64_t budget = opts.kvCacheBytes;
   if (budget <= 0) {
@@ -312,8 +313,11 @@ Status GpuModel::finishLoad(GpuModelImpl& m) {
     return Error{fmt::format("KV cache budget {} bytes is too small: {} requests need {} bytes of window rings "
                              "alone ({} layers x {} pages of {} bytes)", budget, opts.maxRequests, windowBytes,
                              ownLayers, m.ringPages, pageBytes)};
-  cap.tokens = perToken > 0 ? int64_t(double(budget - windowBytes) / perToken) : 0;
-  if (m.cfg.maxPositionEmbeddings > 0) cap.tokens = std::min<int64_t>(cap.tokens, m.cfg.maxPositionEmbeddings * opts.maxRequests);
+  // A pipeline stage without compressed or index-key caches (only ratio-0 layers) does not limit
+  // the context: it holds what the positions allow.
+  const int64_t positions = m.cfg.maxPositionEmbeddings > 0 ? m.cfg.maxPositionEmbeddings * opts.maxRequests
+                                                            : std::numeric_limits<int64_t>::max() / 4;
+  cap.tokens = perToken > 0 ? std::min<int64_t>(int64_t(double(budget - windowBytes) / perToken), positions) : positions;
   int64_t compPages = 1, indexPages = 1;
   for (int L = 0; L < m.cfg.numHiddenLayers; ++L)
     if (m.cachesSource(L)) {
@@ -339,7 +343,7 @@ Status GpuModel::finishLoad(GpuModelImpl& m) {
   if (!wp.ok()) return wp.error();
   auto cp = DevicePagePool::create(compPages, pageBytes);
   if (!cp.ok()) return cp.error();
-  auto ip = DevicePagePool::create(indexPages, indexPageBytes);
+  auto ip = DevicePagePool::create(indexPages, indexKeyPageBytes(m.cfg));
   if (!ip.ok()) return ip.error();
   m.windowPool = std::make_unique<DevicePagePool>(std::move(*wp));
   m.compPool = std::make_unique<DevicePagePool>(std::move(*cp));
@@ -358,7 +362,7 @@ Status GpuModel::finishLoad(GpuModelImpl& m) {
   }
   for (int slot = opts.maxRequests - 1; slot >= 0; --slot) m.freeSlots.push_back(slot);
   cap.totalBytes = m.windowPool->numPages() * pageBytes + m.compPool->numPages() * pageBytes +
-                   m.indexPool->numPages() * indexPageBytes;
+                   m.indexPool->numPages() * indexKeyPageBytes(m.cfg);
   return {};
 }
 
