@@ -29,11 +29,11 @@
 #include <random>
 
 #include "GpuTestDevice.h"
+#include "TinyModelDir.h"
 #include "deepinfer/DeviceCopy.h"
 #include "deepinfer/Engine.h"
 #include "model/gpu/GpuModel.h"
 #include "model/CpuForward.h"
-#include "model/MakeModel.h"
 
 namespace deepinfer {
 namespace {
@@ -62,15 +62,13 @@ ModelEnv& env() {
       return e;
     }
     e.dev = g.dev;
-    e.dir = (std::filesystem::path(::testing::TempDir()) / fmt::format("di_gpu_model_{}", ::getpid())).string();
-    MakeModelOptions mo;
-    mo.preset = "tiny";
-    mo.outDir = e.dir;
-    if (auto st = makeModel(mo); !st.ok()) {
-      e.why = "make-model tiny: " + st.error().message;
+    auto dir = testing_util::makeTinyModelDir("model");
+    if (!dir.ok()) {
+      e.why = dir.error().message;
       e.dev.reset();
       return e;
     }
+    e.dir = *dir;
     auto cpu = CpuModel::load(e.dir);
     if (!cpu.ok()) {
       e.why = "cpu model: " + cpu.error().message;

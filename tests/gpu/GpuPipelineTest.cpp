@@ -21,10 +21,10 @@
 #include <random>
 
 #include "GpuTestDevice.h"
+#include "TinyModelDir.h"
 #include "deepinfer/LocalGpu.h"
 #include "model/Checkpoint.h"
 #include "model/CpuForward.h"
-#include "model/MakeModel.h"
 #include "model/ModelConfig.h"
 #include "model/gpu/GpuModel.h"
 #include "model/gpu/GpuWeights.h"
@@ -59,15 +59,13 @@ PipeEnv& env() {
       return e;
     }
     e.dev = g.dev;
-    e.dir = (std::filesystem::path(::testing::TempDir()) / fmt::format("di_gpu_pipeline_{}", ::getpid())).string();
-    MakeModelOptions mo;
-    mo.preset = "tiny";
-    mo.outDir = e.dir;
-    if (auto st = makeModel(mo); !st.ok()) {
-      e.why = "make-model tiny: " + st.error().message;
+    auto dir = testing_util::makeTinyModelDir("pipeline");
+    if (!dir.ok()) {
+      e.why = dir.error().message;
       e.dev.reset();
       return e;
     }
+    e.dir = *dir;
     auto one = GpuModel::load(e.dir, e.dev, baseOptions());
     if (!one.ok()) {
       e.why = "gpu model: " + one.error().message;

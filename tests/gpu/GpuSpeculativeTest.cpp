@@ -18,11 +18,11 @@
 #include <set>
 
 #include "GpuTestDevice.h"
+#include "TinyModelDir.h"
 #include "deepinfer/Engine.h"
 #include "model/gpu/GpuModel.h"
 #include "model/CpuForward.h"
 #include "model/Checkpoint.h"
-#include "model/MakeModel.h"
 #include "model/ModelTensors.h"
 #include "model/SpecAccept.h"
 
@@ -50,15 +50,13 @@ SpecEnv& env() {
       return e;
     }
     e.dev = g.dev;
-    e.dir = (std::filesystem::path(::testing::TempDir()) / fmt::format("di_gpu_spec_{}", ::getpid())).string();
-    MakeModelOptions mo;
-    mo.preset = "tiny";
-    mo.outDir = e.dir;
-    if (auto st = makeModel(mo); !st.ok()) {
-      e.why = "make-model tiny: " + st.error().message;
+    auto dir = testing_util::makeTinyModelDir("spec");
+    if (!dir.ok()) {
+      e.why = dir.error().message;
       e.dev.reset();
       return e;
     }
+    e.dir = *dir;
     auto cpu = CpuModel::load(e.dir);
     if (!cpu.ok()) {
       e.why = "cpu model: " + cpu.error().message;
