@@ -22,6 +22,7 @@
 #include "deepinfer/TargetProfile.h"
 // clang-format off
 #include "EmuCuda.h"
+#include "EmuHarness.h"
 #include "MhcStream.cuh"
 #include "MhcFinalize.cuh"
 // clang-format on
@@ -29,6 +30,8 @@
 namespace {
 
 using namespace deepinfer;
+using emu_test::Buffer;
+using emu_test::templateArgs;
 
 using MhcFn = void (*)(const di::MhcParams&);
 
@@ -48,23 +51,6 @@ const std::map<std::string, MhcFn>& streamKernels() {
       DI_MHC_WARPS(kMhcModeFused, false), DI_MHC_WARPS(kMhcModePost, false), DI_MHC_WARPS(kMhcModeCollapse, false),
   };
   return m;
-}
-
-// A host buffer with an address aligned like a device allocation.
-struct Buffer {
-  std::vector<uint8_t> bytes;
-  uint8_t* data = nullptr;
-  explicit Buffer(size_t n, uint8_t fill) : bytes(n + 256, fill) {
-    data = bytes.data() + (256 - reinterpret_cast<uintptr_t>(bytes.data()) % 256) % 256;
-  }
-};
-
-// The template arguments of `call<` in the emitted unit.
-std::string templateArgs(const std::string& source, const std::string& call) {
-  const size_t at = source.find(call);
-  if (at == std::string::npos) return "";
-  const size_t b = at + call.size(), e = source.find(">(p)", b);
-  return source.substr(b, e - b);
 }
 
 bool endsWith(const std::string& s, const std::string& tail) {

@@ -21,6 +21,7 @@
 #include "deepinfer/TargetProfile.h"
 // clang-format off
 #include "EmuCuda.h"
+#include "EmuHarness.h"
 #include "WeightGemm.cuh"
 #include "MoeExperts.cuh"
 // clang-format on
@@ -28,6 +29,8 @@
 namespace {
 
 using namespace deepinfer;
+using emu_test::Buffer;
+using emu_test::templateArgs;
 
 using WgFn = void (*)(const di::WeightGemmParams&);
 using MoeFn = void (*)(const di::MoeExpertsParams&);
@@ -115,23 +118,6 @@ const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeTiles() {
       DI_MOE(1, 32, 256, 1, 4, 2, 4),
   };
   return m;
-}
-
-// A host buffer with an address aligned like a device allocation.
-struct Buffer {
-  std::vector<uint8_t> bytes;
-  uint8_t* data = nullptr;
-  explicit Buffer(size_t n, uint8_t fill) : bytes(n + 256, fill) {
-    data = bytes.data() + (256 - reinterpret_cast<uintptr_t>(bytes.data()) % 256) % 256;
-  }
-};
-
-// The template arguments of `call<` in the emitted unit (e.g. "di::moe::w13<").
-std::string templateArgs(const std::string& source, const std::string& call) {
-  const size_t at = source.find(call);
-  if (at == std::string::npos) return "";
-  const size_t b = at + call.size(), e = source.find(">(p)", b);
-  return source.substr(b, e - b);
 }
 
 struct RunResult {
