@@ -188,6 +188,11 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
     if (N < 1 || N > INT32_MAX || N % G != 0)
       return Error{fmt::format("{}: w has {} rows, not a positive multiple of groups = {} (at most {})", kOp, N, G,
                                INT32_MAX)};
+    // The epilogues store output columns in pairs (float2 / two bf16 in 32 bits): an odd row
+    // width would misalign every other row.
+    if (N % 2 != 0)
+      return Error{fmt::format("{}: w has {} rows; the output is written in column pairs, so its width must be even",
+                               kOp, N)};
     if (G > 1 && (N / G) % 8 != 0)
       return Error{fmt::format("{}: w has {} rows = {} groups of {}; grouped weights need groups of a multiple of "
                                "8 rows", kOp, N, G, N / G)};

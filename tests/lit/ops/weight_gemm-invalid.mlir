@@ -79,3 +79,12 @@ func.func @shape(%x: tensor<4x256xbf16>, %w: tensor<96x256xui8>, %s: tensor<3x8x
   %0 = di.weight_gemm x(%x : tensor<4x256xbf16>) w(%w : tensor<96x256xui8>) w_scale(%s : tensor<3x8xui8>) {weight_bits = 8 : i64} -> tensor<4x95xf32>
   return %0 : tensor<4x95xf32>
 }
+
+// -----
+
+// an odd output width (the epilogues store column pairs)
+func.func @odd(%x: tensor<4x256xbf16>, %w: tensor<95x256xui8>, %s: tensor<3x8xui8>) -> tensor<4x95xf32> {
+  // expected-error @+1 {{'di.weight_gemm' op weight_gemm: w has 95 rows; the output is written in column pairs, so its width must be even}}
+  %0 = di.weight_gemm x(%x : tensor<4x256xbf16>) w(%w : tensor<95x256xui8>) w_scale(%s : tensor<3x8xui8>) {weight_bits = 8 : i64} -> tensor<4x95xf32>
+  return %0 : tensor<4x95xf32>
+}
