@@ -30,8 +30,9 @@
 namespace {
 
 using namespace deepinfer;
-using emu_test::Buffer;
 using emu_test::templateArgs;
+using emu_test::EmulatedRun;
+using emu_test::runPlanEmulated;
 
 using MhcFn = void (*)(const di::MhcParams&);
 
@@ -57,72 +58,29 @@ bool endsWith(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-struct RunResult {
-  std::string error;
-  TensorMap tensors;  // the inputs, then every output (in/out tensors hold the outputs)
-};
+// The mHC kernel of a plan step: the finalize and sum-of-squares passes at 256 threads, the
+// stream pass by its template arguments.
+Result<std::function<void()>> pickMhc(const LaunchStep& st, const std::string& src, const std::vector<uint8_t>& params) {
+  if (params.size() != sizeof(di::MhcParams)) return Error{"packed params are not an MhcParams"};
+  const auto* p = reinterpret_cast<const di::MhcParams*>(params.data());
+  MhcFn fn = nullptr;
+  if (endsWith(st.entry, "_finalize")) {
+    if (templateArgs(src, "di::mhc_finalize_kernel<") != "256") return Error{"finalize is not <256>"};
+    fn = &finalize;
+  } else if (endsWith(st.entry, "_sqrsum")) {
+    if (templateArgs(src, "di::mhc_sqrsum_kernel<") != "256") return Error{"sqrsum is not <256>"};
+    fn = &sqrsum;
+  } else {
+    const std::string args = templateArgs(src, "di::mhc_stream_kernel<");
+    auto it = streamKernels().find(args);
+    if (it == streamKernels().end()) return Error{"the emulator test has no mhc_stream_kernel<" + args + ">"};
+    fn = it->second;
+  }
+  return std::function<void()>([fn, p] { fn(*p); });
+}
 
-// Runs `op` on `inputs` through the family's plan in the emulator. Outputs that are not also
-// inputs start poisoned (0x7F bytes: large finite floats, as the GPU tests' poison is no help to
-// a kernel that skips a write), and so does the workspace.
-RunResult runEmulated(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs, const KernelConfig& cfg) {
-  RunResult r;
-  auto d = describeOp(op, attrs, inputs);
-  if (!d.ok()) return {d.error().message, {}};
-  auto k = emitKernel(*d, cfg);
-  if (!k.ok()) return {k.error().message, {}};
-  const KernelFamily* fam = findKernelFamily(op);
-  std::map<std::string, std::unique_ptr<Buffer>> bufs;
-  DeviceAddrMap addrs;
-  for (const auto& [name, t] : inputs) {
-    bufs[name] = std::make_unique<Buffer>(t.bytes.size(), 0);
-    std::memcpy(bufs[name]->data, t.bytes.data(), t.bytes.size());
-    addrs[name] = reinterpret_cast<uint64_t>(bufs[name]->data);
-  }
-  const OutputSpec outs = fam->outputs(*d);
-  for (const auto& [name, spec] : outs) {
-    if (inputs.count(name)) continue;  // in/out: the kernel reads it first
-    HostTensor shape(spec.first, spec.second);
-    bufs[name] = std::make_unique<Buffer>(shape.bytes.size(), 0x7F);
-    addrs[name] = reinterpret_cast<uint64_t>(bufs[name]->data);
-  }
-  if (k->workspaceBytes > 0) {
-    bufs["__workspace"] = std::make_unique<Buffer>(size_t(k->workspaceBytes), 0x7F);
-    addrs["__workspace"] = reinterpret_cast<uint64_t>(bufs["__workspace"]->data);
-  }
-  auto params = fam->packParams(cfg, *d, addrs);
-  if (!params.ok()) return {params.error().message, {}};
-  if (params->size() != sizeof(di::MhcParams)) return {"packed params are not an MhcParams", {}};
-  const auto* p = reinterpret_cast<const di::MhcParams*>(params->data());
-  const std::string& src = k->unit.source;
-  for (const LaunchStep& st : k->plan) {
-    MhcFn fn = nullptr;
-    if (endsWith(st.entry, "_finalize")) {
-      if (templateArgs(src, "di::mhc_finalize_kernel<") != "256") return {"finalize is not <256>", {}};
-      fn = &finalize;
-    } else if (endsWith(st.entry, "_sqrsum")) {
-      if (templateArgs(src, "di::mhc_sqrsum_kernel<") != "256") return {"sqrsum is not <256>", {}};
-      fn = &sqrsum;
-    } else {
-      const std::string args = templateArgs(src, "di::mhc_stream_kernel<");
-      auto it = streamKernels().find(args);
-      if (it == streamKernels().end()) return {"the emulator test has no mhc_stream_kernel<" + args + ">", {}};
-      fn = it->second;
-    }
-    try {
-      di_emu::launch({st.grid[0], st.grid[1], st.grid[2]}, {st.block[0], st.block[1], st.block[2]}, st.dynamicSmem,
-                     [fn, p] { fn(*p); });
-    } catch (const std::exception& e) {
-      return {fmt::format("{}: {}", st.entry, e.what()), {}};
-    }
-  }
-  r.tensors = inputs;
-  for (const auto& [name, spec] : outs) {
-    HostTensor t(spec.first, spec.second);
-    std::memcpy(t.bytes.data(), bufs[name]->data, t.bytes.size());
-    r.tensors[name] = std::move(t);
-  }
-  return r;
+EmulatedRun runEmulated(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs, const KernelConfig& cfg) {
+  return runPlanEmulated(op, attrs, inputs, cfg, pickMhc);
 }
 
 uint64_t seed() {

@@ -30,6 +30,8 @@ namespace {
 
 using namespace deepinfer;
 using emu_test::Buffer;
+using emu_test::EmulatedRun;
+using emu_test::runPlanEmulated;
 using emu_test::templateArgs;
 
 using WgFn = void (*)(const di::WeightGemmParams&);
@@ -120,97 +122,43 @@ const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeTiles() {
   return m;
 }
 
-struct RunResult {
-  std::string error;
-  TensorMap outputs;
-  int64_t zeroedBytes = 0;
-};
-
-// Empty when the zeroed workspace is all zero, else what is not.
-std::string leftZero(const Buffer* z, int64_t bytes) {
-  for (int64_t i = 0; i < bytes; ++i)
-    if (z->data[i] != 0) return fmt::format("byte {} of the zeroed workspace is {:#04x} after the plan", i, z->data[i]);
-  return "";
+// The weight_gemm tile or the moe_experts step (route, w13, w2) of a plan step, by the template
+// arguments the emitted unit spells.
+Result<std::function<void()>> pickQuantGemm(const std::string& op, const LaunchStep& st, const std::string& src,
+                                            const std::vector<uint8_t>& params) {
+  if (op == "weight_gemm") {
+    if (params.size() != sizeof(di::WeightGemmParams)) return Error{"packed params are not a WeightGemmParams"};
+    const auto* p = reinterpret_cast<const di::WeightGemmParams*>(params.data());
+    const std::string args = templateArgs(src, "di::weight_gemm_tile<");
+    auto it = wgTiles().find(args);
+    if (it == wgTiles().end()) return Error{"the emulator test has no instantiation of weight_gemm_tile<" + args + ">"};
+    return std::function<void()>([fn = it->second, p] { fn(*p); });
+  }
+  if (params.size() != sizeof(di::MoeExpertsParams)) return Error{"packed params are not a MoeExpertsParams"};
+  const auto* p = reinterpret_cast<const di::MoeExpertsParams*>(params.data());
+  const std::string bm = templateArgs(src, "di::moe::route<");
+  const std::string args = templateArgs(src, "di::moe::w13<");
+  auto it = moeTiles().find(args);
+  if (it == moeTiles().end()) return Error{"the emulator test has no instantiation of moe w13<" + args + ">"};
+  const std::string tail = st.entry.substr(st.entry.rfind('_'));
+  if (tail == "_route") {
+    const std::map<std::string, MoeFn> routes = {{"1", &moeRoute<1>},   {"2", &moeRoute<2>},   {"4", &moeRoute<4>},
+                                                 {"8", &moeRoute<8>},   {"16", &moeRoute<16>}, {"32", &moeRoute<32>},
+                                                 {"64", &moeRoute<64>}, {"128", &moeRoute<128>}};
+    if (!routes.count(bm)) return Error{"the emulator test has no instantiation of moe route<" + bm + ">"};
+    return std::function<void()>([fn = routes.at(bm), p] { fn(*p); });
+  }
+  return std::function<void()>([fn = tail == "_w13" ? it->second.first : it->second.second, p] { fn(*p); });
 }
 
-// Runs `op` on `inputs` through the family's plan in the emulator, its CTAs in grid order or, with
-// a non-zero `ctaOrderSeed`, in a permutation of it.
-RunResult runEmulated(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs, const KernelConfig& cfg,
-                      uint64_t ctaOrderSeed = 0) {
-  RunResult r;
-  auto d = describeOp(op, attrs, inputs);
-  if (!d.ok()) return {d.error().message, {}};
-  auto k = emitKernel(*d, cfg);
-  if (!k.ok()) return {k.error().message, {}};
-  const KernelFamily* fam = findKernelFamily(op);
-  std::map<std::string, std::unique_ptr<Buffer>> bufs;
-  DeviceAddrMap addrs;
-  for (const auto& [name, t] : inputs) {
-    bufs[name] = std::make_unique<Buffer>(t.bytes.size(), 0);
-    std::memcpy(bufs[name]->data, t.bytes.data(), t.bytes.size());
-    addrs[name] = reinterpret_cast<uint64_t>(bufs[name]->data);
-  }
-  const OutputSpec outs = fam->outputs(*d);
-  for (const auto& [name, spec] : outs) {
-    HostTensor shape(spec.first, spec.second);
-    bufs[name] = std::make_unique<Buffer>(shape.bytes.size(), 0x7F);  // poison, as the GPU tests
-    addrs[name] = reinterpret_cast<uint64_t>(bufs[name]->data);
-  }
-  if (k->workspaceBytes > 0) {
-    bufs["__workspace"] = std::make_unique<Buffer>(size_t(k->workspaceBytes), 0x7F);
-    addrs["__workspace"] = reinterpret_cast<uint64_t>(bufs["__workspace"]->data);
-  }
-  r.zeroedBytes = k->zeroedBytes;
-  if (k->zeroedBytes > 0) {
-    bufs["__zeroed"] = std::make_unique<Buffer>(size_t(k->zeroedBytes), 0);
-    addrs["__zeroed"] = reinterpret_cast<uint64_t>(bufs["__zeroed"]->data);
-  }
-  auto params = fam->packParams(cfg, *d, addrs);
-  if (!params.ok()) return {params.error().message, {}};
-  const std::string& src = k->unit.source;
-  for (const LaunchStep& st : k->plan) {
-    std::function<void()> body;
-    if (op == "weight_gemm") {
-      const auto* p = reinterpret_cast<const di::WeightGemmParams*>(params->data());
-      const std::string args = templateArgs(src, "di::weight_gemm_tile<");
-      auto it = wgTiles().find(args);
-      if (it == wgTiles().end()) return {"the emulator test has no instantiation of weight_gemm_tile<" + args + ">", {}};
-      body = [fn = it->second, p] { fn(*p); };
-    } else {
-      const auto* p = reinterpret_cast<const di::MoeExpertsParams*>(params->data());
-      const std::string bm = templateArgs(src, "di::moe::route<");
-      const std::string args = templateArgs(src, "di::moe::w13<");
-      auto it = moeTiles().find(args);
-      if (it == moeTiles().end()) return {"the emulator test has no instantiation of moe w13<" + args + ">", {}};
-      const std::string tail = st.entry.substr(st.entry.rfind('_'));
-      if (tail == "_route") {
-        const std::map<std::string, MoeFn> routes = {{"1", &moeRoute<1>},   {"2", &moeRoute<2>},   {"4", &moeRoute<4>},
-                                                     {"8", &moeRoute<8>},   {"16", &moeRoute<16>}, {"32", &moeRoute<32>},
-                                                     {"64", &moeRoute<64>}, {"128", &moeRoute<128>}};
-        if (!routes.count(bm)) return {"the emulator test has no instantiation of moe route<" + bm + ">", {}};
-        MoeFn fn = routes.at(bm);
-        body = [fn, p] { fn(*p); };
-      } else {
-        body = [fn = tail == "_w13" ? it->second.first : it->second.second, p] { fn(*p); };
-      }
-    }
-    try {
-      di_emu::launch({st.grid[0], st.grid[1], st.grid[2]}, {st.block[0], st.block[1], st.block[2]}, st.dynamicSmem,
-                     body, ctaOrderSeed);
-    } catch (const std::exception& e) {
-      return {fmt::format("{}: {}", st.entry, e.what()), {}};
-    }
-  }
-  if (k->zeroedBytes > 0) {
-    r.error = leftZero(bufs.at("__zeroed").get(), k->zeroedBytes);
-    if (!r.error.empty()) return r;
-  }
-  for (const auto& [name, spec] : outs) {
-    HostTensor t(spec.first, spec.second);
-    std::memcpy(t.bytes.data(), bufs[name]->data, t.bytes.size());
-    r.outputs[name] = std::move(t);
-  }
-  return r;
+// Runs `op` through its plan in the emulator, its CTAs in grid order or, with a non-zero
+// `ctaOrderSeed`, in a permutation of it.
+EmulatedRun runEmulated(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs, const KernelConfig& cfg,
+                        uint64_t ctaOrderSeed = 0) {
+  auto pick = [&op](const LaunchStep& st, const std::string& src, const std::vector<uint8_t>& params) {
+    return pickQuantGemm(op, st, src, params);
+  };
+  return runPlanEmulated(op, attrs, inputs, cfg, pick, ctaOrderSeed);
 }
 
 uint64_t seed() {
@@ -244,7 +192,7 @@ void checkOp(const std::string& op, const std::function<std::vector<KernelConfig
       auto got = runEmulated(op, c.attrs, c.inputs, cfg);
       ASSERT_EQ(got.error, "") << where;
       for (const auto& out : deepinfer::testing::outputNames(op)) {
-        auto rep = deepinfer::testing::compareOutputs(op, out, want.at(out), got.outputs.at(out), c.attrs, c.inputs);
+        auto rep = deepinfer::testing::compareOutputs(op, out, want.at(out), got.tensors.at(out), c.attrs, c.inputs);
         EXPECT_TRUE(rep.ok) << where << " '" << out << "': " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
         ++compared;
       }
@@ -254,7 +202,7 @@ void checkOp(const std::string& op, const std::function<std::vector<KernelConfig
         auto again = runEmulated(op, c.attrs, c.inputs, cfg, seed() * 2654435761u + 1);
         ASSERT_EQ(again.error, "") << where << " (CTAs shuffled)";
         for (const auto& out : deepinfer::testing::outputNames(op))
-          EXPECT_TRUE(again.outputs.at(out).bytes == got.outputs.at(out).bytes)
+          EXPECT_TRUE(again.tensors.at(out).bytes == got.tensors.at(out).bytes)
               << where << " '" << out << "': the CTA order changed the result";
         ++shuffled;
       }
@@ -371,7 +319,7 @@ TEST(QuantGemmEmu, WeightGemmStridedViews) {
       di_emu::launch({st.grid[0], st.grid[1], st.grid[2]}, {st.block[0], st.block[1], st.block[2]}, st.dynamicSmem,
                      [fn, p] { fn(*p); });
     }
-    EXPECT_EQ(leftZero(&zeroed, k->zeroedBytes), "") << c.name;
+    EXPECT_EQ(emu_test::leftZero(zeroed, k->zeroedBytes), "") << c.name;
     HostTensor got(want.at("y").dtype, {M, N});
     for (int64_t m = 0; m < M; ++m)
       for (int64_t col = 0; col < ldy; ++col) {
