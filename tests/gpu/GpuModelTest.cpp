@@ -44,49 +44,20 @@ constexpr double kRowTolerance = 3e-2;
 constexpr double kNearTieRowTolerance = 0.15;
 constexpr double kMaxNearTieRowFraction = 0.05;
 
-struct ModelEnv {
-  std::shared_ptr<Device> dev;
-  std::string why, dir;
+struct ModelEnv : testing_util::TinyModelEnv {
   std::unique_ptr<CpuModel> cpu;
   std::unique_ptr<GpuModel> gpu;
-  uint64_t seed = 0;
+  std::unique_ptr<GpuModel> eager;  // see eagerModel()
 };
 
 ModelEnv& env() {
   static ModelEnv e = [] {
     ModelEnv e;
-    const auto& g = testing_util::gpuTestDevice();
-    e.seed = g.seed;
-    if (!g.dev) {
-      e.why = g.why;
-      return e;
-    }
-    e.dev = g.dev;
-    auto dir = testing_util::makeTinyModelDir("model");
-    if (!dir.ok()) {
-      e.why = dir.error().message;
-      e.dev.reset();
-      return e;
-    }
-    e.dir = *dir;
-    auto cpu = CpuModel::load(e.dir);
-    if (!cpu.ok()) {
-      e.why = "cpu model: " + cpu.error().message;
-      e.dev.reset();
-      return e;
-    }
-    e.cpu = std::move(*cpu);
+    if (!e.open("model") || !(e.cpu = e.loadCpu())) return e;
     GpuModelOptions go;
     go.kvCacheBytes = int64_t(1) << 30;
     go.maxChunkTokens = 128;
-    auto gpu = GpuModel::load(e.dir, e.dev, go);
-    if (!gpu.ok()) {
-      e.why = "gpu model: " + gpu.error().message;
-      ADD_FAILURE() << e.why;
-      e.dev.reset();
-      return e;
-    }
-    e.gpu = std::move(*gpu);
+    if (!(e.gpu = e.loadGpu(go))) return e;
     fmt::print("GPU model: {} on {} (sm_{}), KV capacity {} tokens, seed {}\n", e.dir, e.dev->info().profile.gpuName,
                e.dev->info().profile.arch(), e.gpu->capacity().tokens, e.seed);
     return e;
@@ -98,11 +69,21 @@ ModelEnv& env() {
   ModelEnv& e = env();                                              \
   if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why
 
-std::vector<int32_t> randomIds(int64_t n, uint64_t seed, int64_t V) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& id : ids) id = int32_t(rng() % uint64_t(V));
-  return ids;
+using testing_util::randomIds;
+
+// A second instance of the tiny model that runs every step eagerly (CUDA graphs off), loaded once
+// for the tests that compare the shared, graph-replaying model with it. Tests release their
+// requests on it.
+GpuModel* eagerModel(ModelEnv& e) {
+  if (!e.eager) {
+    GpuModelOptions go;
+    go.kvCacheBytes = int64_t(256) << 20;
+    go.maxRequests = 2;
+    go.maxChunkTokens = 128;
+    go.cudaGraphs = false;
+    e.eager = e.loadGpu(go);
+  }
+  return e.eager.get();
 }
 
 double rowError(const float* gpu, const float* cpu, int64_t V) {
@@ -375,27 +356,22 @@ TEST(GpuModel, DecodeGraphsMatchEagerBitForBit) {
   // The shared model replays decode steps as CUDA graphs; a second instance runs them eagerly.
   // Same kernels in the same order: the logits must be identical, bit for bit, every step,
   // including steps where a new shape forces a fresh capture.
-  GpuModelOptions go;
-  go.kvCacheBytes = int64_t(256) << 20;
-  go.maxRequests = 2;
-  go.maxChunkTokens = 128;
-  go.cudaGraphs = false;
-  auto eager = GpuModel::load(e.dir, e.dev, go);
-  ASSERT_TRUE(eager.ok()) << eager.error().message;
+  GpuModel* eager = eagerModel(e);
+  ASSERT_NE(eager, nullptr);
   const int64_t V = e.cpu->config().vocabSize;
   const auto prompt = randomIds(60, e.seed + 4, V);
   auto rg = e.gpu->newRequest();
-  auto re = (*eager)->newRequest();
+  auto re = eager->newRequest();
   ASSERT_TRUE(rg.ok() && re.ok());
   auto pg = e.gpu->prefill(*rg, prompt, true);
-  auto pe = (*eager)->prefill(*re, prompt, true);
+  auto pe = eager->prefill(*re, prompt, true);
   ASSERT_TRUE(pg.ok() && pe.ok());
   const auto before = e.gpu->counters();
   int32_t next = argmaxToken(pe->ptr<float>(), V);
   int differing = 0;
   for (int s = 0; s < 24; ++s) {  // crosses a 64-entry page: new page-table widths, a new graph
     auto g = e.gpu->decode(*rg, next);
-    auto x = (*eager)->decode(*re, next);
+    auto x = eager->decode(*re, next);
     ASSERT_TRUE(g.ok()) << g.error().message;
     ASSERT_TRUE(x.ok()) << x.error().message;
     differing += std::memcmp(g->data(), x->data(), size_t(V) * 4) != 0;
@@ -409,8 +385,9 @@ TEST(GpuModel, DecodeGraphsMatchEagerBitForBit) {
   EXPECT_EQ(differing, 0);
   EXPECT_EQ(after.graphLaunches - before.graphLaunches, 24) << "every decode step should replay a graph";
   EXPECT_LT(after.graphCaptures - before.graphCaptures, 24) << "graphs should be reused across steps";
-  EXPECT_EQ((*eager)->counters().graphLaunches, 0);
+  EXPECT_EQ(eager->counters().graphLaunches, 0);
   EXPECT_TRUE(e.gpu->releaseRequest(*rg).ok());
+  EXPECT_TRUE(eager->releaseRequest(*re).ok());
 }
 
 TEST(GpuModel, LaunchCountsPerCallAndLayer) {
@@ -419,27 +396,22 @@ TEST(GpuModel, LaunchCountsPerCallAndLayer) {
   // (GpuModel::lastCallLaunches). A decode step replayed as a graph reports what its capture
   // enqueued: the same as the same step run eagerly, and the graph holds at least those kernels
   // (cuBLAS may launch more than one per call).
-  GpuModelOptions go;
-  go.kvCacheBytes = int64_t(256) << 20;
-  go.maxRequests = 2;
-  go.maxChunkTokens = 128;
-  go.cudaGraphs = false;
-  auto eager = GpuModel::load(e.dir, e.dev, go);
-  ASSERT_TRUE(eager.ok()) << eager.error().message;
+  GpuModel* eager = eagerModel(e);
+  ASSERT_NE(eager, nullptr);
   const int64_t V = e.cpu->config().vocabSize, L = e.cpu->config().numHiddenLayers;
   const auto prompt = randomIds(200, e.seed + 9, V);  // chunks of 128 and 72 tokens
   auto rg = e.gpu->newRequest();
-  auto re = (*eager)->newRequest();
+  auto re = eager->newRequest();
   ASSERT_TRUE(rg.ok() && re.ok());
   ASSERT_TRUE(e.gpu->prefill(*rg, prompt, true).ok());
-  auto pe = (*eager)->prefill(*re, prompt, true);
+  auto pe = eager->prefill(*re, prompt, true);
   ASSERT_TRUE(pe.ok()) << pe.error().message;
   auto sumOf = [](const GpuCallLaunches& c) {
     LaunchTally s;
     for (const LaunchTally& t : c.perLayer) s += t;
     return s;
   };
-  const GpuCallLaunches chunk = (*eager)->lastCallLaunches();
+  const GpuCallLaunches chunk = eager->lastCallLaunches();
   EXPECT_FALSE(chunk.graph);
   EXPECT_EQ(chunk.graphKernels, -1);
   ASSERT_EQ(int64_t(chunk.perLayer.size()), L);
@@ -454,8 +426,8 @@ TEST(GpuModel, LaunchCountsPerCallAndLayer) {
 
   const int32_t next = argmaxToken(pe->ptr<float>(), V);
   ASSERT_TRUE(e.gpu->decode(*rg, next).ok());
-  ASSERT_TRUE((*eager)->decode(*re, next).ok());
-  const GpuCallLaunches g = e.gpu->lastCallLaunches(), x = (*eager)->lastCallLaunches();
+  ASSERT_TRUE(eager->decode(*re, next).ok());
+  const GpuCallLaunches g = e.gpu->lastCallLaunches(), x = eager->lastCallLaunches();
   EXPECT_TRUE(g.graph);
   EXPECT_FALSE(x.graph);
   EXPECT_EQ(g.total, x.total);
@@ -470,6 +442,7 @@ TEST(GpuModel, LaunchCountsPerCallAndLayer) {
       chunk.total.kernels, chunk.total.cublasCalls, chunk.total.memoryOps, x.total.kernels, x.total.cublasCalls,
       x.total.memoryOps, g.graphKernels, g.graphMemoryNodes, L));
   EXPECT_TRUE(e.gpu->releaseRequest(*rg).ok());
+  EXPECT_TRUE(eager->releaseRequest(*re).ok());
 }
 
 TEST(GpuModel, NoLeakOver1000Requests) {

@@ -42,38 +42,14 @@ GpuModelOptions baseOptions() {
   return go;
 }
 
-struct PipeEnv {
-  std::shared_ptr<Device> dev;
-  std::string why, dir;
-  uint64_t seed = 0;
+struct PipeEnv : testing_util::TinyModelEnv {
   std::unique_ptr<GpuModel> one;  // the single-stage model
 };
 
 PipeEnv& env() {
   static PipeEnv e = [] {
     PipeEnv e;
-    const auto& g = testing_util::gpuTestDevice();
-    e.seed = g.seed;
-    if (!g.dev) {
-      e.why = g.why;
-      return e;
-    }
-    e.dev = g.dev;
-    auto dir = testing_util::makeTinyModelDir("pipeline");
-    if (!dir.ok()) {
-      e.why = dir.error().message;
-      e.dev.reset();
-      return e;
-    }
-    e.dir = *dir;
-    auto one = GpuModel::load(e.dir, e.dev, baseOptions());
-    if (!one.ok()) {
-      e.why = "gpu model: " + one.error().message;
-      ADD_FAILURE() << e.why;
-      e.dev.reset();
-      return e;
-    }
-    e.one = std::move(*one);
+    if (e.open("pipeline")) e.one = e.loadGpu(baseOptions());
     return e;
   }();
   return e;
@@ -83,12 +59,7 @@ PipeEnv& env() {
   PipeEnv& e = env();                                               \
   if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why
 
-std::vector<int32_t> randomIds(int64_t n, uint64_t seed, int64_t V) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& id : ids) id = int32_t(rng() % uint64_t(V));
-  return ids;
-}
+using testing_util::randomIds;
 
 struct Split {
   int pp;

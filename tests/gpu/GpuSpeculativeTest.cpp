@@ -32,52 +32,22 @@ namespace {
 constexpr double kLogitTolerance = 3e-2;  // as GpuModelTest: max |diff| over the row's max |logit|
 constexpr double kNearTieRowTolerance = 0.15;  // as GpuModelTest: a row after a flipped near-tie choice
 
-struct SpecEnv {
-  std::shared_ptr<Device> dev;
-  std::string why, dir;
+struct SpecEnv : testing_util::TinyModelEnv {
   std::unique_ptr<CpuModel> cpu;
   std::unique_ptr<GpuModel> gpu, eager;
-  uint64_t seed = 0;
 };
 
 SpecEnv& env() {
   static SpecEnv e = [] {
     SpecEnv e;
-    const auto& g = testing_util::gpuTestDevice();
-    e.seed = g.seed;
-    if (!g.dev) {
-      e.why = g.why;
-      return e;
-    }
-    e.dev = g.dev;
-    auto dir = testing_util::makeTinyModelDir("spec");
-    if (!dir.ok()) {
-      e.why = dir.error().message;
-      e.dev.reset();
-      return e;
-    }
-    e.dir = *dir;
-    auto cpu = CpuModel::load(e.dir);
-    if (!cpu.ok()) {
-      e.why = "cpu model: " + cpu.error().message;
-      e.dev.reset();
-      return e;
-    }
-    e.cpu = std::move(*cpu);
+    if (!e.open("spec") || !(e.cpu = e.loadCpu())) return e;
     GpuModelOptions go;
     go.kvCacheBytes = int64_t(1) << 30;
     go.maxChunkTokens = 128;
     go.maxRequests = 8;
     for (bool graphs : {true, false}) {
       go.cudaGraphs = graphs;
-      auto gpu = GpuModel::load(e.dir, e.dev, go);
-      if (!gpu.ok()) {
-        e.why = "gpu model: " + gpu.error().message;
-        ADD_FAILURE() << e.why;
-        e.dev.reset();
-        return e;
-      }
-      (graphs ? e.gpu : e.eager) = std::move(*gpu);
+      if (!((graphs ? e.gpu : e.eager) = e.loadGpu(go))) return e;
     }
     fmt::print("GPU speculative tests: {} on {} (sm_{}), seed {}\n", e.dir, e.dev->info().profile.gpuName,
                e.dev->info().profile.arch(), e.seed);
@@ -91,12 +61,7 @@ SpecEnv& env() {
   if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why; \
   ASSERT_TRUE(e.gpu->speculation()) << "the tiny model should speculate"
 
-std::vector<int32_t> randomIds(int64_t n, uint64_t seed, int64_t V) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (auto& id : ids) id = int32_t(rng() % uint64_t(V));
-  return ids;
-}
+using testing_util::randomIds;
 
 void recordResult(const std::string& row) {
   const char* path = std::getenv("DI_GPU_RESULTS");
