@@ -214,7 +214,6 @@ int verbRun(const std::vector<std::string>& argv) {
   }
   if (backendName == "cuda" && !dev) return fail(fmt::format("--backend cuda needs a GPU: {}", noGpu));
   if (backendName == "cpu" && args.has("target")) return args.usageError("--target applies to the cuda backend only");
-  dev.reset();  // the engine opens its own
   if (args.has("speculative") && args.has("no-speculative"))
     return args.usageError("give at most one of --speculative and --no-speculative");
 
@@ -232,7 +231,10 @@ int verbRun(const std::vector<std::string>& argv) {
   eo.tp = int(*tp);
   eo.stageLayers = stageLayers;
   eo.gpus = gpus;
+  // The engine opens its own handle to the GPU; `dev` is held until then so the driver's primary
+  // context stays retained and is not torn down and created a second time.
   auto engine = Engine::create(eo);
+  dev.reset();
   if (!engine.ok()) return fail(engine.error().message);
   Engine& e = **engine;
   if (Status st = e.loadModel(args.get("model")); !st.ok())
