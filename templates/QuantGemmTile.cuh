@@ -13,7 +13,11 @@
 // the decode shapes' way of keeping many bytes in flight with a narrow tile); the WK partial
 // tiles are summed through shared memory in a fixed order at the end.
 //
-// Fragments. Per k32 block a thread reads its 8 weights of row g (columns 8t..8t+7: one 4-byte
+// Fragments (prefill tiles, BM > 16): each stage's weights are decoded once per CTA into bf16
+// rows laid out like A's, and every warp reads both operands with ldmatrix (decode_stage,
+// prefill_mma, prefill_pipeline below).
+//
+// Fragments (decode tiles, BM <= 16). Per k32 block a thread reads its 8 weights of row g (columns 8t..8t+7: one 4-byte
 // word of e2m1, two of e4m3) and decodes them into the B registers of two m16n8k16 steps in the
 // order QuantWeights.cuh documents; it reads the same 8 columns of rows g and g+8 of A as one
 // 16-byte load each and permutes them to match (K order inside a block is free as long as A and
@@ -21,7 +25,7 @@
 // whose warps take whole quads of k32 blocks use block order instead (compute_stage_blocks: a
 // thread multiplies a whole k32 block of one row per quad).
 //
-// Shared memory bank conflicts: A rows are 16-byte chunks XOR-swizzled by (row & 1) (block order:
+// Shared memory bank conflicts (decode tiles; prefill tiles: T::a_chunk): A rows are 16-byte chunks XOR-swizzled by (row & 1) (block order:
 // by the row's parity and the block's) so the 16-byte loads of rows g = 0, 1 of a quarter warp
 // hit distinct banks; W rows swizzle their k32 blocks
 // (e2m1: 16 bytes, e4m3: 32 bytes) by the row so the 8 rows of an n8 tile read distinct banks.
