@@ -13,7 +13,11 @@
 // the decode shapes' way of keeping many bytes in flight with a narrow tile); the WK partial
 // tiles are summed through shared memory in a fixed order at the end.
 //
-// Fragments. Per k32 block a thread reads its 8 weights of row g (columns 8t..8t+7: one 4-byte
+// Fragments (prefill tiles, BM > 16): each stage's weights are decoded once per CTA into bf16
+// rows laid out like A's, and every warp reads both operands with ldmatrix (decode_stage,
+// prefill_mma, prefill_pipeline below).
+//
+// Fragments (decode tiles, BM <= 16). Per k32 block a thread reads its 8 weights of row g (columns 8t..8t+7: one 4-byte
 // word of e2m1, two of e4m3) and decodes them into the B registers of two m16n8k16 steps in the
 // order QuantWeights.cuh documents; it reads the same 8 columns of rows g and g+8 of A as one
 // 16-byte load each and permutes them to match (K order inside a block is free as long as A and
@@ -21,7 +25,7 @@
 // whose warps take whole quads of k32 blocks use block order instead (compute_stage_blocks: a
 // thread multiplies a whole k32 block of one row per quad).
 //
-// Shared memory bank conflicts: A rows are 16-byte chunks XOR-swizzled by (row & 1) (block order:
+// Shared memory bank conflicts (decode tiles; prefill tiles: T::a_chunk): A rows are 16-byte chunks XOR-swizzled by (row & 1) (block order:
 // by the row's parity and the block's) so the 16-byte loads of rows g = 0, 1 of a quarter warp
 // hit distinct banks; W rows swizzle their k32 blocks
 // (e2m1: 16 bytes, e4m3: 32 bytes) by the row so the 8 rows of an n8 tile read distinct banks.
@@ -55,6 +59,7 @@ struct Tile {
                 "warp tiles must be whole m16 tiles (or one partial m16 tile of 1, 2, 4 or 8 rows)");
   static_assert(BN % (8 * WN) == 0, "warp tiles must be whole n8 tiles");
   static_assert(BK >= 32 && (BK & (BK - 1)) == 0 && (BK / 32) % WK == 0, "BK: a power of two >= 32 split by WK");
+  static_assert(BM <= 16 || (WK == 1 && STAGES >= 3), "prefill tiles: no K split inside the CTA, 3 stages or more");
   static constexpr int kBM = BM, kBN = BN, kBK = BK, kWM = WM, kWN = WN, kWK = WK, kStages = STAGES;
   static constexpr int kWarps = WM * WN * WK;
   static constexpr int kThreads = kWarps * 32;
@@ -80,7 +85,11 @@ struct Tile {
   static constexpr int kSBytes = align16(kSRows * kSRow);
   static constexpr int kMatBytes = kWBytes + kSBytes;
   static constexpr int kStageBytes = kABytes + kMats * kMatBytes;
-  static constexpr int kPipeBytes = STAGES * kStageBytes;
+  // Prefill tiles (BM > 16) decode each stage's weights once into bf16 rows laid out like A's
+  // (kMats * BN rows of BK columns), double-buffered after the raw stages (prefill_mainloop).
+  static constexpr bool kPrefill = BM > 16;
+  static constexpr int kDecBytes = kPrefill ? kMats * BN * kARow : 0;
+  static constexpr int kPipeBytes = STAGES * kStageBytes + 2 * kDecBytes;
   static constexpr int kAcc = kMats * MT * NT * 4;   // accumulators per thread
   static constexpr int kRedBytes = WK > 1 ? (WK - 1) * WM * WN * kAcc * 32 * 4 : 0;
   static constexpr int kTableOffset = align16(cmax(kPipeBytes, kRedBytes));
@@ -89,7 +98,14 @@ struct Tile {
 
   // 16-byte chunk c of A row r. Block order reads chunk i of blocks 4q + t (t = 0..3) of rows g =
   // 0, 1 in one quarter warp: bit 3 of c (bit 1 of t) and the row's parity pick the low two bits.
+  // Prefill tiles read A (and the decoded weights, same layout) with ldmatrix: 8 rows of one
+  // 16-byte column chunk per 8x8 matrix, put in 8 distinct 16-byte bank groups by XOR-ing the
+  // chunk's low bits with the row's index among the rows sharing 128 bytes.
   static __device__ __forceinline__ int a_chunk(int r, int c) {
+    if constexpr (kPrefill) {
+      constexpr int P = cmin(kAChunks, 8), L = 8 / P;  // chunks per 128 bytes, rows per 128 bytes
+      return c ^ ((r / L) & (P - 1));
+    }
     if constexpr (kBlockOrder) return c ^ (((c >> 3) & 1) | ((r & 1) << 1));
     return kAChunks >= 8 ? c ^ ((r & 1) << 2) : c;
   }
@@ -159,22 +175,30 @@ __device__ __forceinline__ void load_stage(uint8_t* st, const int64_t* a_src, co
                                            const Operand* ops, int n0, int n_end, int kb0, int kb_limit) {
   const int tid = threadIdx.x;
   const int col0 = kb0 * 32;
-#pragma unroll 1
-  for (int c = tid; c < (T::kABytes / 16); c += T::kThreads) {
+  // Whole-CTA strides of compile-time counts: each thread's rows, chunks and swizzled offsets
+  // are constants of the unrolled loop plus its thread index.
+  constexpr int kAC = (T::kABytes / 16 + T::kThreads - 1) / T::kThreads;
+#pragma unroll
+  for (int i = 0; i < kAC; ++i) {
+    const int c = tid + i * T::kThreads;
+    if ((T::kABytes / 16) % T::kThreads != 0 && c >= T::kABytes / 16) break;
     const int r = c / T::kAChunks, ch = c % T::kAChunks;
     const int col = col0 + ch * 8;
     const int64_t src = a_src[r];
     const bool valid = src >= 0 && col < acol_limit;
     cp_async_16(st + r * T::kARow + T::a_chunk(r, ch) * 16, valid ? a + src + col : a, valid);
   }
+  constexpr int kWC = (T::kBN * T::kWChunks + T::kThreads - 1) / T::kThreads;
 #pragma unroll
   for (int m = 0; m < T::kMats; ++m) {
     const Operand& op = ops[m];
     uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
     const int64_t wlimit = op.row_bytes < int64_t(kb_limit) * T::kBlockBytes ? op.row_bytes
                                                                              : int64_t(kb_limit) * T::kBlockBytes;
-#pragma unroll 1
-    for (int c = tid; c < T::kBN * T::kWChunks; c += T::kThreads) {
+#pragma unroll
+    for (int i = 0; i < kWC; ++i) {
+      const int c = tid + i * T::kThreads;
+      if ((T::kBN * T::kWChunks) % T::kThreads != 0 && c >= T::kBN * T::kWChunks) break;
       const int r = c / T::kWChunks, ch = c % T::kWChunks;
       const int n = n0 + r;
       const int64_t byte = int64_t(kb0) * T::kBlockBytes + ch * 16;
@@ -446,6 +470,139 @@ __device__ __forceinline__ void pipeline(uint8_t* smem, int kb_begin, int stages
   }
 }
 
+// --- Prefill tiles (BM > 16): weights decoded once per CTA, fragments by ldmatrix ------------
+// Each landed stage's weights are decoded once, by the whole CTA, into bf16 rows in natural
+// column order (one task: a k32 block of one weight row, 16 or 32 bytes in, 4 chunks of 8 bf16
+// out, the same qw:: decoders and rounding as the other tiles, pairs put back in column order
+// with prmt), laid out like A's rows (T::a_chunk). Every warp then reads A and B fragments with
+// ldmatrix.x4 and only multiplies: the decode work is shared by the WM warps that use a weight
+// row instead of repeated in each, and A needs no permutes.
+template <class T>
+__device__ __forceinline__ void decode_stage(const uint8_t* st, uint8_t* dec, const Operand* ops, int n0, int kb0) {
+  constexpr bool kFp4 = T::kBlockBytes == 16;
+  constexpr int kTasks = T::kMats * T::kBN * T::KB;
+  constexpr int kPer = (kTasks + T::kThreads - 1) / T::kThreads;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int task = int(threadIdx.x) + i * T::kThreads;
+    if (kTasks % T::kThreads != 0 && task >= kTasks) break;
+    // Rows fastest: a quarter warp reads 8 rows' blocks and writes 8 rows' chunks (both swizzled).
+    const int r = task % T::kBN, m = (task / T::kBN) % T::kMats, kb = task / (T::kBN * T::kMats);
+    const uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
+    const uint8_t* ss = ws + T::kWBytes;
+    const uint8_t* wp = ws + r * T::kWRow + T::w_slot(r, kb) * T::kBlockBytes;
+    const int drow = m * T::kBN + r;
+    uint8_t* out = dec + drow * T::kARow;
+    if constexpr (kFp4) {
+      const int64_t so = int64_t(n0 + r) * ops[m].scale_cols + kb0;
+      const qw::ScaleFactors f = qw::e2m1_scale_factors(ss[r * T::kSRow + int(so & 3) + kb]);
+      const U32x4 q = *reinterpret_cast<const U32x4*>(wp);
+      const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        uint32_t b[2][2];  // columns (0,4) (1,5) (2,6) (3,7) of the chunk
+        qw::e2m1_fragments(words[c], f, b);
+        const U32x4 v{__byte_perm(b[0][0], b[0][1], 0x5410), __byte_perm(b[1][0], b[1][1], 0x5410),
+                      __byte_perm(b[0][0], b[0][1], 0x7632), __byte_perm(b[1][0], b[1][1], 0x7632)};
+        *reinterpret_cast<U32x4*>(out + T::a_chunk(drow, kb * 4 + c) * 16) = v;
+      }
+    } else {
+      // Scale rows cover 32 weight rows; the tile may start inside one (grouped weights).
+      const int srow = (n0 + r) / 32 - n0 / 32;
+      const int64_t so = int64_t((n0 + r) / 32) * ops[m].scale_cols + kb0;
+      const qw::ScaleFactors f = qw::e4m3_scale_factors(ss[srow * T::kSRow + int(so & 3) + kb]);
+      const U32x4 q0 = *reinterpret_cast<const U32x4*>(wp);
+      const U32x4 q1 = *reinterpret_cast<const U32x4*>(wp + 16);
+      const uint32_t words[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        uint32_t b[2][2];  // columns (0,2) (1,3) (4,6) (5,7) of the chunk
+        qw::e4m3_fragments(words[2 * c], words[2 * c + 1], f, b);
+        const U32x4 v{__byte_perm(b[0][0], b[0][1], 0x5410), __byte_perm(b[0][0], b[0][1], 0x7632),
+                      __byte_perm(b[1][0], b[1][1], 0x5410), __byte_perm(b[1][0], b[1][1], 0x7632)};
+        *reinterpret_cast<U32x4*>(out + T::a_chunk(drow, kb * 4 + c) * 16) = v;
+      }
+    }
+  }
+}
+
+// One stage's multiplies of a warp: A rows from the raw stage, weights from the decoded buffer,
+// both by ldmatrix.x4 (matrices: rows 0-7 / 8-15 x k 0-7 / 8-15 for A; two n8 tiles x k 0-7 /
+// 8-15 for B, or .x2 for a last odd n8 tile).
+template <class T>
+__device__ __forceinline__ void prefill_mma(const uint8_t* st, const uint8_t* dec,
+                                            float (&acc)[T::kMats][T::MT][T::NT][4]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wm = warp % T::kWM, wn = warp / T::kWM;
+#pragma unroll
+  for (int kk = 0; kk < T::kBK / 16; ++kk) {
+    uint32_t a[T::MT][4];
+#pragma unroll
+    for (int mt = 0; mt < T::MT; ++mt) {
+      const int row = (wm * T::MT + mt) * 16 + (lane & 15);
+      ldmatrix_x4(a[mt], st + row * T::kARow + T::a_chunk(row, 2 * kk + (lane >> 4)) * 16);
+    }
+#pragma unroll
+    for (int m = 0; m < T::kMats; ++m) {
+      uint32_t b[T::NT][2];
+#pragma unroll
+      for (int nt = 0; nt < T::NT; nt += 2) {
+        if (nt + 1 < T::NT) {
+          const int i = lane >> 3;
+          const int row = m * T::kBN + (wn * T::NT + nt + (i >> 1)) * 8 + (lane & 7);
+          uint32_t r4[4];
+          ldmatrix_x4(r4, dec + row * T::kARow + T::a_chunk(row, 2 * kk + (i & 1)) * 16);
+          b[nt][0] = r4[0], b[nt][1] = r4[1], b[nt + 1][0] = r4[2], b[nt + 1][1] = r4[3];
+        } else {
+          const int row = m * T::kBN + (wn * T::NT + nt) * 8 + (lane & 7);
+          ldmatrix_x2(b[nt], dec + row * T::kARow + T::a_chunk(row, 2 * kk + ((lane >> 3) & 1)) * 16);
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < T::MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < T::NT; ++nt) mma_bf16_16816(acc[m][mt][nt], a[mt], b[nt], acc[m][mt][nt]);
+    }
+  }
+}
+
+// The prefill pipeline over `stages` stages from kb_begin, one barrier per stage. Stage j's raw
+// copies land in buffer j % STAGES (STAGES - 1 in flight before the loop); its weights are
+// decoded into decoded buffer j % 2 one iteration ahead of its multiplies. At the barrier of
+// iteration it: stage it + 1 has landed, stage it's decoded weights are written, and every warp
+// is done with iteration it - 1 (stage it - 1's A rows and decoded buffer (it - 1) % 2), so
+// stage it + STAGES - 1 may be copied into raw buffer (it - 1) % STAGES and stage it + 1 decoded
+// into buffer (it + 1) % 2 while stage it is multiplied.
+template <class T>
+__device__ __forceinline__ void prefill_pipeline(uint8_t* smem, const int64_t* a_src, const uint16_t* a,
+                                                 int acol_limit, const Operand* ops, int n0, int n_end, int kb_begin,
+                                                 int kb_end, int stages, float (&acc)[T::kMats][T::MT][T::NT][4]) {
+  constexpr int S = T::kStages;
+  uint8_t* const dec0 = smem + S * T::kStageBytes;
+  auto raw = [&](int j) { return smem + (j % S) * T::kStageBytes; };
+  auto dec = [&](int j) { return dec0 + (j & 1) * T::kDecBytes; };
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < stages) load_stage<T>(raw(s), a_src, a, acol_limit, ops, n0, n_end, kb_begin + s * T::KB, kb_end);
+    cp_async_commit();
+  }
+  if (stages > 0) {
+    cp_async_wait<S - 2>();
+    __syncthreads();
+    decode_stage<T>(raw(0), dec(0), ops, n0, kb_begin);
+  }
+#pragma unroll 1
+  for (int it = 0; it < stages; ++it) {
+    cp_async_wait<S - 3>();
+    __syncthreads();
+    const int next = it + S - 1;
+    if (next < stages) load_stage<T>(raw(next), a_src, a, acol_limit, ops, n0, n_end, kb_begin + next * T::KB, kb_end);
+    cp_async_commit();
+    if (it + 1 < stages) decode_stage<T>(raw(it + 1), dec(it + 1), ops, n0, kb_begin + (it + 1) * T::KB);
+    prefill_mma<T>(raw(it), dec(it), acc);
+  }
+}
+
 // The whole K loop of a tile over k32 blocks [kb_begin, kb_end); then the WK partials are summed
 // into the wk = 0 warps (the others' accumulators are left unspecified). Shared memory is free
 // again on return (all copies landed, every warp past its last read).
@@ -483,10 +640,7 @@ __device__ __forceinline__ void mainloop(uint8_t* smem, const int64_t* a_src, co
         smem, kb_begin, stages, [&](uint8_t* st, int kb0) { copier.load(st, a, ops, n0, n_end, kb0, kb_end); },
         [&](const uint8_t* st, int kb0) { compute_stage<T>(st, ops, n0, kb0, acc); });
   } else {
-    pipeline<T>(
-        smem, kb_begin, stages,
-        [&](uint8_t* st, int kb0) { load_stage<T>(st, a_src, a, acol_limit, ops, n0, n_end, kb0, kb_end); },
-        [&](const uint8_t* st, int kb0) { compute_stage<T>(st, ops, n0, kb0, acc); });
+    prefill_pipeline<T>(smem, a_src, a, acol_limit, ops, n0, n_end, kb_begin, kb_end, stages, acc);
   }
   cp_async_wait<0>();
   __syncthreads();

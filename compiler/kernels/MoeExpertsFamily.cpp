@@ -11,8 +11,9 @@
 //    order (block_k 128), block_n 64 (8 KB of weights per stage; 32 when the active experts' column tiles
 //    would leave SMs idle), as many stages as fit 48 KB (64 KB where the cap is lifted): every
 //    expert's weights are streamed once, spread over all SMs;
-//  - up to 64: 64-row tiles, above: 128-row tiles, on 2 x 2 warps with block_n 64, block_k 32 and
-//    3 stages under a 48 KB cap (64 and 4 where the cap allows): tensor-core bound.
+//  - up to 64: 64-row tiles, above: 128-row tiles, on 2 x 2 warps with block_n 64 (w2: 128),
+//    block_k 32 and 5 stages where the cap allows (under a 48 KB cap: 4 stages, 128-row tiles
+//    narrowed to block_n 32): tensor-core bound, each stage's weights decoded once per CTA.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -131,11 +132,9 @@ QuantTile defaultTile(const Shape& s, const TargetProfile& t) {
   q.wm = 2;
   q.wn = 2;
   q.wk = 1;
-  const bool roomy = t.smemPerCtaCap >= 96 * 1024;
-  q.bk = roomy ? 64 : 32;
-  q.stages = roomy ? 4 : 3;
-  while (q.smemBytes() > t.smemPerCtaCap && q.stages > 2) --q.stages;
-  return q;
+  q.bk = 32;
+  q.stages = t.smemPerCtaCap >= 96 * 1024 ? 5 : 4;
+  return fitPrefillTile(q, t);
 }
 
 MoeExpertsConfig configOf(const QuantTile& q) {
@@ -231,12 +230,24 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
         add(rows16);
       }
     } else {
+      auto addFit = [&](const QuantTile& q) { add(fitPrefillTile(q, t)); };
       QuantTile other = *q0;
       other.bm = q0->bm == 128 ? 64 : 128;
-      add(other);
-      QuantTile wideK = *q0;
+      addFit(other);
+      QuantTile wideK = *q0;  // block_k 64: half the barriers and decode rounds per K
       wideK.bk *= 2;
-      add(wideK);
+      wideK.stages = 3;
+      addFit(wideK);
+      QuantTile four = *q0;  // 8 warps: 2 x 4 (w2: 64 x 32 each)
+      four.wn = 4;
+      addFit(four);
+      if (q0->bm == 128) {  // 256 rows on 4 x 2 warps: a decoded weight stage feeds twice the rows
+        QuantTile tall = *q0;
+        tall.bm = 256;
+        tall.wm = 4;
+        tall.stages = 4;
+        addFit(tall);
+      }
     }
     return out;
   }

@@ -27,8 +27,10 @@ int64_t QuantTile::stageBytes() const {
   return int64_t(bm) * bk * 2 + (gated ? 2 : 1) * mat;
 }
 
+int64_t QuantTile::decodedBytes() const { return bm > 16 ? (gated ? 2 : 1) * int64_t(bn) * bk * 2 : 0; }
+
 int64_t QuantTile::smemBytes() const {
-  const int64_t pipe = stages * stageBytes();
+  const int64_t pipe = stages * stageBytes() + 2 * decodedBytes();
   const int64_t red = wk > 1 ? int64_t(wk - 1) * wm * wn * accPerThread() * 32 * 4 : 0;
   return align16(std::max(pipe, red)) + align16(int64_t(bm) * 12);
 }
@@ -88,6 +90,10 @@ Result<QuantTile> quantTileOf(const QuantTileKnobs& k, const std::string& cfg, c
                              t.bk / 32, t.wk, cfg)};
   if (t.stages < 2 || t.stages > 8)
     return Error{fmt::format("{}: stages = {} must be in 2..8 ({})", op, t.stages, cfg)};
+  // Prefill tiles decode a stage's weights one iteration ahead of its multiplies (QuantGemmTile.cuh).
+  if (t.bm > 16 && (t.wk != 1 || t.stages < 3))
+    return Error{fmt::format("{}: block_m = {} (a prefill tile) needs warps_k = 1 and stages >= 3, not {} and {} ({})",
+                             op, t.bm, t.wk, t.stages, cfg)};
   // 32 m16n8 tiles are 128 accumulator registers: more leaves ptxas no room and it spills.
   if (t.mTiles() * t.nTiles() * (gated ? 2 : 1) > 32)
     return Error{fmt::format("{}: a warp would hold {} accumulator tiles (at most 32) ({})", op,
@@ -103,6 +109,15 @@ void setTileKnobs(QuantTileKnobs& k, const QuantTile& t) {
   k.warpsN = t.wn;
   k.warpsK = t.wk;
   k.stages = t.stages;
+}
+
+QuantTile fitPrefillTile(QuantTile q, const TargetProfile& target) {
+  for (QuantTile t = q; t.bn >= 8 * t.wn; t.bn /= 2) {
+    QuantTile f = t;
+    while (f.smemBytes() > target.smemPerCtaCap && f.stages > 3) --f.stages;
+    if (f.smemBytes() <= target.smemPerCtaCap) return f;
+  }
+  return q;
 }
 
 int decodeBlockM(int64_t rows) {

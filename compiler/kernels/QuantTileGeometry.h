@@ -26,6 +26,8 @@ struct QuantTile {
   bool blockOrder() const { return bm <= 16 && (bk / 32 / wk) % 4 == 0; }
   int64_t stageBytes() const;
   int64_t weightBytesPerStage() const;
+  // Prefill tiles (block_m > 16): one decoded bf16 stage of weights (qg::Tile::kDecBytes), held twice.
+  int64_t decodedBytes() const;
   // Mirrors qg::Tile::kSmemBytes (pipeline or WK reduction, whichever is larger, + row table).
   int64_t smemBytes() const;
   // Register budget the emitted __launch_bounds__ allows, and the min-blocks argument giving it.
@@ -48,6 +50,10 @@ Result<QuantTile> quantTileOf(const QuantTileKnobs& k, const std::string& cfg, c
                               bool gated, int bnScale = 1);
 // The knobs of a tile (inverse of the above for bnScale = 1).
 void setTileKnobs(QuantTileKnobs& k, const QuantTile& t);
+
+// A prefill tile (block_m > 16) fitted to the target's shared-memory cap: stages lowered to 3 at
+// least, then block_n halved (warps_n kept within it) until it fits; `q` as given when nothing does.
+QuantTile fitPrefillTile(QuantTile q, const TargetProfile& target);
 
 // block_m of a decode tile for up to `rows` rows (at most 16): the next power of two.
 int decodeBlockM(int64_t rows);

@@ -11,10 +11,11 @@
 //    for e2m1, 64 for e4m3; halved for a SwiGLU pair), as many stages as fit 48 KB (64 KB where
 //    the target lifts the cap), and splits so that about two CTAs per SM stream weights (each
 //    split keeping at least two stages of K);
-//  - prefill (M > 16, tensor-core bound): 128 x 128 tiles (64 x 128 up to M = 64, 32 rows up
-//    to M = 32; block_n 64 for a SwiGLU pair) on 2 x 2 warps, block_k 32 with 3 stages under a
-//    48 KB cap and 64 with 4 stages where the cap allows, one split unless the tiles are fewer
-//    than the SMs.
+//  - prefill (M > 16, tensor-core bound; each stage's weights decoded once per CTA into shared
+//    memory, fragments by ldmatrix): 128 x 128 tiles (64 x 128 up to M = 64, 32 rows up to
+//    M = 32; block_n 64 for a SwiGLU pair) on 2 x 2 warps of 64 x 64 (or 32 x 64), block_k 32
+//    with 5 stages where the cap allows; under a 48 KB cap 4 stages (3 for e4m3) and 128-row
+//    tiles narrowed to block_n 64; one split unless the tiles are fewer than the SMs.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -130,11 +131,9 @@ QuantTile prefillTile(const Shape& s, const TargetProfile& t) {
   q.wm = q.bm >= 64 ? 2 : 1;
   q.wn = 2;
   q.wk = 1;
-  const bool roomy = t.smemPerCtaCap >= 96 * 1024;
-  q.bk = roomy ? 64 : 32;
-  q.stages = roomy ? 4 : 3;
-  while (q.smemBytes() > t.smemPerCtaCap && q.stages > 2) --q.stages;
-  return q;
+  q.bk = 32;
+  q.stages = t.smemPerCtaCap >= 96 * 1024 ? 5 : 4;
+  return fitPrefillTile(q, t);
 }
 
 // Splits so that about two CTAs per SM stream the weights, each split keeping two stages of K.
@@ -291,6 +290,7 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
         add(deep, 1);
       }
     } else {
+      auto addFit = [&](const QuantTile& q, int splits) { add(fitPrefillTile(q, t), splits); };
       QuantTile narrow = *q0;
       narrow.bn /= 2;
       add(narrow, splitsFor(narrow, s, t));
@@ -302,12 +302,30 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       QuantTile deeper = *q0;
       ++deeper.stages;
       add(deeper, sp0);
-      QuantTile wideK = *q0;
+      QuantTile wideK = *q0;  // block_k 64: half the barriers and decode rounds per K
       wideK.bk *= 2;
-      add(wideK, sp0);
+      wideK.stages = 3;
+      addFit(wideK, sp0);
       QuantTile four = *q0;  // 8 warps: 2 x 4
       four.wn = 4;
-      add(four, sp0);
+      addFit(four, sp0);
+      if (s.M > 128) {
+        // 256 rows on 4 x 2 warps (64 x 64 each): a decoded weight stage feeds twice the rows.
+        QuantTile tall = *q0;
+        tall.bm = 256;
+        tall.wm = 4;
+        tall.wn = 2;
+        tall.bn = s.gated() ? 64 : 128;
+        tall.stages = 4;
+        addFit(tall, splitsFor(fitPrefillTile(tall, t), s, t));
+        QuantTile wide = *q0;  // 128 x 256 on 2 x 4 warps (64 x 64 each)
+        wide.bm = 128;
+        wide.wm = 2;
+        wide.wn = 4;
+        wide.bn = s.gated() ? 128 : 256;
+        wide.stages = 4;
+        addFit(wide, splitsFor(fitPrefillTile(wide, t), s, t));
+      }
     }
     return out;
   }

@@ -1,5 +1,5 @@
 // moe_experts cases: decode steps (T = 1 and 3, k = 6), prefill-like batches whose experts get
-// more rows than a tile (T = 70 over 4 experts: 105 rows each), experts that stay empty (T = 5
+// more rows than a tile (T = 70 over 4 experts: 105 rows each; T = 129 over 2: 129 each), experts that stay empty (T = 5
 // over 32), every token on one expert (plus the other ranks spread), a token choosing the same
 // expert twice, ids of -1 (no expert: a zero row), C and I not multiples of the tiles
 // (C = 160, I = 96), and activations large enough that the SwiGLU clamp at 10 engages.
@@ -69,6 +69,9 @@ std::vector<OpCase> moeExpertsCases(uint64_t seed, bool large) {
       {"t9_k4_e8_no_expert", 9, 4, 8, 128, 64, Routing::SomeNone},
       {"t6_k6_e8_clamped", 6, 6, 8, 128, 64, Routing::Random, 24.0},
       {"t300_k6_e16_c512_i256", 300, 6, 16, 512, 256},
+      // prefill tiles: both experts of every token, 129 rows each (a 1-row tail block), C = 160
+      // (a partial w2 column tile)
+      {"t129_k2_e2_c160_i96", 129, 2, 2, 160, 96},
   };
   std::vector<OpCase> cases;
   for (const MoeSpec& s : specs) cases.push_back(makeCase(rng, s));

@@ -1,5 +1,5 @@
 // weight_gemm cases: e4m3 and e2m1 weights; decode rows (M = 1, 5, 7, 9, 12) and prefill rows
-// (M = 20 .. 130, not multiples of any tile); N not a multiple of the tiles (72, 96, 136, 200);
+// (M = 17 .. 300, not multiples of any tile: 17, 33 and 129 one row past a tile); N not a multiple of the tiles (72, 96, 136, 200);
 // K not a multiple of 32 (272: a partial last k32 block and its scale), K large enough for
 // split-K (5120); f32, bf16 and SwiGLU epilogues; groups (wo_a's form) including groups of 24
 // rows, whose tiles start inside a 32-row scale block; e4m3 subnormal and NaN codes and scale
@@ -68,6 +68,10 @@ std::vector<OpCase> weightGemmCases(uint64_t seed, bool large) {
       {"fp4_m1_n2304_k5120", 1, 2304, 5120, 4},
       {"fp8_m16_n512_k5120_bf16", 16, 512, 5120, 8, 1, 1},
       {"fp8_m300_n256_k1024", 300, 256, 1024},
+      // prefill edges: one row past a tile (17, 129 rows: a 1-row tail tile), partial column tiles
+      {"fp4_m17_n136_k320", 17, 136, 320, 4},
+      {"fp8_m129_n200_k272_bf16", 129, 200, 272, 8, 1, 1},
+      {"fp4_m129_n96_k512", 129, 96, 512, 4},
   };
   std::vector<OpCase> cases;
   for (const GemmSpec& s : specs) cases.push_back(makeCase(rng, s));

@@ -3,7 +3,8 @@
 // CUDA graph and replayed with new routing decisions written into the same buffers (no host round
 // trip, launch sizes from the shapes only), and weight_gemm reading a column slice of a wider
 // activation and writing a column slice of a wider output (the view's elements checked, the rest
-// untouched). Outputs are compared with the C++ references by the GPU tests' rule.
+// untouched), and every prefill tile candidate of both ops on every target. Outputs are compared
+// with the C++ references by the GPU tests' rule.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "deepinfer/DeviceGraph.h"
 #include "deepinfer/OpRunner.h"
 #include "deepinfer/Reference.h"
+#include "deepinfer/Specialize.h"
 #include "deepinfer/TensorView.h"
 #include "deepinfer/ViewLaunch.h"
 #include "model/gpu/QuantGemmOps.h"
@@ -322,6 +324,49 @@ TEST(QuantGemmOps, WeightGemmStridedViews) {
       auto rep = deepinfer::testing::compareOutputs("weight_gemm", "y", want.at("y"), got, c.attrs, c.inputs);
       EXPECT_TRUE(rep.ok) << where << ": " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
     }
+  }
+}
+
+// Every prefill tile (block_m > 16: weights decoded once per CTA, ldmatrix fragments) the tuner
+// may pick, on every target: for each case, every fitting candidate with block_m > 16 (the
+// defaults and the alternatives: 256-row and 256-column tiles, block_k 64, 8 warps, one n8 tile
+// per warp), outputs poisoned, compared with the C++ reference. The cases' prefill rows are not
+// multiples of any tile (M = 17, 20, 33, 40, 129, 130, 300; 105 and 129 rows per expert).
+TEST(QuantGemmOps, PrefillCandidatesOnEveryTarget) {
+  Env& e = env();
+  if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
+  ASSERT_TRUE(e.dev->use().ok());
+  for (const std::string op : {"weight_gemm", "moe_experts"}) {
+    int compared = 0;
+    for (const TargetProfile& target : targets()) {
+      for (const auto& c : deepinfer::testing::casesFor(op, e.seed, false)) {
+        TensorMap ref = c.inputs;
+        ASSERT_TRUE(runReference(op, c.attrs, ref).ok()) << op << " [" << c.name << "]";
+        auto d = describeOp(op, c.attrs, c.inputs);
+        ASSERT_TRUE(d.ok()) << d.error().message;
+        auto spec = specialize(*d, target);
+        ASSERT_TRUE(spec.ok()) << spec.error().message;
+        for (const auto& ch : spec->fitting) {
+          if (!ch.config.count("block_m") || ch.config.at("block_m") <= 16) continue;
+          const std::string where = fmt::format("{} [{}] on {} {{{}}} (seed {})", op, c.name, target.name,
+                                                configToString(ch.config), e.seed);
+          TensorMap gpu = c.inputs;
+          GpuRunOptions opts;
+          opts.config = ch.config;
+          auto run = runOpOnGpu(*e.jit, op, c.attrs, target, gpu, opts);
+          ASSERT_TRUE(run.ok()) << where << ": " << run.error().message;
+          for (const auto& out : deepinfer::testing::outputNames(op)) {
+            auto rep = deepinfer::testing::compareOutputs(op, out, ref.at(out), gpu.at(out), c.attrs, c.inputs);
+            EXPECT_TRUE(rep.ok) << where << " '" << out << "': " << rep.metric << " " << rep.maxErr << ": "
+                                << rep.detail;
+            ++compared;
+          }
+        }
+      }
+    }
+    EXPECT_GT(compared, 0) << op << ": no prefill candidate ran";
+    fmt::print("{} prefill candidates: {} comparisons over {} targets (seed {})\n", op, compared, targets().size(),
+               e.seed);
   }
 }
 

@@ -71,9 +71,20 @@ const std::map<std::string, WgFn>& wgTiles() {
       DI_WG_SPLITS(true, 64, 64, 32, 2, 2, 1, 3, 2),
       // alternatives: 2 x 2 decode warps, block_k 256 over 8 warps, narrow tiles, wide prefill K
       DI_WG_SPLITS(false, 16, 64, 128, 1, 2, 2, 3, 0), DI_WG_SPLITS(true, 16, 64, 256, 1, 1, 8, 2, 1),
-      DI_WG_SPLITS(false, 16, 16, 128, 1, 1, 4, 2, 0), DI_WG_SPLITS(true, 32, 64, 64, 1, 2, 1, 2, 2),
-      DI_WG_SPLITS(false, 32, 64, 64, 1, 2, 1, 2, 2),
-      DI_WG_SPLITS(false, 64, 64, 64, 2, 2, 1, 2, 1),
+      DI_WG_SPLITS(false, 16, 16, 128, 1, 1, 4, 2, 0), DI_WG_SPLITS(true, 32, 64, 64, 1, 2, 1, 3, 2),
+      DI_WG_SPLITS(false, 32, 64, 64, 1, 2, 1, 3, 2),
+      DI_WG_SPLITS(false, 64, 64, 64, 2, 2, 1, 3, 1),
+      // prefill tiles, weights decoded once per CTA (sm_80 defaults: 48 KB, 128-row tiles at block_n 64)
+      DI_WG_SPLITS(true, 64, 128, 32, 2, 2, 1, 4, 1), DI_WG_SPLITS(false, 128, 64, 32, 2, 2, 1, 3, 0),
+      DI_WG_SPLITS(false, 128, 64, 32, 2, 2, 1, 3, 1), DI_WG_SPLITS(true, 64, 64, 32, 2, 2, 1, 4, 2),
+      DI_WG_SPLITS(false, 32, 128, 32, 1, 2, 1, 4, 0), DI_WG_SPLITS(true, 32, 128, 32, 1, 2, 1, 4, 0),
+      DI_WG_SPLITS(true, 128, 64, 32, 2, 2, 1, 4, 0),
+      // prefill alternatives: 256 rows on 4 x 2 warps, 256 columns on 2 x 4, one n8 tile per warp
+      // (ldmatrix .x2), block_k 64 and 128, 8 warps over N
+      DI_WG_SPLITS(false, 256, 64, 32, 4, 2, 1, 3, 0), DI_WG_SPLITS(true, 128, 256, 32, 2, 4, 1, 3, 1),
+      DI_WG_SPLITS(false, 64, 16, 32, 2, 2, 1, 3, 0), DI_WG_SPLITS(true, 64, 128, 64, 2, 2, 1, 3, 1),
+      DI_WG_SPLITS(false, 32, 64, 128, 1, 2, 1, 3, 0), DI_WG_SPLITS(true, 64, 32, 32, 2, 4, 1, 3, 2),
+      DI_WG_SPLITS(false, 128, 64, 64, 2, 2, 1, 3, 0),
       // decode tiles of 1..8 rows (sm_80 defaults for M = 1..8, and alternatives)
       DI_WG_SPLITS(false, 1, 64, 128, 1, 1, 4, 5, 0), DI_WG_SPLITS(false, 8, 64, 128, 1, 1, 4, 4, 1),
       DI_WG_SPLITS(false, 8, 32, 128, 1, 1, 4, 4, 2), DI_WG_SPLITS(false, 4, 64, 128, 1, 1, 4, 5, 1),
@@ -109,7 +120,7 @@ const std::map<std::string, WgFn>& wgTiles() {
 const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeTiles() {
   static const std::map<std::string, std::pair<MoeFn, MoeFn>> m = {
       DI_MOE(16, 64, 128, 1, 1, 4, 3), DI_MOE(64, 64, 32, 2, 2, 1, 3), DI_MOE(128, 64, 32, 2, 2, 1, 3),
-      DI_MOE(16, 32, 128, 1, 2, 2, 2), DI_MOE(32, 64, 64, 1, 2, 1, 2),
+      DI_MOE(16, 32, 128, 1, 2, 2, 2), DI_MOE(32, 64, 64, 1, 2, 1, 3),
       // decode tiles: block_m = T rounded up (sm_80 defaults), block_n 32 for few active experts
       DI_MOE(1, 32, 128, 1, 1, 4, 8), DI_MOE(4, 32, 128, 1, 1, 4, 8), DI_MOE(8, 32, 128, 1, 1, 4, 7),
       DI_MOE(16, 32, 128, 1, 1, 4, 5), DI_MOE(2, 32, 128, 1, 1, 4, 3), DI_MOE(4, 64, 128, 1, 2, 2, 2),
@@ -118,6 +129,10 @@ const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeTiles() {
       DI_MOE(16, 32, 128, 1, 4, 1, 5), DI_MOE(2, 32, 128, 1, 4, 1, 8), DI_MOE(16, 64, 128, 1, 4, 1, 3),
       DI_MOE(2, 32, 128, 1, 4, 1, 3), DI_MOE(4, 32, 256, 1, 2, 2, 2), DI_MOE(16, 16, 128, 1, 2, 1, 3),
       DI_MOE(1, 32, 256, 1, 4, 2, 4),
+      // prefill: the sm_80 defaults (48 KB) and alternatives (256 rows, 8 warps with one n8 tile
+      // per w13 warp, block_k 64)
+      DI_MOE(128, 32, 32, 2, 2, 1, 4), DI_MOE(64, 64, 32, 2, 2, 1, 4), DI_MOE(256, 32, 32, 4, 2, 1, 3),
+      DI_MOE(128, 32, 32, 2, 4, 1, 3), DI_MOE(64, 32, 64, 2, 2, 1, 3),
   };
   return m;
 }
@@ -144,7 +159,8 @@ Result<std::function<void()>> pickQuantGemm(const std::string& op, const LaunchS
   if (tail == "_route") {
     const std::map<std::string, MoeFn> routes = {{"1", &moeRoute<1>},   {"2", &moeRoute<2>},   {"4", &moeRoute<4>},
                                                  {"8", &moeRoute<8>},   {"16", &moeRoute<16>}, {"32", &moeRoute<32>},
-                                                 {"64", &moeRoute<64>}, {"128", &moeRoute<128>}};
+                                                 {"64", &moeRoute<64>}, {"128", &moeRoute<128>},
+                                                 {"256", &moeRoute<256>}};
     if (!routes.count(bm)) return Error{"the emulator test has no instantiation of moe route<" + bm + ">"};
     return std::function<void()>([fn = routes.at(bm), p] { fn(*p); });
   }
@@ -246,12 +262,23 @@ TEST(QuantGemmEmu, WeightGemmMatchesReference) {
       v.push_back(tile(16, 128, 128, 1, 4, 1, 2, 1));  // block order, 16 rows, one launch
       v.push_back(tile(16, 16, 512, 1, 2, 4, 2, 1));   // one launch: 16-row tiles, 8 warps, whole K
     }
+    if (epi == 0 && !fp4 && d.dim("x", 0) > 16) {
+      v.push_back(tile(256, 64, 32, 4, 2, 1, 3, 1));  // 256 rows on 4 x 2 warps
+      v.push_back(tile(64, 16, 32, 2, 2, 1, 3, 1));   // one n8 tile per warp (ldmatrix .x2)
+      v.push_back(tile(32, 64, 128, 1, 2, 1, 3, 2));  // block_k 128: four k32 blocks per decode round
+      v.push_back(tile(128, 64, 64, 2, 2, 1, 3, 1));
+    }
+    if (epi == 1 && fp4 && d.dim("x", 0) > 16) {
+      v.push_back(tile(128, 256, 32, 2, 4, 1, 3, 1));  // 256 columns on 2 x 4 warps
+      v.push_back(tile(64, 128, 64, 2, 2, 1, 3, 2));
+    }
+    if (epi == 2 && d.dim("x", 0) > 16) v.push_back(tile(64, 32, 32, 2, 4, 1, 3, 1));  // SwiGLU pairs, 8 warps
     if (epi == 1 && !fp4) {
-      v.push_back(tile(64, 64, 64, 2, 2, 1, 2, 2));
+      v.push_back(tile(64, 64, 64, 2, 2, 1, 3, 2));
       v.push_back(tile(8, 64, 128, 1, 1, 4, 3, 2));  // 8-row tiles, split-K
     }
     if (epi == 2) {
-      v.push_back(tile(32, 64, 64, 1, 2, 1, 2, 2));
+      v.push_back(tile(32, 64, 64, 1, 2, 1, 3, 2));
       v.push_back(tile(4, 32, 128, 1, 1, 4, 3, 2));  // 4-row SwiGLU pairs, split-K
       v.push_back(tile(4, 32, 256, 1, 2, 2, 2, 2));  // block order SwiGLU pairs on 2 x 2 warps
       v.push_back(tile(8, 16, 512, 1, 2, 4, 2, 2));  // block order SwiGLU pairs on 8 warps
@@ -263,11 +290,17 @@ TEST(QuantGemmEmu, WeightGemmMatchesReference) {
 TEST(QuantGemmEmu, MoeExpertsMatchesReference) {
   checkOp("moe_experts", [](const OpDesc& d) {
     std::vector<KernelConfig> v;
-    if (d.dim("x", 0) * d.dim("ids", 1) > 200) return v;
+    const int64_t entries = d.dim("x", 0) * d.dim("ids", 1);
+    if (entries > 200 && entries <= 500) {  // prefill-sized row blocks: the other prefill tiles
+      v.push_back(tile(256, 32, 32, 4, 2, 1, 3));  // 256 rows on 4 x 2 warps
+      v.push_back(tile(128, 32, 32, 2, 4, 1, 3));  // 8 warps: one n8 tile per w13 warp (ldmatrix .x2)
+      v.push_back(tile(64, 32, 64, 2, 2, 1, 3));   // block_k 64
+    }
+    if (entries > 200) return v;
     v.push_back(tile(2, 32, 128, 1, 1, 4, 3));  // 2-row blocks: experts of several blocks
     v.push_back(tile(4, 64, 128, 1, 2, 2, 2));
     v.push_back(tile(16, 32, 128, 1, 2, 2, 2));
-    v.push_back(tile(32, 64, 64, 1, 2, 1, 2));
+    v.push_back(tile(32, 64, 64, 1, 2, 1, 3));
     v.push_back(tile(64, 64, 32, 2, 2, 1, 3));
     v.push_back(tile(2, 32, 128, 1, 4, 1, 3));   // block order: several row blocks per expert
     v.push_back(tile(4, 32, 256, 1, 2, 2, 2));   // block order on 2 x 2 warps

@@ -7,6 +7,9 @@ namespace di {
 inline void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4]) {
   di_emu::mma_bf16_16816(d, a, b, c);
 }
+// ldmatrix (.x4 / .x2, no transpose): lane l gives the row address of matrix l / 8, row l % 8.
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* smem_row_ptr) { di_emu::ldmatrix(r, 4, smem_row_ptr); }
+inline void ldmatrix_x2(uint32_t (&r)[2], const void* smem_row_ptr) { di_emu::ldmatrix(r, 2, smem_row_ptr); }
 inline void cp_async_16(void* smem_dst, const void* gmem_src, bool valid = true) {
   di_emu::cp_async(smem_dst, gmem_src, 16, valid ? 16 : 0);
 }
