@@ -233,7 +233,7 @@ WeightGemmConfig configOf(const StreamTile& q) {
 }
 
 // The streaming default: every x row in one CTA row (8 or 16), 4 steps (256 weight bytes of each
-// of a thread's two rows) per round; warps over K doubled while the SMs hold fewer than about 12
+// of a thread's two rows; 2 for a SwiGLU pair's two matrices) per round; warps over K doubled while the SMs hold fewer than about 12
 // warps each and every warp still gets a whole round (at most 8); warps over N so that a CTA has
 // 4 warps where the tile count allows.
 StreamTile streamTile(const Shape& s, const TargetProfile& t) {
@@ -241,7 +241,8 @@ StreamTile streamTile(const Shape& s, const TargetProfile& t) {
   q.fp4 = s.fp4;
   q.gated = s.gated();
   q.nt8 = s.M <= 8 ? 1 : 2;
-  q.unroll = 4;
+  // A SwiGLU pair loads two matrices per step: 4 steps spill (e2m1 with 16 rows already at 2).
+  q.unroll = !s.gated() ? 4 : (s.fp4 && q.nt8 == 2) ? 1 : 2;
   const int64_t warpTiles = s.G * cdiv(s.Ng, 16);
   const int64_t steps = cdiv(s.Kg, q.stepCols());
   const int64_t want = 12 * int64_t(std::max(1, t.smCount));

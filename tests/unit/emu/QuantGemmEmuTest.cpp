@@ -121,6 +121,9 @@ const std::map<std::string, WgFn>& wgStreams() {
       DI_WS(2, 1, 1, 4), DI_WS(1, 2, 2, 4), DI_WS(2, 2, 2, 4), DI_WS(1, 1, 4, 4), DI_WS(2, 1, 4, 4),
       DI_WS(1, 1, 8, 4), DI_WS(2, 1, 8, 4), DI_WS(1, 1, 2, 4), DI_WS(2, 1, 2, 4), DI_WS(1, 1, 4, 1),
       DI_WS(2, 2, 4, 2), DI_WS(1, 4, 2, 8), DI_WS(2, 1, 16, 1), DI_WS(1, 4, 4, 2),
+      // SwiGLU pairs: 2 steps per round (e4m3, or 8 rows), 1 (e2m1 with 16 rows)
+      DI_WS(1, 2, 2, 2), DI_WS(1, 1, 4, 2), DI_WS(2, 2, 2, 1), DI_WS(1, 4, 1, 2), DI_WS(2, 4, 1, 1),
+      DI_WS(1, 1, 8, 2), DI_WS(2, 1, 8, 1), DI_WS(2, 1, 4, 1), DI_WS(2, 2, 2, 2), DI_WS(2, 1, 4, 2),
   };
   return m;
 }
