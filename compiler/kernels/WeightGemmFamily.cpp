@@ -1,11 +1,24 @@
 // Kernel family of weight_gemm (templates/WeightGemm.cuh): y = x . dequant(w)^T with w in its
 // checkpoint format (docs/model.md §3) and the model's epilogues.
 //
-// Knobs: the CTA tile (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages) and `splits`, the
-// number of CTAs that share one output tile's K (their fp32 partials go to the workspace and the
-// last CTA of the tile to arrive, counted in the zeroed workspace, sums them in split order: one
-// launch). Default heuristic, per target:
-//  - decode (M <= 16, weight-bandwidth bound): one m16 tile holding M rows (block_m = M rounded
+// Two schedules, picked by the knob `stream`:
+//  - stream = 1 (templates/WeightStream.cuh), the default for decode rows (M <= 16, weight-
+//    bandwidth bound): the weights go from global memory straight into registers and are
+//    multiplied with the roles swapped (16 weight rows as the mma's A, the x rows as B). Knobs:
+//    block_m 8 or 16 (x rows per CTA row), warps_n (16-row warp tiles side by side, block_n =
+//    16 x warps_n), warps_k (warps splitting K inside the CTA, summed in a fixed order),
+//    block_k = the K columns a warp has in flight per round (1..8 steps of 64 weight bytes per
+//    row: 64 e4m3 / 128 e2m1 columns); warps_m = stages = splits = 1. Default: block_m = M
+//    rounded up to 8 or 16, 4 steps per round (2 for a SwiGLU pair, 1 for an e2m1 pair with 16
+//    rows: more spill), warps_k doubled (up to 8) while the SMs would hold fewer than ~12 warps
+//    each and every warp keeps a whole round, warps_n up to 4 warps per CTA. One launch, no
+//    workspace; the candidates add half the steps, twice / half the warps over K, one warp tile
+//    per CTA row, and the cp.async tile schedule's decode tiles below.
+//  - stream = 0: the cp.async CTA tile (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages)
+//    and `splits`, the number of CTAs that share one output tile's K (their fp32 partials go to
+//    the workspace and the last CTA of the tile to arrive, counted in the zeroed workspace, sums
+//    them in split order: one launch). Default heuristic, per target:
+//  - decode (the candidates for M <= 16): one m16 tile holding M rows (block_m = M rounded
 //    up to a power of two: shared memory and copies only for real rows), 4 warps over N in block
 //    order (block_k 128: a thread decodes whole k32 blocks), 8 KB of weights per stage per matrix (block_n 128
 //    for e2m1, 64 for e4m3; halved for a SwiGLU pair), as many stages as fit 48 KB (64 KB where
@@ -339,8 +352,8 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
         out.push_back(c);
     };
     if (s.M <= 16) {
-      // Streaming: twice / half the steps in flight, the warps over K, and 16-row tiles one warp
-      // per CTA row where the default has 4.
+      // Streaming: half the steps in flight (the default's are the most that fit 128 registers
+      // without spilling), twice / half the warps over K, and one warp tile per CTA row.
       auto addStream = [&](StreamTile q) {
         const Config c = configOf(q);
         if (q.smemBytes() > t.smemPerCtaCap || !geometry(c, d).ok()) return;
@@ -348,10 +361,10 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
           out.push_back(c);
       };
       const StreamTile st0 = streamTile(s, t);
-      for (int u : {st0.unroll * 2, st0.unroll / 2}) {
+      if (st0.unroll > 1) {
         StreamTile q = st0;
-        q.unroll = u;
-        if (u >= 1 && u <= 8) addStream(q);
+        q.unroll = st0.unroll / 2;
+        addStream(q);
       }
       for (int wk : {st0.wk * 2, st0.wk / 2}) {
         StreamTile q = st0;
