@@ -105,13 +105,25 @@ __host__ __device__ constexpr int stream_smem_bytes(int mats, int nt8, int wn, i
 
 }  // namespace ws
 
-// FP4: e2m1 weights; NT8: n8 tiles of x rows per CTA (1: 8 rows, 2: 16); WN x WK warps; U steps
-// per round; EPI: the epilogue (kEpiF32, kEpiBf16, kEpiSwiglu).
-template <bool FP4, int NT8, int WN, int WK, int U, int EPI>
-__device__ __forceinline__ void weight_gemm_stream(const WeightGemmParams& p) {
+namespace ws {
+
+// One weight matrix of the streaming core: row 0 of its codes and of its scale tensor.
+struct Mat {
+  const uint8_t* w;
+  const uint8_t* scale;
+};
+
+// The streaming core shared by weight_gemm and moe_experts: this warp's 16 weight rows
+// [nw, nw + 16) (rows at or past n_end are never read) of kMats matrices with rows of K columns,
+// times the CTA's x rows: xrow[nt] is this thread's row g of n8 tile nt (column 0), or null past
+// the rows. On return the wk = 0 warps (the result is true) hold the CTA's sums: acc[m][nt] =
+// the C fragment of weight rows g, g + 8 and x rows 2t, 2t + 1 of tile nt. Every thread of the
+// CTA must call it (it has a barrier when WK > 1).
+template <bool FP4, int NT8, int WN, int WK, int U, int kMats>
+__device__ __forceinline__ bool stream_core(const Mat (&mats)[kMats], int nw, int n_end, int K,
+                                            const uint16_t* const (&xrow)[NT8], float (&acc)[kMats][NT8][4]) {
   static_assert(NT8 == 1 || NT8 == 2, "8 or 16 rows of x per CTA");
   static_assert(U >= 1 && U <= 8 && WN >= 1 && WK >= 1 && WN * WK <= 16, "1..8 steps per round, at most 16 warps");
-  constexpr int kMats = EPI == kEpiSwiglu ? 2 : 1;
   constexpr int kCols = FP4 ? 128 : 64;     // columns of a step (64 bytes of a weight row)
   constexpr int kChunk = FP4 ? 32 : 16;     // columns of a thread's 16-byte chunk
   constexpr int kMma = FP4 ? 8 : 4;         // mma steps per chunk
@@ -122,51 +134,44 @@ __device__ __forceinline__ void weight_gemm_stream(const WeightGemmParams& p) {
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int wn = warp % WN, wk = warp / WN;
-  const int grp = int(blockIdx.x) / p.tiles_per_group, j = int(blockIdx.x) % p.tiles_per_group;
-  const int n_end = (grp + 1) * p.Ng;
-  const int nw = grp * p.Ng + (j * WN + wn) * 16;  // the warp's first weight row
   const int n_row[2] = {nw + g, nw + g + 8};
   const bool row_ok[2] = {n_row[0] < n_end, n_row[1] < n_end};
-  const int m0 = int(blockIdx.y) * 8 * NT8;
 
-  const int64_t row_bytes = FP4 ? p.Kg / 2 : p.Kg;
-  const int scale_cols = FP4 ? p.Kg / 32 : (p.Kg + 31) / 32;
+  const int64_t row_bytes = FP4 ? K / 2 : K;
+  const int scale_cols = FP4 ? K / 32 : (K + 31) / 32;
   const uint8_t* wp[kMats][2];
   const uint8_t* sp[kMats][2];
 #pragma unroll
   for (int m = 0; m < kMats; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int n = row_ok[h] ? n_row[h] : nw;  // a row past the group is never loaded
-      const uint8_t* w = m == 0 ? p.w : p.w_up;
-      const uint8_t* s = m == 0 ? p.w_scale : p.w_up_scale;
-      wp[m][h] = w + int64_t(n) * row_bytes + 16 * t;
-      sp[m][h] = FP4 ? s + int64_t(n) * scale_cols + t : s + int64_t(n / 32) * scale_cols + (t >> 1);
+      const int n = row_ok[h] ? n_row[h] : 0;  // a row past the end is never loaded
+      wp[m][h] = mats[m].w + int64_t(n) * row_bytes + 16 * t;
+      sp[m][h] = FP4 ? mats[m].scale + int64_t(n) * scale_cols + t
+                     : mats[m].scale + int64_t(n / 32) * scale_cols + (t >> 1);
     }
   const uint16_t* xp[NT8];
   bool x_ok[NT8];
 #pragma unroll
   for (int nt = 0; nt < NT8; ++nt) {
-    const int m = m0 + nt * 8 + g;
-    x_ok[nt] = m < p.M;
-    xp[nt] = p.x + int64_t(x_ok[nt] ? m : 0) * p.ldx + int64_t(grp) * p.Kg + kChunk * t;
+    x_ok[nt] = xrow[nt] != nullptr;
+    xp[nt] = x_ok[nt] ? xrow[nt] + kChunk * t : nullptr;
   }
 
-  float acc[kMats][NT8][4];
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) (&acc[0][0][0])[i] = 0.f;
 
-  const int steps = (p.Kg + kCols - 1) / kCols;
+  const int steps = (K + kCols - 1) / kCols;
 #pragma unroll 1
   for (int s0 = wk * U; s0 < steps; s0 += WK * U) {
     // The round's loads first: U steps of both rows (and matrices) and their scale bytes. A chunk
-    // past K (the last step of a K that is not a multiple of the step) or of a row past the group
+    // past K (the last step of a K that is not a multiple of the step) or of a row past the end
     // is zero and never read.
     U32x4 w[U][kMats][2];
     uint32_t sc[U][kMats][2];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const bool in = (s0 + u) * kCols + kChunk * t < p.Kg;
+      const bool in = (s0 + u) * kCols + kChunk * t < K;
 #pragma unroll
       for (int m = 0; m < kMats; ++m)
 #pragma unroll
@@ -174,7 +179,7 @@ __device__ __forceinline__ void weight_gemm_stream(const WeightGemmParams& p) {
           w[u][m][h] = U32x4{0u, 0u, 0u, 0u};
           sc[u][m][h] = 0u;
           if (in && row_ok[h]) {
-            w[u][m][h] = ws::ld_ro_v4<true>(wp[m][h] + int64_t(s0 + u) * 64);
+            w[u][m][h] = ld_ro_v4<true>(wp[m][h] + int64_t(s0 + u) * 64);
             sc[u][m][h] = __ldg(sp[m][h] + (s0 + u) * kScaleStep);
           }
         }
@@ -183,23 +188,23 @@ __device__ __forceinline__ void weight_gemm_stream(const WeightGemmParams& p) {
     for (int u = 0; u < U; ++u) {
       const int s = s0 + u;
       if (s >= steps) break;  // warp-uniform: every lane has the same s
-      const bool in = s * kCols + kChunk * t < p.Kg;
+      const bool in = s * kCols + kChunk * t < K;
       uint32_t b[NT8][kMma][2];
 #pragma unroll
       for (int nt = 0; nt < NT8; ++nt) {
         U32x4 xv[kXv];
 #pragma unroll
         for (int i = 0; i < kXv; ++i) {
-          xv[i] = U32x4{0u, 0u, 0u, 0u};  // rows past M and columns past K multiply as zero
-          if (in && x_ok[nt]) xv[i] = ws::ld_ro_v4<false>(xp[nt] + int64_t(s) * kCols + 8 * i);
+          xv[i] = U32x4{0u, 0u, 0u, 0u};  // rows past the CTA's and columns past K multiply as zero
+          if (in && x_ok[nt]) xv[i] = ld_ro_v4<false>(xp[nt] + int64_t(s) * kCols + 8 * i);
         }
-        ws::x_fragments<FP4>(xv, b[nt]);
+        x_fragments<FP4>(xv, b[nt]);
       }
 #pragma unroll
       for (int m = 0; m < kMats; ++m) {
         uint32_t lo[kMma][2], hi[kMma][2];
-        ws::decode_chunk<FP4>(w[u][m][0], sc[u][m][0], lo);
-        ws::decode_chunk<FP4>(w[u][m][1], sc[u][m][1], hi);
+        decode_chunk<FP4>(w[u][m][0], sc[u][m][0], lo);
+        decode_chunk<FP4>(w[u][m][1], sc[u][m][1], hi);
 #pragma unroll
         for (int i = 0; i < kMma; ++i) {
           const uint32_t a[4] = {lo[i][0], hi[i][0], lo[i][1], hi[i][1]};
@@ -228,13 +233,39 @@ __device__ __forceinline__ void weight_gemm_stream(const WeightGemmParams& p) {
       }
     }
   }
-  if (wk != 0) return;
+  return wk == 0;
+}
+
+}  // namespace ws
+
+// FP4: e2m1 weights; NT8: n8 tiles of x rows per CTA (1: 8 rows, 2: 16); WN x WK warps; U steps
+// per round; EPI: the epilogue (kEpiF32, kEpiBf16, kEpiSwiglu).
+template <bool FP4, int NT8, int WN, int WK, int U, int EPI>
+__device__ __forceinline__ void weight_gemm_stream(const WeightGemmParams& p) {
+  constexpr int kMats = EPI == kEpiSwiglu ? 2 : 1;
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int grp = int(blockIdx.x) / p.tiles_per_group, j = int(blockIdx.x) % p.tiles_per_group;
+  const int n_end = (grp + 1) * p.Ng;
+  const int nw = grp * p.Ng + (j * WN + warp % WN) * 16;  // the warp's first weight row
+  const int m0 = int(blockIdx.y) * 8 * NT8;
+  ws::Mat mats[kMats];
+  mats[0] = ws::Mat{p.w, p.w_scale};
+  if constexpr (kMats > 1) mats[kMats - 1] = ws::Mat{p.w_up, p.w_up_scale};
+  const uint16_t* xrow[NT8];
+#pragma unroll
+  for (int nt = 0; nt < NT8; ++nt) {
+    const int m = m0 + nt * 8 + g;
+    xrow[nt] = m < p.M ? p.x + int64_t(m) * p.ldx + int64_t(grp) * p.Kg : nullptr;
+  }
+  float acc[kMats][NT8][4];
+  if (!ws::stream_core<FP4, NT8, WN, WK, U, kMats>(mats, nw, n_end, p.Kg, xrow, acc)) return;
 #pragma unroll
   for (int nt = 0; nt < NT8; ++nt)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      const int n = n_row[c >> 1], m = m0 + nt * 8 + 2 * t + (c & 1);
-      if (!row_ok[c >> 1] || m >= p.M) continue;
+      const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
+      if (n >= n_end || m >= p.M) continue;
       store_pair<EPI>(p, m, n, false, acc[0][nt][c], 0.f, acc[kMats - 1][nt][c], 0.f);
     }
 }

@@ -25,6 +25,7 @@
 #include "WeightGemm.cuh"
 #include "WeightStream.cuh"
 #include "MoeExperts.cuh"
+#include "MoeStream.cuh"
 // clang-format on
 
 namespace {
@@ -147,6 +148,29 @@ const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeTiles() {
   return m;
 }
 
+template <int NT8, int WN, int WK, int U>
+void moeW13Stream(const di::MoeExpertsParams& p) {
+  di::moe::w13_stream<NT8, WN, WK, U>(p);
+}
+template <int NT8, int WN, int WK, int U>
+void moeW2Stream(const di::MoeExpertsParams& p) {
+  di::moe::w2_stream<NT8, WN, WK, U>(p);
+}
+// moe_experts' streaming GEMMs by w13's template arguments; w2 keeps twice w13's steps per round,
+// at most 4 (MoeExpertsFamily.cpp's StreamGemms::u2).
+#define DI_MOE_WS(NT8, WN, WK, U)                                        \
+  {#NT8 ", " #WN ", " #WK ", " #U, std::pair<MoeFn, MoeFn>{&moeW13Stream<NT8, WN, WK, U>, \
+                                                         &moeW2Stream<NT8, WN, WK, (2 * U < 4 ? 2 * U : 4)>}}
+const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeStreams() {
+  static const std::map<std::string, std::pair<MoeFn, MoeFn>> m = {
+      DI_MOE_WS(1, 4, 1, 2), DI_MOE_WS(1, 4, 2, 2), DI_MOE_WS(1, 4, 4, 2), DI_MOE_WS(1, 2, 1, 2),
+      DI_MOE_WS(1, 2, 2, 2), DI_MOE_WS(1, 2, 4, 2), DI_MOE_WS(2, 4, 1, 1), DI_MOE_WS(2, 4, 2, 1),
+      DI_MOE_WS(1, 4, 1, 4), DI_MOE_WS(1, 4, 1, 1), DI_MOE_WS(1, 4, 2, 4), DI_MOE_WS(1, 4, 2, 1),
+      DI_MOE_WS(1, 1, 4, 1), DI_MOE_WS(2, 1, 16, 1),
+  };
+  return m;
+}
+
 // The weight_gemm tile or the moe_experts step (route, w13, w2) of a plan step, by the template
 // arguments the emitted unit spells.
 Result<std::function<void()>> pickQuantGemm(const std::string& op, const LaunchStep& st, const std::string& src,
@@ -169,9 +193,13 @@ Result<std::function<void()>> pickQuantGemm(const std::string& op, const LaunchS
   if (params.size() != sizeof(di::MoeExpertsParams)) return Error{"packed params are not a MoeExpertsParams"};
   const auto* p = reinterpret_cast<const di::MoeExpertsParams*>(params.data());
   const std::string bm = templateArgs(src, "di::moe::route<");
-  const std::string args = templateArgs(src, "di::moe::w13<");
-  auto it = moeTiles().find(args);
-  if (it == moeTiles().end()) return Error{"the emulator test has no instantiation of moe w13<" + args + ">"};
+  const bool streamed = src.find("di::moe::w13_stream<") != std::string::npos;
+  const std::string args = templateArgs(src, streamed ? "di::moe::w13_stream<" : "di::moe::w13<");
+  const auto& gemms = streamed ? moeStreams() : moeTiles();
+  auto it = gemms.find(args);
+  if (it == gemms.end())
+    return Error{std::string("the emulator test has no instantiation of moe ") + (streamed ? "w13_stream<" : "w13<") +
+                 args + ">"};
   const std::string tail = st.entry.substr(st.entry.rfind('_'));
   if (tail == "_route") {
     const std::map<std::string, MoeFn> routes = {{"1", &moeRoute<1>},   {"2", &moeRoute<2>},   {"4", &moeRoute<4>},
@@ -328,6 +356,18 @@ TEST(QuantGemmEmu, MoeExpertsMatchesReference) {
     v.push_back(tile(4, 32, 256, 1, 2, 2, 2));   // block order on 2 x 2 warps
     v.push_back(tile(16, 16, 128, 1, 2, 1, 3));  // block order, narrow tiles (w2: 32 columns)
     v.push_back(tile(1, 32, 256, 1, 4, 2, 4));   // block order on 8 warps (4 over N, 2 over K)
+    for (KernelConfig& c : v) c["stream"] = 0;
+    // Streaming: 8-row blocks (experts of several blocks), 16-row blocks, warps over K summed in
+    // the CTA, one step per round, warps over N past the rows (w2: 2 steps per round, w13 1).
+    auto stream = [](int rows, int wn, int wk, int u13) {
+      return KernelConfig{{"block_m", rows}, {"block_n", 16 * wn}, {"block_k", 128 * u13}, {"warps_m", 1},
+                          {"warps_n", wn},   {"warps_k", wk},      {"stages", 1},          {"stream", 1}};
+    };
+    v.push_back(stream(8, 2, 2, 2));
+    v.push_back(stream(16, 4, 2, 1));
+    v.push_back(stream(8, 1, 4, 1));
+    v.push_back(stream(16, 1, 16, 1));
+    v.push_back(stream(8, 4, 2, 4));
     return v;
   });
 }
