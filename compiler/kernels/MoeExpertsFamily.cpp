@@ -2,6 +2,13 @@
 // sublayer over e2m1 weights, grouped by expert on the device in three launches (route, w1/w3
 // with the SwiGLU, w2).
 //
+// Knob `stream` picks the GEMMs' schedule. stream = 1 (templates/MoeStream.cuh, the default up to
+// 16 expected rows per expert): the weight-streaming core of templates/WeightStream.cuh with
+// gathered rows; block_m 8 or 16 (rows per row block), block_n = 16 x warps_n (weight rows per
+// CTA, w13 and w2 alike), warps_k (K split inside the CTA), block_k = w13's steps of 128 columns
+// per round (w2 keeps twice that, at most 4); warps_m = stages = 1. Default: 8-row blocks, 4 warps
+// over N, 2 steps, warps over K doubled while the active experts' warp tiles leave SMs short of
+// ~12 warps. stream = 0: the cp.async tile below.
 // Knobs: the CTA tile of the w1/w3 GEMM (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages;
 // block_n counts h columns, so a CTA multiplies 2 * block_n weight rows); the w2 GEMM uses the
 // same tile with 2 * block_n output columns (the same weight bytes per stage). Default heuristic,
