@@ -2,6 +2,13 @@
 // sublayer over e2m1 weights, grouped by expert on the device in three launches (route, w1/w3
 // with the SwiGLU, w2).
 //
+// Knob `stream` picks the GEMMs' schedule. stream = 1 (templates/MoeStream.cuh, the default up to
+// 16 expected rows per expert): the weight-streaming core of templates/WeightStream.cuh with
+// gathered rows; block_m 8 or 16 (rows per row block), block_n = 16 x warps_n (weight rows per
+// CTA, w13 and w2 alike), warps_k (K split inside the CTA), block_k = w13's steps of 128 columns
+// per round (w2 keeps twice that, at most 4); warps_m = stages = 1. Default: 8-row blocks, 4 warps
+// over N, 2 steps, warps over K doubled while the active experts' warp tiles leave SMs short of
+// ~12 warps. stream = 0: the cp.async tile below.
 // Knobs: the CTA tile of the w1/w3 GEMM (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages;
 // block_n counts h columns, so a CTA multiplies 2 * block_n weight rows); the w2 GEMM uses the
 // same tile with 2 * block_n output columns (the same weight bytes per stage). Default heuristic,
@@ -48,28 +55,94 @@ Shape shapeOf(const OpDesc& d) {
 }
 
 struct MoeExpertsConfig : QuantTileKnobs {
+  int64_t stream = 0;  // 1: the weight-streaming GEMMs (templates/MoeStream.cuh)
   static constexpr auto fields() {
     using F = ConfigField<MoeExpertsConfig>;
     return std::array{F{"block_m", &MoeExpertsConfig::blockM}, F{"block_n", &MoeExpertsConfig::blockN},
                       F{"block_k", &MoeExpertsConfig::blockK}, F{"warps_m", &MoeExpertsConfig::warpsM},
                       F{"warps_n", &MoeExpertsConfig::warpsN}, F{"warps_k", &MoeExpertsConfig::warpsK},
-                      F{"stages", &MoeExpertsConfig::stages}};
+                      F{"stages", &MoeExpertsConfig::stages},  F{"stream", &MoeExpertsConfig::stream}};
   }
+};
+
+// The streaming GEMMs seen from the host: row blocks of 8 * nt8 grouped rows, wn x wk warps of
+// 16 weight rows each; w13 keeps u13 steps (128 e2m1 columns of w1 and w3) per round in flight,
+// w2 (one matrix) twice that, at most 4.
+struct StreamGemms {
+  int nt8 = 1, wn = 4, wk = 1, u13 = 2;
+  int u2() const { return std::min(4, 2 * u13); }
+  int rows() const { return 8 * nt8; }
+  int threads() const { return 32 * wn * wk; }
+  // Mirrors ws::stream_core's reduction: the wk partial tiles of two matrices (w13) or one.
+  int64_t smemBytes(int mats) const { return int64_t(wk - 1) * wn * mats * nt8 * 4 * 32 * 4; }
+  int minBlocks() const { return std::max(1, 65536 / (threads() * 128)); }
+  int regsCap() const { return std::min(255, 65536 / (threads() * minBlocks()) / 8 * 8); }
 };
 
 struct Geometry {
   QuantTile t13, t2;
+  bool stream = false;
+  StreamGemms st;
   int64_t maxRowBlocks = 0;
+  int rows() const { return stream ? st.rows() : t13.bm; }
+  int64_t cols13() const { return stream ? 16 * st.wn : t13.bn; }  // h columns per w13 CTA
+  int64_t cols2() const { return stream ? 16 * st.wn : t2.bn; }    // y columns per w2 CTA
+  int threads() const { return stream ? st.threads() : t13.threads(); }
+  int64_t smem13() const { return stream ? st.smemBytes(2) : t13.smemBytes(); }
+  int64_t smem2() const { return stream ? st.smemBytes(1) : t2.smemBytes(); }
+  int regsCap() const { return stream ? st.regsCap() : std::max(t13.regsCap(), t2.regsCap()); }
 };
+
+bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// The streaming knobs: block_m 8 or 16 (rows per row block), block_n = 16 x warps_n (h columns
+// of a w13 CTA and y columns of a w2 CTA), warps_k a power of two with warps_n x warps_k <= 16,
+// block_k = 1, 2, 4 or 8 steps of 128 columns (w13's steps per round), warps_m = stages = 1.
+Result<StreamGemms> streamOf(const MoeExpertsConfig& c, const std::string& cfg) {
+  auto bad = [&](const std::string& what) { return Error{fmt::format("{}: stream = 1: {} ({})", kOp, what, cfg)}; };
+  if (c.stream != 1) return bad(fmt::format("stream = {} must be 0 or 1", c.stream));
+  if (c.blockM != 8 && c.blockM != 16) return bad(fmt::format("block_m = {} must be 8 or 16", c.blockM));
+  if (c.warpsN != 1 && c.warpsN != 2 && c.warpsN != 4) return bad(fmt::format("warps_n = {} must be 1, 2 or 4", c.warpsN));
+  if (!pow2(c.warpsK) || c.warpsK * c.warpsN > 16)
+    return bad(fmt::format("warps_k = {} must be a power of two with warps_n x warps_k <= 16", c.warpsK));
+  if (c.blockN != 16 * c.warpsN) return bad(fmt::format("block_n = {} must be 16 x warps_n", c.blockN));
+  const int64_t u = c.blockK / 128;
+  if (c.blockK % 128 != 0 || !pow2(u) || u > 8)
+    return bad(fmt::format("block_k = {} must be 1, 2, 4 or 8 steps of 128 columns", c.blockK));
+  if (c.warpsM != 1 || c.stages != 1)
+    return bad(fmt::format("warps_m = {}, stages = {} must both be 1", c.warpsM, c.stages));
+  StreamGemms g;
+  g.nt8 = int(c.blockM / 8);
+  g.wn = int(c.warpsN);
+  g.wk = int(c.warpsK);
+  g.u13 = int(u);
+  return g;
+}
 
 Result<Geometry> geometry(const MoeExpertsConfig& c, const OpDesc& d) {
   const std::string cfg = configToString(toKnobs(c));
+  if (c.stream != 0) {
+    auto st = streamOf(c, cfg);
+    if (!st.ok()) return st.error();
+    const Shape s = shapeOf(d);
+    Geometry g;
+    g.stream = true;
+    g.st = *st;
+    g.maxRowBlocks = cdiv(s.entries(), g.st.rows()) + std::min(s.E, s.entries());
+    if (g.maxRowBlocks > 65535)
+      return Error{fmt::format("{}: {} entries in blocks of {} rows need up to {} row blocks; at most 65535", kOp,
+                               s.entries(), g.st.rows(), g.maxRowBlocks)};
+    return g;
+  }
   auto t13 = quantTileOf(c, cfg, kOp, true, true, 1);
   if (!t13.ok()) return t13.error();
   auto t2 = quantTileOf(c, cfg, kOp, true, false, 2);
   if (!t2.ok()) return t2.error();
   const Shape s = shapeOf(d);
-  Geometry g{*t13, *t2, cdiv(s.entries(), t13->bm) + std::min(s.E, s.entries())};
+  Geometry g;
+  g.t13 = *t13;
+  g.t2 = *t2;
+  g.maxRowBlocks = cdiv(s.entries(), t13->bm) + std::min(s.E, s.entries());
   if (g.maxRowBlocks > 65535)
     return Error{fmt::format("{}: {} entries in blocks of {} rows need up to {} row blocks; at most 65535", kOp,
                              s.entries(), t13->bm, g.maxRowBlocks)};
@@ -100,6 +173,9 @@ Workspace workspaceOf(const Shape& s, int64_t maxRowBlocks) {
   w.total = off;
   return w;
 }
+
+// Up to 16 expected rows per expert: decode steps and small batches.
+bool decodeRows(const Shape& s) { return double(s.entries()) / double(std::max<int64_t>(s.E, 1)) <= 16; }
 
 QuantTile defaultTile(const Shape& s, const TargetProfile& t) {
   QuantTile q;
@@ -137,6 +213,36 @@ QuantTile defaultTile(const Shape& s, const TargetProfile& t) {
   return fitPrefillTile(q, t);
 }
 
+MoeExpertsConfig configOf(const StreamGemms& q) {
+  MoeExpertsConfig c;
+  c.blockM = q.rows();
+  c.blockN = 16 * q.wn;
+  c.blockK = 128 * q.u13;
+  c.warpsM = 1;
+  c.warpsN = q.wn;
+  c.warpsK = q.wk;
+  c.stages = 1;
+  c.stream = 1;
+  return c;
+}
+
+// The streaming default at decode sizes: 8-row blocks (a decode step's experts get a row or two),
+// 2 steps per w13 round (4 for w2), 4 warps over the weight rows of a CTA; warps over K doubled
+// while the active experts' 16-row tiles would give the SMs fewer than ~12 warps each and every
+// warp keeps two rounds of w13 (at most 8).
+StreamGemms streamDefault(const Shape& s, const TargetProfile& t) {
+  StreamGemms q;
+  q.nt8 = 1;
+  q.u13 = 2;
+  q.wn = 4;
+  q.wk = 1;
+  const int64_t active = std::max<int64_t>(1, std::min(s.E, s.entries()));
+  const int64_t tiles = active * cdiv(s.I, 16), steps = cdiv(s.C, 128);
+  const int64_t want = 12 * int64_t(std::max(1, t.smCount));
+  while (q.wk < 8 && q.wn * q.wk * 2 <= 16 && tiles * q.wk * 2 <= want && steps >= int64_t(4 * q.wk) * q.u13) q.wk *= 2;
+  return q;
+}
+
 MoeExpertsConfig configOf(const QuantTile& q) {
   MoeExpertsConfig c;
   setTileKnobs(c, q);
@@ -148,7 +254,8 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
   std::string opName() const override { return kOp; }
 
   std::vector<std::string> templateHeaders() const override {
-    return {"MoeExperts.cuh", "QuantGemmTile.cuh", "params/MoeExpertsParams.h", "common/QuantWeights.cuh",
+    return {"MoeExperts.cuh", "MoeStream.cuh", "WeightStream.cuh", "WeightGemm.cuh", "params/WeightGemmParams.h",
+            "QuantGemmTile.cuh", "params/MoeExpertsParams.h", "common/QuantWeights.cuh",
             "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
   }
 
@@ -188,9 +295,31 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
   }
 
   std::vector<Config> configs(const OpDesc& d, const TargetProfile& t) const override {
+    const Shape s = shapeOf(d);
     const Config base = defaultFor(d, t);
     std::vector<Config> out = {base};
-    auto q0 = quantTileOf(base, configToString(toKnobs(base)), kOp, true, true);
+    auto addConfig = [&](const Config& c) {
+      if (!geometry(c, d).ok()) return;
+      if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return toKnobs(o) == toKnobs(c); }))
+        out.push_back(c);
+    };
+    if (decodeRows(s)) {
+      // Streaming: 16-row blocks, twice / half the steps per round, twice the warps over K, and
+      // 2 warps over N; then the cp.async tile's decode configs.
+      const StreamGemms st0 = streamDefault(s, t);
+      StreamGemms rows16 = st0, more = st0, fewer = st0, deeper = st0, narrow = st0;
+      rows16.nt8 = 2;
+      rows16.u13 = 1;
+      more.u13 = 2 * st0.u13;
+      fewer.u13 = std::max(1, st0.u13 / 2);
+      deeper.wk = 2 * st0.wk;
+      narrow.wn = 2;
+      for (const StreamGemms& q : {rows16, more, fewer, deeper, narrow})
+        if (q.wn * q.wk <= 16 && q.u13 <= 8) addConfig(configOf(q));
+      addConfig(configOf(defaultTile(s, t)));
+    }
+    const Config tileBase = configOf(defaultTile(s, t));
+    auto q0 = quantTileOf(tileBase, configToString(toKnobs(tileBase)), kOp, true, true);
     if (!q0.ok()) return out;
     auto add = [&](QuantTile q) {
       while (q.smemBytes() > t.smemPerCtaCap && q.stages > 2) --q.stages;
@@ -260,19 +389,39 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
   ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
     ResourceEstimate e;
     auto g = geometry(c, d);  // canImplement accepted it
-    e.smemBytes = std::max(g->t13.smemBytes(), g->t2.smemBytes());
-    e.threadsPerCta = g->t13.threads();
-    e.regsPerThread = std::max(g->t13.regsCap(), g->t2.regsCap());
+    e.smemBytes = std::max(g->smem13(), g->smem2());
+    e.threadsPerCta = g->threads();
+    e.regsPerThread = g->regsCap();
     return e;
   }
 
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
-    return configOf(defaultTile(shapeOf(d), t));
+    const Shape s = shapeOf(d);
+    if (decodeRows(s)) return configOf(streamDefault(s, t));
+    return configOf(defaultTile(s, t));
   }
 
   CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     CudaUnit u;
     auto g = geometry(c, d);
+    if (g->stream) {
+      const StreamGemms& q = g->st;
+      u.source = fmt::format(
+          "#include \"MoeStream.cuh\"\n"
+          "extern \"C\" __global__ void __launch_bounds__({}) {}_route(const di::MoeExpertsParams p) {{\n"
+          "  di::moe::route<{}>(p);\n"
+          "}}\n"
+          "extern \"C\" __global__ void __launch_bounds__({}, {}) {}_w13(const di::MoeExpertsParams p) {{\n"
+          "  di::moe::w13_stream<{}, {}, {}, {}>(p);\n"
+          "}}\n"
+          "extern \"C\" __global__ void __launch_bounds__({}, {}) {}_w2(const di::MoeExpertsParams p) {{\n"
+          "  di::moe::w2_stream<{}, {}, {}, {}>(p);\n"
+          "}}\n",
+          kRouteThreads, baseName, q.rows(), q.threads(), q.minBlocks(), baseName, q.nt8, q.wn, q.wk, q.u13,
+          q.threads(), q.minBlocks(), baseName, q.nt8, q.wn, q.wk, q.u2());
+      u.entries = {baseName + "_route", baseName + "_w13", baseName + "_w2"};
+      return u;
+    }
     const QuantTile& a = g->t13;
     const QuantTile& b = g->t2;
     auto args = [](const QuantTile& q) {
@@ -305,14 +454,14 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
     route.block = {kRouteThreads, 1, 1};
     LaunchStep w13;
     w13.entry = baseName + "_w13";
-    w13.grid = {uint32_t(cdiv(s.I, g->t13.bn)), uint32_t(g->maxRowBlocks), 1};
-    w13.block = {uint32_t(g->t13.threads()), 1, 1};
-    w13.dynamicSmem = uint32_t(g->t13.smemBytes());
+    w13.grid = {uint32_t(cdiv(s.I, g->cols13())), uint32_t(g->maxRowBlocks), 1};
+    w13.block = {uint32_t(g->threads()), 1, 1};
+    w13.dynamicSmem = uint32_t(g->smem13());
     LaunchStep w2;
     w2.entry = baseName + "_w2";
-    w2.grid = {uint32_t(cdiv(s.C, g->t2.bn)), uint32_t(g->maxRowBlocks), 1};
-    w2.block = {uint32_t(g->t2.threads()), 1, 1};
-    w2.dynamicSmem = uint32_t(g->t2.smemBytes());
+    w2.grid = {uint32_t(cdiv(s.C, g->cols2())), uint32_t(g->maxRowBlocks), 1};
+    w2.block = {uint32_t(g->threads()), 1, 1};
+    w2.dynamicSmem = uint32_t(g->smem2());
     return {route, w13, w2};
   }
 

@@ -1,11 +1,24 @@
 // Kernel family of weight_gemm (templates/WeightGemm.cuh): y = x . dequant(w)^T with w in its
 // checkpoint format (docs/model.md §3) and the model's epilogues.
 //
-// Knobs: the CTA tile (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages) and `splits`, the
-// number of CTAs that share one output tile's K (their fp32 partials go to the workspace and the
-// last CTA of the tile to arrive, counted in the zeroed workspace, sums them in split order: one
-// launch). Default heuristic, per target:
-//  - decode (M <= 16, weight-bandwidth bound): one m16 tile holding M rows (block_m = M rounded
+// Two schedules, picked by the knob `stream`:
+//  - stream = 1 (templates/WeightStream.cuh), the default for decode rows (M <= 16, weight-
+//    bandwidth bound): the weights go from global memory straight into registers and are
+//    multiplied with the roles swapped (16 weight rows as the mma's A, the x rows as B). Knobs:
+//    block_m 8 or 16 (x rows per CTA row), warps_n (16-row warp tiles side by side, block_n =
+//    16 x warps_n), warps_k (warps splitting K inside the CTA, summed in a fixed order),
+//    block_k = the K columns a warp has in flight per round (1..8 steps of 64 weight bytes per
+//    row: 64 e4m3 / 128 e2m1 columns); warps_m = stages = splits = 1. Default: block_m = M
+//    rounded up to 8 or 16, 4 steps per round (2 for a SwiGLU pair, 1 for an e2m1 pair with 16
+//    rows: more spill), warps_k doubled (up to 8) while the SMs would hold fewer than ~12 warps
+//    each and every warp keeps a whole round, warps_n up to 4 warps per CTA. One launch, no
+//    workspace; the candidates add half the steps, twice / half the warps over K, one warp tile
+//    per CTA row, and the cp.async tile schedule's decode tiles below.
+//  - stream = 0: the cp.async CTA tile (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages)
+//    and `splits`, the number of CTAs that share one output tile's K (their fp32 partials go to
+//    the workspace and the last CTA of the tile to arrive, counted in the zeroed workspace, sums
+//    them in split order: one launch). Default heuristic, per target:
+//  - decode (the candidates for M <= 16): one m16 tile holding M rows (block_m = M rounded
 //    up to a power of two: shared memory and copies only for real rows), 4 warps over N in block
 //    order (block_k 128: a thread decodes whole k32 blocks), 8 KB of weights per stage per matrix (block_n 128
 //    for e2m1, 64 for e4m3; halved for a SwiGLU pair), as many stages as fit 48 KB (64 KB where
@@ -60,25 +73,89 @@ Shape shapeOf(const OpDesc& d) {
 
 struct WeightGemmConfig : QuantTileKnobs {
   int64_t splits = 0;
+  int64_t stream = 0;  // 1: the weight-streaming schedule (templates/WeightStream.cuh)
   static constexpr auto fields() {
     using F = ConfigField<WeightGemmConfig>;
     return std::array{F{"block_m", &WeightGemmConfig::blockM}, F{"block_n", &WeightGemmConfig::blockN},
                       F{"block_k", &WeightGemmConfig::blockK}, F{"warps_m", &WeightGemmConfig::warpsM},
                       F{"warps_n", &WeightGemmConfig::warpsN}, F{"warps_k", &WeightGemmConfig::warpsK},
-                      F{"stages", &WeightGemmConfig::stages},  F{"splits", &WeightGemmConfig::splits}};
+                      F{"stages", &WeightGemmConfig::stages},  F{"splits", &WeightGemmConfig::splits},
+                      F{"stream", &WeightGemmConfig::stream}};
+  }
+};
+
+// The weight-streaming schedule seen from the host: 8 or 16 rows of x per CTA (nt8 n8 tiles),
+// wn x wk warps of 16 weight rows each, `unroll` steps of 64 weight bytes per row in flight.
+struct StreamTile {
+  bool fp4 = false, gated = false;
+  int nt8 = 1, wn = 1, wk = 1, unroll = 4;
+  int threads() const { return 32 * wn * wk; }
+  int rows() const { return 8 * nt8; }
+  int stepCols() const { return fp4 ? 128 : 64; }
+  // Mirrors ws::stream_smem_bytes: the wk partial tiles.
+  int64_t smemBytes() const { return int64_t(wk - 1) * wn * (gated ? 2 : 1) * nt8 * 4 * 32 * 4; }
+  // 128 registers a thread: the loads of a round (8 per chunk) and the decoded fragments fit.
+  int minBlocks() const { return std::max(1, 65536 / (threads() * 128)); }
+  int regsCap() const { return std::min(255, 65536 / (threads() * minBlocks()) / 8 * 8); }
+  std::string templateArgs(int epilogue) const {
+    return fmt::format("{}, {}, {}, {}, {}, {}", fp4 ? "true" : "false", nt8, wn, wk, unroll, epilogue);
   }
 };
 
 struct Geometry {
   QuantTile tile;
+  bool stream = false;
+  StreamTile st;
   int64_t tilesPerGroup = 0, mTiles = 0, kBlocks = 0, kbPerSplit = 0;
   int splits = 1;  // effective: every split has at least one k32 block
   int64_t ctas() const { return tilesPerGroup * mTiles * splits; }
+  int threads() const { return stream ? st.threads() : tile.threads(); }
+  int64_t smemBytes() const { return stream ? st.smemBytes() : tile.smemBytes(); }
+  int regsCap() const { return stream ? st.regsCap() : tile.regsCap(); }
+  int minBlocks() const { return stream ? st.minBlocks() : tile.minBlocks(); }
 };
+
+bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// The streaming schedule's knobs: block_m 8 or 16 (x rows per CTA), block_n = 16 x warps_n,
+// warps_k a power of two, warps_n x warps_k <= 16, block_k = a power of two 1..8 times the step
+// (64 e4m3 / 128 e2m1 columns), warps_m = stages = splits = 1.
+Result<Geometry> streamGeometry(const WeightGemmConfig& c, const Shape& s, const std::string& cfg) {
+  auto bad = [&](const std::string& what) { return Error{fmt::format("{}: stream = 1: {} ({})", kOp, what, cfg)}; };
+  if (c.stream != 1) return bad(fmt::format("stream = {} must be 0 or 1", c.stream));
+  Geometry g;
+  g.stream = true;
+  StreamTile& t = g.st;
+  t.fp4 = s.fp4;
+  t.gated = s.gated();
+  if (c.blockM != 8 && c.blockM != 16) return bad(fmt::format("block_m = {} must be 8 or 16", c.blockM));
+  if (c.warpsN != 1 && c.warpsN != 2 && c.warpsN != 4) return bad(fmt::format("warps_n = {} must be 1, 2 or 4", c.warpsN));
+  if (!pow2(c.warpsK) || c.warpsK * c.warpsN > 16)
+    return bad(fmt::format("warps_k = {} must be a power of two with warps_n x warps_k <= 16", c.warpsK));
+  if (c.blockN != 16 * c.warpsN) return bad(fmt::format("block_n = {} must be 16 x warps_n", c.blockN));
+  t.nt8 = int(c.blockM / 8);
+  t.wn = int(c.warpsN);
+  t.wk = int(c.warpsK);
+  const int64_t unroll = c.blockK / t.stepCols();
+  if (c.blockK % t.stepCols() != 0 || !pow2(unroll) || unroll > 8)
+    return bad(fmt::format("block_k = {} must be 1, 2, 4 or 8 steps of {} columns", c.blockK, t.stepCols()));
+  t.unroll = int(unroll);
+  if (c.warpsM != 1 || c.stages != 1 || c.splits != 1)
+    return bad(fmt::format("warps_m = {}, stages = {}, splits = {} must all be 1", c.warpsM, c.stages, c.splits));
+  g.tilesPerGroup = cdiv(s.Ng, 16 * t.wn);
+  g.mTiles = cdiv(s.M, t.rows());
+  if (g.mTiles > 65535)
+    return Error{fmt::format("{}: M = {} gives {} row tiles of block_m = {}; at most 65535", kOp, s.M, g.mTiles,
+                             t.rows())};
+  g.kBlocks = cdiv(s.Kg, 32);
+  g.kbPerSplit = g.kBlocks;
+  return g;
+}
 
 Result<Geometry> geometry(const WeightGemmConfig& c, const OpDesc& d) {
   const Shape s = shapeOf(d);
   const std::string cfg = configToString(toKnobs(c));
+  if (c.stream != 0) return streamGeometry(c, s, cfg);
   auto tile = quantTileOf(c, cfg, kOp, s.fp4, s.gated());
   if (!tile.ok()) return tile.error();
   Geometry g;
@@ -153,12 +230,45 @@ WeightGemmConfig configOf(const QuantTile& q, int splits) {
   return c;
 }
 
+WeightGemmConfig configOf(const StreamTile& q) {
+  WeightGemmConfig c;
+  c.blockM = q.rows();
+  c.blockN = 16 * q.wn;
+  c.blockK = int64_t(q.unroll) * q.stepCols();
+  c.warpsM = 1;
+  c.warpsN = q.wn;
+  c.warpsK = q.wk;
+  c.stages = 1;
+  c.splits = 1;
+  c.stream = 1;
+  return c;
+}
+
+// The streaming default: every x row in one CTA row (8 or 16), 4 steps (256 weight bytes of each
+// of a thread's two rows; 2 for a SwiGLU pair's two matrices) per round; warps over K doubled while the SMs hold fewer than about 12
+// warps each and every warp still gets a whole round (at most 8); warps over N so that a CTA has
+// 4 warps where the tile count allows.
+StreamTile streamTile(const Shape& s, const TargetProfile& t) {
+  StreamTile q;
+  q.fp4 = s.fp4;
+  q.gated = s.gated();
+  q.nt8 = s.M <= 8 ? 1 : 2;
+  // A SwiGLU pair loads two matrices per step: 4 steps spill (e2m1 with 16 rows already at 2).
+  q.unroll = !s.gated() ? 4 : (s.fp4 && q.nt8 == 2) ? 1 : 2;
+  const int64_t warpTiles = s.G * cdiv(s.Ng, 16);
+  const int64_t steps = cdiv(s.Kg, q.stepCols());
+  const int64_t want = 12 * int64_t(std::max(1, t.smCount));
+  while (q.wk < 8 && warpTiles * q.wk * 2 <= want && steps >= int64_t(2 * q.wk) * q.unroll) q.wk *= 2;
+  while (q.wn * q.wk < 4 && 2 * q.wn * 16 <= s.Ng) q.wn *= 2;
+  return q;
+}
+
 class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
  public:
   std::string opName() const override { return kOp; }
 
   std::vector<std::string> templateHeaders() const override {
-    return {"WeightGemm.cuh", "QuantGemmTile.cuh", "params/WeightGemmParams.h", "common/QuantWeights.cuh",
+    return {"WeightGemm.cuh", "WeightStream.cuh", "QuantGemmTile.cuh", "params/WeightGemmParams.h", "common/QuantWeights.cuh",
             "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
   }
 
@@ -240,9 +350,38 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return toKnobs(o) == toKnobs(c); }))
         out.push_back(c);
     };
-    auto q0 = quantTileOf(base, configToString(toKnobs(base)), kOp, s.fp4, s.gated());
+    if (s.M <= 16) {
+      // Streaming: half the steps in flight (the default's are the most that fit 128 registers
+      // without spilling), twice / half the warps over K, and one warp tile per CTA row.
+      auto addStream = [&](StreamTile q) {
+        const Config c = configOf(q);
+        if (q.smemBytes() > t.smemPerCtaCap || !geometry(c, d).ok()) return;
+        if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return toKnobs(o) == toKnobs(c); }))
+          out.push_back(c);
+      };
+      const StreamTile st0 = streamTile(s, t);
+      if (st0.unroll > 1) {
+        StreamTile q = st0;
+        q.unroll = st0.unroll / 2;
+        addStream(q);
+      }
+      for (int wk : {st0.wk * 2, st0.wk / 2}) {
+        StreamTile q = st0;
+        q.wk = wk;
+        if (wk >= 1 && q.wn * wk <= 16) addStream(q);
+      }
+      StreamTile narrow = st0;
+      narrow.wn = 1;
+      addStream(narrow);
+    }
+    // The cp.async tile schedule: the default for prefill rows, the alternative for decode rows.
+    const QuantTile tile0 = s.M <= 16 ? decodeTile(s, t) : prefillTile(s, t);
+    const Config tileBase = configOf(tile0, splitsFor(tile0, s, t));
+    if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return toKnobs(o) == toKnobs(tileBase); }))
+      out.push_back(tileBase);
+    auto q0 = quantTileOf(tileBase, configToString(toKnobs(tileBase)), kOp, s.fp4, s.gated());
     if (!q0.ok()) return out;
-    const int sp0 = int(base.splits);
+    const int sp0 = int(tileBase.splits);
     if (s.M <= 16) {
       for (int f : {2, -2}) {  // narrower / wider tiles, splits re-derived
         QuantTile q = *q0;
@@ -338,15 +477,16 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
   ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
     ResourceEstimate e;
     const Geometry g = geometry(c, d).value();  // canImplement accepted it
-    e.smemBytes = g.tile.smemBytes();
-    e.threadsPerCta = g.tile.threads();
-    e.regsPerThread = g.tile.regsCap();
+    e.smemBytes = g.smemBytes();
+    e.threadsPerCta = g.threads();
+    e.regsPerThread = g.regsCap();
     return e;
   }
 
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Shape s = shapeOf(d);
-    const QuantTile q = s.M <= 16 ? decodeTile(s, t) : prefillTile(s, t);
+    if (s.M <= 16) return configOf(streamTile(s, t));
+    const QuantTile q = prefillTile(s, t);
     return configOf(q, splitsFor(q, s, t));
   }
 
@@ -355,6 +495,16 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
     auto g = geometry(c, d);
     const Shape s = shapeOf(d);
     const bool split = g->splits > 1;
+    if (g->stream) {
+      u.source = fmt::format(
+          "#include \"WeightStream.cuh\"\n"
+          "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::WeightGemmParams p) {{\n"
+          "  di::weight_gemm_stream<{}>(p);\n"
+          "}}\n",
+          g->threads(), g->minBlocks(), baseName, g->st.templateArgs(s.epilogue));
+      u.entries = {baseName};
+      return u;
+    }
     u.source = fmt::format(
         "#include \"WeightGemm.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::WeightGemmParams p) {{\n"
@@ -372,8 +522,8 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
     LaunchStep main;
     main.entry = baseName;
     main.grid = {uint32_t(g->tilesPerGroup * s.G), uint32_t(g->mTiles), uint32_t(g->splits)};
-    main.block = {uint32_t(g->tile.threads()), 1, 1};
-    main.dynamicSmem = uint32_t(g->tile.smemBytes());
+    main.block = {uint32_t(g->threads()), 1, 1};
+    main.dynamicSmem = uint32_t(g->smemBytes());
     return {main};
   }
 

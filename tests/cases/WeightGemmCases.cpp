@@ -1,5 +1,6 @@
-// weight_gemm cases: e4m3 and e2m1 weights; decode rows (M = 1, 5, 7, 9, 12) and prefill rows
-// (M = 17 .. 300, not multiples of any tile: 17, 33 and 129 one row past a tile); N not a multiple of the tiles (72, 96, 136, 200);
+// weight_gemm cases: e4m3 and e2m1 weights; decode rows (M = 1..5, 7, 8, 9, 12, 16) and prefill rows
+// (M = 17 .. 300, not multiples of any tile: 17, 33 and 129 one row past a tile); N not a multiple
+// of the tiles (72, 96, 136, 200);
 // K not a multiple of 32 (272: a partial last k32 block and its scale), K large enough for
 // split-K (5120); f32, bf16 and SwiGLU epilogues; groups (wo_a's form) including groups of 24
 // rows, whose tiles start inside a 32-row scale block; e4m3 subnormal and NaN codes and scale
@@ -72,6 +73,16 @@ std::vector<OpCase> weightGemmCases(uint64_t seed, bool large) {
       {"fp4_m17_n136_k320", 17, 136, 320, 4},
       {"fp8_m129_n200_k272_bf16", 129, 200, 272, 8, 1, 1},
       {"fp4_m129_n96_k512", 129, 96, 512, 4},
+      // Decode rows for the streaming schedule: M = 2, 3, 4, 8, 12, 16; N not a multiple of its
+      // 16-row warp tiles, K not a multiple of its 64 (e4m3) / 128 (e2m1) column steps nor of 32;
+      // groups of 24 rows (warp tiles straddling a 32-row scale block, half-empty tiles).
+      {"fp8_m2_n40_k80", 2, 40, 80},
+      {"fp4_m3_n24_k160_bf16", 3, 24, 160, 4, 1, 1},
+      {"fp8_swiglu_m4_n56_k528", 4, 56, 528, 8, 1, 2},
+      {"fp4_m8_n48_k384", 8, 48, 384, 4},
+      {"fp8_groups3_m2_n72_k240", 2, 72, 240, 8, 3, 0},
+      {"fp4_swiglu_m12_n48_k256", 12, 48, 256, 4, 1, 2},
+      {"fp8_m16_n72_k208_bf16", 16, 72, 208, 8, 1, 1},
   };
   std::vector<OpCase> cases;
   for (const GemmSpec& s : specs) cases.push_back(makeCase(rng, s));

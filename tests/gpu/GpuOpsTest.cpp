@@ -251,6 +251,47 @@ TEST_P(GpuCandidates, EveryFittingConfigOnEveryTargetMatchesReference) {
              configs, cases.size(), targets().size(), e.seed);
 }
 
+// The weight-streaming schedules (stream = 1: templates/WeightStream.cuh, MoeStream.cuh): every
+// such candidate of every case that has them (weight_gemm: M <= 16, i.e. M = 1, 2, 3, 4, 5, 7, 8,
+// 9, 12, 16 with N and K off the 16-row and 64/128-column steps, groups, SwiGLU pairs, NaN codes
+// and extreme scale bytes; moe_experts: <= 16 rows per expert) on every target, outputs
+// poisoned. The defaults are also in GpuOps.MatchesReference (large model shapes too).
+class GpuStreaming : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuStreaming, EveryStreamingCandidateOnEveryTargetMatchesReference) {
+  Env& e = env();
+  if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
+  const std::string op = GetParam();
+  int compared = 0, configs = 0, cases = 0;
+  for (const auto& target : targets()) {
+    for (const auto& c : deepinfer::testing::casesFor(op, e.seed, false)) {
+      auto d = describeOp(op, c.attrs, c.inputs);
+      ASSERT_TRUE(d.ok()) << d.error().message;
+      auto spec = specialize(*d, target);
+      ASSERT_TRUE(spec.ok()) << spec.error().message;
+      std::vector<KernelConfig> streamed;
+      for (const auto& ch : spec->fitting)
+        if (ch.config.count("stream") && ch.config.at("stream") == 1) streamed.push_back(ch.config);
+      if (streamed.empty()) continue;
+      ++cases;
+      TensorMap ref = c.inputs;
+      auto rs = runReference(op, c.attrs, ref);
+      ASSERT_TRUE(rs.ok()) << c.name << ": reference failed: " << rs.error().message;
+      for (const auto& cfg : streamed) {
+        runAndCompare(op, c, target, cfg, ref, compared);
+        ++configs;
+      }
+    }
+  }
+  EXPECT_GT(cases, 0) << op << ": no case has a streaming candidate";
+  fmt::print("{} streaming: {} comparisons of {} (case, target, config) runs over {} (case, target) pairs (seed {})\n",
+             op, compared, configs, cases, e.seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(QuantGemm, GpuStreaming,
+                         ::testing::Values(std::string("weight_gemm"), std::string("moe_experts")),
+                         [](const auto& info) { return info.param; });
+
 INSTANTIATE_TEST_SUITE_P(ScheduledOps, GpuCandidates,
                          ::testing::Values(std::string("gather_kcache"), std::string("topk"),
                                            std::string("combine_topk_swa")),

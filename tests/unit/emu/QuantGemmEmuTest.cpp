@@ -23,7 +23,9 @@
 #include "EmuCuda.h"
 #include "EmuHarness.h"
 #include "WeightGemm.cuh"
+#include "WeightStream.cuh"
 #include "MoeExperts.cuh"
+#include "MoeStream.cuh"
 // clang-format on
 
 namespace {
@@ -114,6 +116,30 @@ const std::map<std::string, WgFn>& wgTiles() {
   };
   return m;
 }
+template <bool F, int NT8, int WN, int WK, int U, int E>
+void wgStream(const di::WeightGemmParams& p) {
+  di::weight_gemm_stream<F, NT8, WN, WK, U, E>(p);
+}
+// The streaming schedule's instantiations: both formats and every epilogue of one geometry.
+#define DI_WS1(F, NT8, WN, WK, U, E) {#F ", " #NT8 ", " #WN ", " #WK ", " #U ", " #E, &wgStream<F, NT8, WN, WK, U, E>}
+#define DI_WS(NT8, WN, WK, U)                                                                         \
+  DI_WS1(false, NT8, WN, WK, U, 0), DI_WS1(false, NT8, WN, WK, U, 1), DI_WS1(false, NT8, WN, WK, U, 2), \
+      DI_WS1(true, NT8, WN, WK, U, 0), DI_WS1(true, NT8, WN, WK, U, 1), DI_WS1(true, NT8, WN, WK, U, 2)
+const std::map<std::string, WgFn>& wgStreams() {
+  static const std::map<std::string, WgFn> m = {
+      // the sm_80 defaults of the cases (8 or 16 rows of x; 4 warps over N, or fewer over N and
+      // some over K) and the alternatives the tests name
+      DI_WS(1, 4, 1, 4), DI_WS(2, 4, 1, 4), DI_WS(1, 2, 1, 4), DI_WS(2, 2, 1, 4), DI_WS(1, 1, 1, 4),
+      DI_WS(2, 1, 1, 4), DI_WS(1, 2, 2, 4), DI_WS(2, 2, 2, 4), DI_WS(1, 1, 4, 4), DI_WS(2, 1, 4, 4),
+      DI_WS(1, 1, 8, 4), DI_WS(2, 1, 8, 4), DI_WS(1, 1, 2, 4), DI_WS(2, 1, 2, 4), DI_WS(1, 1, 4, 1),
+      DI_WS(2, 2, 4, 2), DI_WS(1, 4, 2, 8), DI_WS(2, 1, 16, 1), DI_WS(1, 4, 4, 2),
+      // SwiGLU pairs: 2 steps per round (e4m3, or 8 rows), 1 (e2m1 with 16 rows)
+      DI_WS(1, 2, 2, 2), DI_WS(1, 1, 4, 2), DI_WS(2, 2, 2, 1), DI_WS(1, 4, 1, 2), DI_WS(2, 4, 1, 1),
+      DI_WS(1, 1, 8, 2), DI_WS(2, 1, 8, 1), DI_WS(2, 1, 4, 1), DI_WS(2, 2, 2, 2), DI_WS(2, 1, 4, 2),
+  };
+  return m;
+}
+
 #define DI_MOE(BM, BN, BK, WM, WN, WK, S)                                                          \
   {#BM ", " #BN ", " #BK ", " #WM ", " #WN ", " #WK ", " #S,                                      \
    std::pair<MoeFn, MoeFn>{&moeW13<BM, BN, BK, WM, WN, WK, S>, &moeW2<BM, 2 * BN, BK, WM, WN, WK, S>}}
@@ -137,6 +163,29 @@ const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeTiles() {
   return m;
 }
 
+template <int NT8, int WN, int WK, int U>
+void moeW13Stream(const di::MoeExpertsParams& p) {
+  di::moe::w13_stream<NT8, WN, WK, U>(p);
+}
+template <int NT8, int WN, int WK, int U>
+void moeW2Stream(const di::MoeExpertsParams& p) {
+  di::moe::w2_stream<NT8, WN, WK, U>(p);
+}
+// moe_experts' streaming GEMMs by w13's template arguments; w2 keeps twice w13's steps per round,
+// at most 4 (MoeExpertsFamily.cpp's StreamGemms::u2).
+#define DI_MOE_WS(NT8, WN, WK, U)                                        \
+  {#NT8 ", " #WN ", " #WK ", " #U, std::pair<MoeFn, MoeFn>{&moeW13Stream<NT8, WN, WK, U>, \
+                                                         &moeW2Stream<NT8, WN, WK, (2 * U < 4 ? 2 * U : 4)>}}
+const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeStreams() {
+  static const std::map<std::string, std::pair<MoeFn, MoeFn>> m = {
+      DI_MOE_WS(1, 4, 1, 2), DI_MOE_WS(1, 4, 2, 2), DI_MOE_WS(1, 4, 4, 2), DI_MOE_WS(1, 2, 1, 2),
+      DI_MOE_WS(1, 2, 2, 2), DI_MOE_WS(1, 2, 4, 2), DI_MOE_WS(2, 4, 1, 1), DI_MOE_WS(2, 4, 2, 1),
+      DI_MOE_WS(1, 4, 1, 4), DI_MOE_WS(1, 4, 1, 1), DI_MOE_WS(1, 4, 2, 4), DI_MOE_WS(1, 4, 2, 1),
+      DI_MOE_WS(1, 1, 4, 1), DI_MOE_WS(2, 1, 16, 1),
+  };
+  return m;
+}
+
 // The weight_gemm tile or the moe_experts step (route, w13, w2) of a plan step, by the template
 // arguments the emitted unit spells.
 Result<std::function<void()>> pickQuantGemm(const std::string& op, const LaunchStep& st, const std::string& src,
@@ -144,6 +193,13 @@ Result<std::function<void()>> pickQuantGemm(const std::string& op, const LaunchS
   if (op == "weight_gemm") {
     if (params.size() != sizeof(di::WeightGemmParams)) return Error{"packed params are not a WeightGemmParams"};
     const auto* p = reinterpret_cast<const di::WeightGemmParams*>(params.data());
+    if (src.find("di::weight_gemm_stream<") != std::string::npos) {
+      const std::string args = templateArgs(src, "di::weight_gemm_stream<");
+      auto it = wgStreams().find(args);
+      if (it == wgStreams().end())
+        return Error{"the emulator test has no instantiation of weight_gemm_stream<" + args + ">"};
+      return std::function<void()>([fn = it->second, p] { fn(*p); });
+    }
     const std::string args = templateArgs(src, "di::weight_gemm_tile<");
     auto it = wgTiles().find(args);
     if (it == wgTiles().end()) return Error{"the emulator test has no instantiation of weight_gemm_tile<" + args + ">"};
@@ -152,9 +208,13 @@ Result<std::function<void()>> pickQuantGemm(const std::string& op, const LaunchS
   if (params.size() != sizeof(di::MoeExpertsParams)) return Error{"packed params are not a MoeExpertsParams"};
   const auto* p = reinterpret_cast<const di::MoeExpertsParams*>(params.data());
   const std::string bm = templateArgs(src, "di::moe::route<");
-  const std::string args = templateArgs(src, "di::moe::w13<");
-  auto it = moeTiles().find(args);
-  if (it == moeTiles().end()) return Error{"the emulator test has no instantiation of moe w13<" + args + ">"};
+  const bool streamed = src.find("di::moe::w13_stream<") != std::string::npos;
+  const std::string args = templateArgs(src, streamed ? "di::moe::w13_stream<" : "di::moe::w13<");
+  const auto& gemms = streamed ? moeStreams() : moeTiles();
+  auto it = gemms.find(args);
+  if (it == gemms.end())
+    return Error{std::string("the emulator test has no instantiation of moe ") + (streamed ? "w13_stream<" : "w13<") +
+                 args + ">"};
   const std::string tail = st.entry.substr(st.entry.rfind('_'));
   if (tail == "_route") {
     const std::map<std::string, MoeFn> routes = {{"1", &moeRoute<1>},   {"2", &moeRoute<2>},   {"4", &moeRoute<4>},
@@ -214,7 +274,9 @@ void checkOp(const std::string& op, const std::function<std::vector<KernelConfig
       }
       // A split-K plan (a zeroed workspace of arrival counters) again with its CTAs shuffled: another
       // CTA of each tile arrives last and reduces, and every output bit must be the same.
-      if (got.zeroedBytes > 0) {
+      // The streaming schedule too (one writer per element, warps over K summed in a fixed order).
+      const bool streamed = cfg.count("stream") && cfg.at("stream") == 1;
+      if (got.zeroedBytes > 0 || streamed) {
         auto again = runEmulated(op, c.attrs, c.inputs, cfg, seed() * 2654435761u + 1);
         ASSERT_EQ(again.error, "") << where << " (CTAs shuffled)";
         for (const auto& out : deepinfer::testing::outputNames(op))
@@ -224,15 +286,25 @@ void checkOp(const std::string& op, const std::function<std::vector<KernelConfig
       }
     }
   }
-  fmt::print("{}: {} emulated comparisons, {} split-K plans re-run with their CTAs shuffled (seed {})\n", op, compared,
+  fmt::print("{}: {} emulated comparisons, {} split-K or streaming plans re-run with their CTAs shuffled (seed {})\n", op, compared,
              shuffled, seed());
 }
 
 KernelConfig tile(int bm, int bn, int bk, int wm, int wn, int wk, int stages, int splits = 0) {
   KernelConfig c{{"block_m", bm}, {"block_n", bn}, {"block_k", bk}, {"warps_m", wm},
                  {"warps_n", wn}, {"warps_k", wk}, {"stages", stages}};
-  if (splits > 0) c["splits"] = splits;
+  if (splits > 0) {  // weight_gemm: the cp.async tile schedule
+    c["splits"] = splits;
+    c["stream"] = 0;
+  }
   return c;
+}
+
+// weight_gemm's streaming schedule: rows of x per CTA (8, 16), warps over N and K, steps per round.
+KernelConfig stream(int rows, int wn, int wk, int unroll, bool fp4) {
+  return {{"block_m", rows}, {"block_n", 16 * wn}, {"block_k", unroll * (fp4 ? 128 : 64)}, {"warps_m", 1},
+          {"warps_n", wn},   {"warps_k", wk},      {"stages", 1},                             {"splits", 1},
+          {"stream", 1}};
 }
 
 TEST(QuantGemmEmu, WeightGemmMatchesReference) {
@@ -242,6 +314,17 @@ TEST(QuantGemmEmu, WeightGemmMatchesReference) {
     const int64_t work = d.dim("x", 0) * d.dim("w", 0) * d.dim("x", 1);
     std::vector<KernelConfig> v;
     if (work > (int64_t(1) << 26)) return v;  // large cases: the default config only
+    if (d.dim("x", 0) <= 16) {
+      // Streaming: 16 rows of x per CTA for few rows (zero B columns), 8 rows for more (several
+      // row blocks), warps over K summed in the CTA (more warps than steps: some have none),
+      // one step per round, 8 steps per round (past K: zero chunks), warps over N past the tiles.
+      v.push_back(stream(16, 2, 2, 4, fp4));
+      v.push_back(stream(8, 1, 4, 1, fp4));
+      v.push_back(stream(16, 1, 16, 1, fp4));
+      v.push_back(stream(8, 4, 2, 8, fp4));
+      v.push_back(stream(16, 2, 4, 2, fp4));
+      v.push_back(stream(8, 4, 4, 2, fp4));
+    }
     if (epi == 0 && !fp4) {
       v.push_back(tile(2, 32, 128, 1, 1, 4, 4, 3));   // 2-row tiles (several per M), split-K
       v.push_back(tile(4, 64, 256, 1, 1, 8, 2, 2));   // 4-row tiles, block_k 256 over 8 warps
@@ -306,6 +389,18 @@ TEST(QuantGemmEmu, MoeExpertsMatchesReference) {
     v.push_back(tile(4, 32, 256, 1, 2, 2, 2));   // block order on 2 x 2 warps
     v.push_back(tile(16, 16, 128, 1, 2, 1, 3));  // block order, narrow tiles (w2: 32 columns)
     v.push_back(tile(1, 32, 256, 1, 4, 2, 4));   // block order on 8 warps (4 over N, 2 over K)
+    for (KernelConfig& c : v) c["stream"] = 0;
+    // Streaming: 8-row blocks (experts of several blocks), 16-row blocks, warps over K summed in
+    // the CTA, one step per round, warps over N past the rows (w2: 2 steps per round, w13 1).
+    auto stream = [](int rows, int wn, int wk, int u13) {
+      return KernelConfig{{"block_m", rows}, {"block_n", 16 * wn}, {"block_k", 128 * u13}, {"warps_m", 1},
+                          {"warps_n", wn},   {"warps_k", wk},      {"stages", 1},          {"stream", 1}};
+    };
+    v.push_back(stream(8, 2, 2, 2));
+    v.push_back(stream(16, 4, 2, 1));
+    v.push_back(stream(8, 1, 4, 1));
+    v.push_back(stream(16, 1, 16, 1));
+    v.push_back(stream(8, 4, 2, 4));
     return v;
   });
 }
@@ -346,11 +441,11 @@ TEST(QuantGemmEmu, WeightGemmStridedViews) {
     addrs["__zeroed"] = reinterpret_cast<uint64_t>(zeroed.data);
     auto params = fam->packStridedParams(cfg, *d, addrs, {{"x", {ldx, 1}}, {"y", {ldy, 1}}});
     ASSERT_TRUE(params.ok()) << params.error().message;
-    const auto* p = reinterpret_cast<const di::WeightGemmParams*>(params->data());
     for (const LaunchStep& st : k->plan) {
-      WgFn fn = wgTiles().at(templateArgs(k->unit.source, "di::weight_gemm_tile<"));
+      auto fn = pickQuantGemm("weight_gemm", st, k->unit.source, *params);
+      ASSERT_TRUE(fn.ok()) << fn.error().message;
       di_emu::launch({st.grid[0], st.grid[1], st.grid[2]}, {st.block[0], st.block[1], st.block[2]}, st.dynamicSmem,
-                     [fn, p] { fn(*p); });
+                     *fn);
     }
     EXPECT_EQ(emu_test::leftZero(zeroed, k->zeroedBytes), "") << c.name;
     HostTensor got(want.at("y").dtype, {M, N});

@@ -1,0 +1,273 @@
+// weight_gemm's weight-streaming schedule for decode rows (M <= 16; `stream = 1`): the weights
+// go from global memory straight into registers (16-byte non-coherent loads, no shared-memory
+// staging, no cp.async pipeline, no split-K workspace), are decoded there, and meet the few rows
+// of x on mma.sync m16n8k16 with the roles swapped: 16 weight rows are the A operand (M = 16 of
+// the mma) and up to 8 rows of x per n8 tile the B operand, so at M <= 8 the tensor core wastes
+// only the unused x columns and each weight is decoded exactly once.
+//
+// Work. A warp owns 16 weight rows (output columns) and walks K in steps of 64 bytes of a row
+// (64 e4m3 or 128 e2m1 columns): in a step, thread (g, t) = (lane / 4, lane % 4) loads bytes
+// [16t, 16t + 16) of rows g and g + 8 (one 16-byte load each: a quad reads 64 contiguous bytes of
+// a row) and the scale byte of that chunk. A round issues U steps' loads before multiplying any
+// of them, so 2 U 16-byte loads per thread (x2 for a SwiGLU pair) are in flight. WN warps of a
+// CTA take neighbouring 16-row tiles; WK warps split K by rounds (warp wk takes steps
+// [r WK U + wk U, + U) of round r) and their partial tiles are summed through shared memory in a
+// fixed order (wk = 0, then 1, 2, ...). No split across CTAs: every output element has one
+// writer and one summation order, whatever the CTA order.
+//
+// K order. Thread t's chunk is 16 (e4m3) or 32 (e2m1) consecutive columns; each mma step takes
+// four of them, placed on the thread's k slots {2t, 2t+1, 2t+8, 2t+9} in the order the decoders
+// of common/QuantWeights.cuh produce (e4m3: a word's bytes (0, 2) and (1, 3); e2m1: nibbles
+// (j, j+4) of a word), and x's B registers are permuted the same way with one prmt each. K
+// order inside an mma is free as long as A and B agree.
+//
+// Output. The mma's C tile is (weight row, x row): c0/c1 = rows g of the weight tile, x rows
+// 2t, 2t + 1 of the n8 tile; c2/c3 the same for weight row g + 8. Each element is stored alone
+// (y is M x N with M <= 16: a few KB).
+#pragma once
+#include "WeightGemm.cuh"
+
+namespace di {
+namespace ws {
+
+// 16 bytes of read-only data through the non-coherent path; `Stream` skips L1 allocation (the
+// weights are read once), otherwise the line stays in L1 (x: every warp of the CTA rereads it).
+// Not volatile: the compiler may hoist and batch them.
+template <bool Stream>
+__device__ __forceinline__ U32x4 ld_ro_v4(const void* p) {
+#ifdef DI_SIMT_EMU
+  U32x4 v;
+  std::memcpy(&v, p, 16);
+  return v;
+#else
+  U32x4 v;
+  if constexpr (Stream)
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  else
+    asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+#endif
+}
+
+// The A registers of one chunk of one weight row: frag[i][r] is the bf16x2 of mma step i's
+// register r (0: k slots 2t, 2t+1; 1: 2t+8, 2t+9).
+template <bool FP4>
+__device__ __forceinline__ void decode_chunk(const U32x4& w, uint32_t s, uint32_t (&frag)[FP4 ? 8 : 4][2]) {
+  if constexpr (FP4) {
+    const qw::ScaleFactors f = qw::e2m1_scale_factors(s);
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t b[2][2];
+      qw::e2m1_fragments(words[i], f, b);  // b[h][r]: nibbles (2h + r, 2h + r + 4)
+      frag[2 * i][0] = b[0][0], frag[2 * i][1] = b[0][1];
+      frag[2 * i + 1][0] = b[1][0], frag[2 * i + 1][1] = b[1][1];
+    }
+  } else {
+    const qw::ScaleFactors f = qw::e4m3_scale_factors(s);
+    uint32_t b[2][2];
+    qw::e4m3_fragments(w.x, w.y, f, b);  // b[word][r]: bytes (r, r + 2) of the word
+    frag[0][0] = b[0][0], frag[0][1] = b[0][1], frag[1][0] = b[1][0], frag[1][1] = b[1][1];
+    qw::e4m3_fragments(w.z, w.w, f, b);
+    frag[2][0] = b[0][0], frag[2][1] = b[0][1], frag[3][0] = b[1][0], frag[3][1] = b[1][1];
+  }
+}
+
+// The B registers of one x row's chunk (16 e4m3 / 32 e2m1 columns, given as 16-byte pieces) in
+// the weights' k order: e4m3 step i takes columns 4i..4i+3 as (0, 2), (1, 3); e2m1 step 2i + h
+// takes columns 8i + {2h, 2h+4} and {2h+1, 2h+5}.
+template <bool FP4>
+__device__ __forceinline__ void x_fragments(const U32x4 (&x)[FP4 ? 4 : 2], uint32_t (&b)[FP4 ? 8 : 4][2]) {
+  if constexpr (FP4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      b[2 * i][0] = __byte_perm(x[i].x, x[i].z, 0x5410);
+      b[2 * i][1] = __byte_perm(x[i].x, x[i].z, 0x7632);
+      b[2 * i + 1][0] = __byte_perm(x[i].y, x[i].w, 0x5410);
+      b[2 * i + 1][1] = __byte_perm(x[i].y, x[i].w, 0x7632);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      b[2 * i][0] = __byte_perm(x[i].x, x[i].y, 0x5410);
+      b[2 * i][1] = __byte_perm(x[i].x, x[i].y, 0x7632);
+      b[2 * i + 1][0] = __byte_perm(x[i].z, x[i].w, 0x5410);
+      b[2 * i + 1][1] = __byte_perm(x[i].z, x[i].w, 0x7632);
+    }
+  }
+}
+
+// Shared memory of the WK reduction (bytes); none when WK = 1.
+__host__ __device__ constexpr int stream_smem_bytes(int mats, int nt8, int wn, int wk) {
+  return (wk - 1) * wn * mats * nt8 * 4 * 32 * 4;
+}
+
+}  // namespace ws
+
+namespace ws {
+
+// One weight matrix of the streaming core: row 0 of its codes and of its scale tensor.
+struct Mat {
+  const uint8_t* w;
+  const uint8_t* scale;
+};
+
+// The streaming core shared by weight_gemm and moe_experts: this warp's 16 weight rows
+// [nw, nw + 16) (rows at or past n_end are never read) of kMats matrices with rows of K columns,
+// times the CTA's x rows: xrow[nt] is this thread's row g of n8 tile nt (column 0), or null past
+// the rows. On return the wk = 0 warps (the result is true) hold the CTA's sums: acc[m][nt] =
+// the C fragment of weight rows g, g + 8 and x rows 2t, 2t + 1 of tile nt. Every thread of the
+// CTA must call it (it has a barrier when WK > 1).
+template <bool FP4, int NT8, int WN, int WK, int U, int kMats>
+__device__ __forceinline__ bool stream_core(const Mat (&mats)[kMats], int nw, int n_end, int K,
+                                            const uint16_t* const (&xrow)[NT8], float (&acc)[kMats][NT8][4]) {
+  static_assert(NT8 == 1 || NT8 == 2, "8 or 16 rows of x per CTA");
+  static_assert(U >= 1 && U <= 8 && WN >= 1 && WK >= 1 && WN * WK <= 16, "1..8 steps per round, at most 16 warps");
+  constexpr int kCols = FP4 ? 128 : 64;     // columns of a step (64 bytes of a weight row)
+  constexpr int kChunk = FP4 ? 32 : 16;     // columns of a thread's 16-byte chunk
+  constexpr int kMma = FP4 ? 8 : 4;         // mma steps per chunk
+  constexpr int kXv = FP4 ? 4 : 2;          // 16-byte pieces of x per chunk and row
+  constexpr int kScaleStep = FP4 ? 4 : 2;   // scale bytes (k32 blocks) per step
+  constexpr int kAcc = kMats * NT8 * 4;
+
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wn = warp % WN, wk = warp / WN;
+  const int n_row[2] = {nw + g, nw + g + 8};
+  const bool row_ok[2] = {n_row[0] < n_end, n_row[1] < n_end};
+
+  const int64_t row_bytes = FP4 ? K / 2 : K;
+  const int scale_cols = FP4 ? K / 32 : (K + 31) / 32;
+  const uint8_t* wp[kMats][2];
+  const uint8_t* sp[kMats][2];
+#pragma unroll
+  for (int m = 0; m < kMats; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int n = row_ok[h] ? n_row[h] : 0;  // a row past the end is never loaded
+      wp[m][h] = mats[m].w + int64_t(n) * row_bytes + 16 * t;
+      sp[m][h] = FP4 ? mats[m].scale + int64_t(n) * scale_cols + t
+                     : mats[m].scale + int64_t(n / 32) * scale_cols + (t >> 1);
+    }
+  const uint16_t* xp[NT8];
+  bool x_ok[NT8];
+#pragma unroll
+  for (int nt = 0; nt < NT8; ++nt) {
+    x_ok[nt] = xrow[nt] != nullptr;
+    xp[nt] = x_ok[nt] ? xrow[nt] + kChunk * t : nullptr;
+  }
+
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) (&acc[0][0][0])[i] = 0.f;
+
+  const int steps = (K + kCols - 1) / kCols;
+#pragma unroll 1
+  for (int s0 = wk * U; s0 < steps; s0 += WK * U) {
+    // The round's loads first: U steps of both rows (and matrices) and their scale bytes. A chunk
+    // past K (the last step of a K that is not a multiple of the step) or of a row past the end
+    // is zero and never read.
+    U32x4 w[U][kMats][2];
+    uint32_t sc[U][kMats][2];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const bool in = (s0 + u) * kCols + kChunk * t < K;
+#pragma unroll
+      for (int m = 0; m < kMats; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          w[u][m][h] = U32x4{0u, 0u, 0u, 0u};
+          sc[u][m][h] = 0u;
+          if (in && row_ok[h]) {
+            w[u][m][h] = ld_ro_v4<true>(wp[m][h] + int64_t(s0 + u) * 64);
+            sc[u][m][h] = __ldg(sp[m][h] + (s0 + u) * kScaleStep);
+          }
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int s = s0 + u;
+      if (s >= steps) break;  // warp-uniform: every lane has the same s
+      const bool in = s * kCols + kChunk * t < K;
+      uint32_t b[NT8][kMma][2];
+#pragma unroll
+      for (int nt = 0; nt < NT8; ++nt) {
+        U32x4 xv[kXv];
+#pragma unroll
+        for (int i = 0; i < kXv; ++i) {
+          xv[i] = U32x4{0u, 0u, 0u, 0u};  // rows past the CTA's and columns past K multiply as zero
+          if (in && x_ok[nt]) xv[i] = ld_ro_v4<false>(xp[nt] + int64_t(s) * kCols + 8 * i);
+        }
+        x_fragments<FP4>(xv, b[nt]);
+      }
+#pragma unroll
+      for (int m = 0; m < kMats; ++m) {
+        uint32_t lo[kMma][2], hi[kMma][2];
+        decode_chunk<FP4>(w[u][m][0], sc[u][m][0], lo);
+        decode_chunk<FP4>(w[u][m][1], sc[u][m][1], hi);
+#pragma unroll
+        for (int i = 0; i < kMma; ++i) {
+          const uint32_t a[4] = {lo[i][0], hi[i][0], lo[i][1], hi[i][1]};
+#pragma unroll
+          for (int nt = 0; nt < NT8; ++nt) mma_bf16_16816(acc[m][nt], a, b[nt][i], acc[m][nt]);
+        }
+      }
+    }
+  }
+
+  // The WK partial tiles, summed into the wk = 0 warps in warp order.
+  if constexpr (WK > 1) {
+    float* red = reinterpret_cast<float*>(qg::dynamic_smem());
+    if (wk > 0) {
+      float* dst = red + (int64_t((wk - 1) * WN + wn) * kAcc) * 32 + lane;
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) dst[i * 32] = (&acc[0][0][0])[i];
+    }
+    __syncthreads();
+    if (wk == 0) {
+#pragma unroll 1
+      for (int k = 1; k < WK; ++k) {
+        const float* src = red + (int64_t((k - 1) * WN + wn) * kAcc) * 32 + lane;
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) (&acc[0][0][0])[i] = __fadd_rn((&acc[0][0][0])[i], src[i * 32]);
+      }
+    }
+  }
+  return wk == 0;
+}
+
+}  // namespace ws
+
+// FP4: e2m1 weights; NT8: n8 tiles of x rows per CTA (1: 8 rows, 2: 16); WN x WK warps; U steps
+// per round; EPI: the epilogue (kEpiF32, kEpiBf16, kEpiSwiglu).
+template <bool FP4, int NT8, int WN, int WK, int U, int EPI>
+__device__ __forceinline__ void weight_gemm_stream(const WeightGemmParams& p) {
+  constexpr int kMats = EPI == kEpiSwiglu ? 2 : 1;
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int grp = int(blockIdx.x) / p.tiles_per_group, j = int(blockIdx.x) % p.tiles_per_group;
+  const int n_end = (grp + 1) * p.Ng;
+  const int nw = grp * p.Ng + (j * WN + warp % WN) * 16;  // the warp's first weight row
+  const int m0 = int(blockIdx.y) * 8 * NT8;
+  ws::Mat mats[kMats];
+  mats[0] = ws::Mat{p.w, p.w_scale};
+  if constexpr (kMats > 1) mats[kMats - 1] = ws::Mat{p.w_up, p.w_up_scale};
+  const uint16_t* xrow[NT8];
+#pragma unroll
+  for (int nt = 0; nt < NT8; ++nt) {
+    const int m = m0 + nt * 8 + g;
+    xrow[nt] = m < p.M ? p.x + int64_t(m) * p.ldx + int64_t(grp) * p.Kg : nullptr;
+  }
+  float acc[kMats][NT8][4];
+  if (!ws::stream_core<FP4, NT8, WN, WK, U, kMats>(mats, nw, n_end, p.Kg, xrow, acc)) return;
+#pragma unroll
+  for (int nt = 0; nt < NT8; ++nt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
+      if (n >= n_end || m >= p.M) continue;
+      store_pair<EPI>(p, m, n, false, acc[0][nt][c], 0.f, acc[kMats - 1][nt][c], 0.f);
+    }
+}
+
+}  // namespace di
