@@ -21,7 +21,7 @@ namespace di {
 
 constexpr int kMhcOneTokens = 32;  // tokens per round of the last CTA's finalize (shared tables)
 constexpr int kMhcOneBatch = 8;    // partial-record loads per thread in flight at once
-constexpr int kMhcOneNormBatch = 4;  // norm vectors per thread in flight at once
+constexpr int kMhcOneNormBatch = 8;  // norm vectors per thread in flight at once
 constexpr int kMhcOneVals = kMhcRecHsq + 1;  // values reduced per record: 24 mixes, sum x^2, sum h^2
 
 #ifdef DI_SIMT_EMU

@@ -125,12 +125,15 @@ constexpr int64_t kOneLaunchMaxT = 64;
 // Arrival counters of a one-launch plan: one uint32 per token tile, rounded up to 16 bytes.
 inline int64_t arrivalBytes(const StreamGeometry& g) { return (g.tiles * 4 + 15) / 16 * 16; }
 
-// The decode-size cost model (µs, H200-class part; the constants are from bench --quick rows
-// of the two-launch plans at ab938db and 567bc99): a launch and its ramp ~2.5 µs; the stream
-// pass ~2.7 µs for one 32-column chunk per CTA plus ~1.8 µs per further chunk (each chunk's
-// residual loads are one DRAM round trip); an L2 round trip of the reductions ~0.25 µs; the
-// arrival atomic and fences ~0.5 µs; the two-launch finalize ~1.5 µs after its launch; the
-// Sinkhorn chain ~0.8 µs. `threads` is the CTA size, `slices` / `chunksPerSlice` the split.
+// The decode-size cost model (µs, H200-class part) that picks between the two-launch and the
+// one-launch plans. Fitted to bench --quick rows of the two-launch plans at 567bc99 (T = 6, C =
+// 5120: mhc_pre 11.4, mhc_fused_post_pre 12.5, mhc_post 7.0): the first launch and its ramp 2.5;
+// the stream pass 4.4 (pre) / 5.4 (fused) / 1.75 (post) for one 32-column chunk per CTA plus
+// ~1.8 per further chunk (tune rows at ab938db: each chunk's residual loads are a DRAM round
+// trip); the two-launch finalize 2.0 after its launch. A second launch counts 3.6: the gap
+// between dependent nodes of the decode-step graph (0.9 ms over 251 nodes, profile of 567bc99),
+// which the bench's back-to-back launches show as ~2.5. One launch: the arrival 0.5, then L2
+// round trips of 0.25 for the last CTA's batched loads and the Sinkhorn chain 0.8 beside the norm.
 double predictDecodeUs(Mode mode, int64_t T, int64_t C, int threads, int64_t slices, int64_t chunksPerSlice,
                        bool oneLaunch);
 constexpr int64_t kFinalizeSmemBytes = (kFinalizeThreads / 8 + 1) * di::kMhcRecord * 4;

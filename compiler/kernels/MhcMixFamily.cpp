@@ -23,6 +23,14 @@ Mode modeOf(bool fused) { return fused ? Mode::Fused : Mode::Pre; }
 
 }  // namespace
 
+// Warps per CTA of the one-launch candidates. Their kernels are held to 128 registers
+// (streamEntry); the fused stream pass needs ~160 at 4 warps (it spilled there on sm_80), so
+// mhc_fused_post_pre runs one launch on 8 warps only.
+std::vector<int> MhcMixFamily::oneLaunchWarps() const {
+  if (fused_) return {8};
+  return {4, 8};
+}
+
 std::string MhcMixFamily::opName() const { return fused_ ? "mhc_fused_post_pre" : "mhc_pre"; }
 
 std::vector<std::string> MhcMixFamily::templateHeaders() const {
@@ -79,10 +87,10 @@ std::vector<MhcMixFamily::Config> MhcMixFamily::configs(const OpDesc& d, const T
       }
     }
   }
-  // One launch (MhcOneLaunch.cuh), tensor cores: 4 or 8 warps, the idle ones of a small T widening
-  // the last CTA's reduction and norm; the slice counts of the default down to a quarter of it.
+  // One launch (MhcOneLaunch.cuh), tensor cores: oneLaunchWarps(), the idle warps of a small T
+  // widening the last CTA's reduction and norm; the slice counts of the default down to a quarter.
   if (dims->T <= kOneLaunchMaxT) {
-    for (int warps : {4, 8}) {
+    for (int warps : oneLaunchWarps()) {
       const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
       const int64_t s0 = defaultSlices(mode, true, t, tiles, chunks, warps);
       std::set<int64_t> slices{evenSlices(chunks, 1), s0, evenSlices(chunks, s0 / 2), evenSlices(chunks, s0 / 4)};
@@ -131,11 +139,11 @@ ResourceEstimate MhcMixFamily::resources(const Config& c, const OpDesc& d) const
 //    few so the partial records stay small. The static shared memory (<= 38 KB) always fits
 //    the 48 KB cap.
 //  - one_launch: up to T = 64 the decode cost model (predictDecodeUs) compares this two-launch
-//    config with the one-launch candidates of 4 and 8 warps at the same slice rule and takes the
-//    cheapest: at C = 5120 one launch wins up to T = 16 (e.g. T = 6: ~7.0 us against ~11 us, the
-//    second launch and the drain between the two removed; the last CTA reduces 160 records
-//    per token with 256 threads in 2 L2 round trips and normalizes 6 rows beside the Sinkhorn
-//    chains).
+//    config with the one-launch candidates (oneLaunchWarps, same slice rule) and takes the
+//    cheapest: at C = 5120 one launch on 8 warps and 160 slices wins up to T = 16 (mhc_pre T = 6:
+//    ~9.2 us in the bench against 11.4 measured for two launches: no second launch; the last CTA
+//    reduces 160 records per token in 4 L2 round trips and normalizes the 6 rows beside the
+//    Sinkhorn chains). At T = 64 the one CTA finalizing 64 tokens loses to the per-token finalize.
 MhcMixFamily::Config MhcMixFamily::defaultFor(const OpDesc& d, const TargetProfile& t) const {
   auto dims = residualDims(d, residualName());
   if (!dims) return {128, 1, 1, 0};
@@ -158,7 +166,7 @@ MhcMixFamily::Config MhcMixFamily::defaultFor(const OpDesc& d, const TargetProfi
     return predictDecodeUs(mode, dims->T, dims->C, int(c.threads), g->slices, g->chunksPerSlice, c.oneLaunch == 1);
   };
   double bestUs = cost(best);
-  for (int w : {4, 8}) {
+  for (int w : oneLaunchWarps()) {
     const Config c{32 * w, slicesFor(w), 1, 1};
     if (const double us = cost(c); us < bestUs) best = c, bestUs = us;
   }

@@ -42,6 +42,7 @@ class MhcMixFamily : public TypedKernelFamily<mhc::MixConfig> {
  private:
   // The tensor holding the residual streams the op reads: `x` (pre) or `residual` (fused).
   const char* residualName() const { return fused_ ? "residual" : "x"; }
+  std::vector<int> oneLaunchWarps() const;
   bool fused_;
 };
 

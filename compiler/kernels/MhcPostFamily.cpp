@@ -98,7 +98,8 @@ class MhcPostFamily : public TypedKernelFamily<PostConfig> {
   // token tiles alone fill the machine this gives 1 slice and the plan is a single launch that
   // writes sqrsum directly. Up to T = 64 a split pass is compared by the decode cost model
   // (predictDecodeUs) with its one-launch forms at the default warps and 8, the cheapest taken: at
-  // C = 5120 one launch wins up to T = 16 (T = 6: ~5.9 us against ~7.2 us, no second launch).
+  // C = 5120 one launch on 8 warps wins up to T = 64 (T = 6: ~5.0 us in the bench against 7.0
+  // measured for two launches; the last CTA adds 160 x 6 floats in one L2 round trip).
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     auto dims = residualDims(d, "residual");
     if (!dims) return {128, 1, 0};
