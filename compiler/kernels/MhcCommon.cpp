@@ -109,8 +109,8 @@ int64_t evenSlices(int64_t chunks, int64_t slices) {
   return (chunks + per - 1) / per;
 }
 
-Result<StreamGeometry> streamGeometry(Mode mode, int64_t threads, int64_t slices, int64_t mma, const Dims& dims,
-                                      const std::string& op) {
+Result<StreamGeometry> streamGeometry(Mode mode, int64_t threads, int64_t slices, int64_t mma, int64_t oneLaunch,
+                                      const Dims& dims, const std::string& op) {
   StreamGeometry g;
   if (threads < 32 || threads > 256 || threads % 32 != 0) {
     return Error{
@@ -132,19 +132,38 @@ Result<StreamGeometry> streamGeometry(Mode mode, int64_t threads, int64_t slices
     }
     g.mma = mma == 1;
   }
+  if (oneLaunch != 0 && oneLaunch != 1) {
+    return Error{fmt::format("{}: config one_launch = {}; expected 0 or 1", op, oneLaunch)};
+  }
+  g.oneLaunch = oneLaunch == 1;
+  if (g.oneLaunch && !hasMix(mode) && mode != Mode::Post) {
+    return Error{fmt::format("{}: config one_launch = 1; only the mix ops and mhc_post have a reduction", op)};
+  }
+  if (g.oneLaunch && dims.T > kOneLaunchMaxT) {
+    return Error{fmt::format("{}: config one_launch = 1 with T = {} tokens; one-launch plans are for T <= {} "
+                             "(the last CTA of a tile finalizes all its tokens)",
+                             op, dims.T, kOneLaunchMaxT)};
+  }
   const int64_t tileTokens = 16 * int64_t(g.warps);
   g.tiles = (dims.T + tileTokens - 1) / tileTokens;
   return g;
 }
 
-int64_t streamSmemBytes(Mode mode, int warps) {
+int64_t streamSmemBytes(Mode mode, int warps, bool oneLaunch) {
   // fn staging: 2 buffers x 24 rows x (4 x 32 + 4) floats; coefficients: 16 tokens per warp x 24.
   const int64_t fnStage = hasMix(mode) ? 2 * kMix * (4 * kChunk + 4) * 4 : 0;
   const int64_t coef = hasPost(mode) ? int64_t(16) * warps * 24 * 4 : 0;
-  return fnStage + coef;
+  int64_t finalize = 0;
+  if (oneLaunch) {
+    // The arrival flag; mix: slot sums and totals (2 x 32 tokens x 28 floats) and scale/base
+    // (27 floats); post: one float per thread.
+    finalize = 4 + (hasMix(mode) ? 2 * 32 * 28 * 4 + 27 * 4 : int64_t(32) * warps * 4);
+  }
+  return fnStage + coef + finalize;
 }
 
-int streamRegs(Mode mode, bool mma, int warps) {
+int streamRegs(Mode mode, bool mma, int warps, bool oneLaunch) {
+  if (oneLaunch) return 128;  // held there by the entry's __launch_bounds__ (streamEntry)
   // Maximum over sm_80/86/89/90 of ptxas -v (CUDA 13.0), rounded up to a multiple of 8, for
   // 1, 2, 3, 4 and 8 warps per CTA; ptxas spends more registers when the CTA is small. Other
   // warp counts get the mode's maximum.
@@ -204,10 +223,45 @@ int64_t occupancySlices(const TargetProfile& t, int64_t tiles, int64_t chunks, i
 std::string streamEntry(Mode mode, const StreamGeometry& g, const std::string& name) {
   static const char* const kModeNames[] = {"di::kMhcModePre", "di::kMhcModeFused",
                                            "di::kMhcModePost", "di::kMhcModeCollapse"};
+  // One-launch kernels are held to 128 registers (a minimum of 64K / (threads x 128) resident
+  // CTAs): with more, the 8-warp fused kernel (~172 registers with 16 record loads in flight)
+  // would hold one CTA per SM and the default 160-slice grid would need a second wave on 132 SMs.
+  // The finalize's batches (8 record loads, 4 norm vectors) keep every default spill-free there.
+  const std::string bounds = g.oneLaunch ? fmt::format("{}, {}", 32 * g.warps, 65536 / (32 * g.warps * 128))
+                                         : fmt::format("{}", 32 * g.warps);
   return fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({}) {}(const di::MhcParams p) {{\n"
-      "  di::mhc_stream_kernel<{}, {}, {}>(p);\n}}\n",
-      32 * g.warps, name, kModeNames[int(mode)], g.warps, g.mma ? "true" : "false");
+      "  di::{}<{}, {}, {}>(p);\n}}\n",
+      bounds, name, g.oneLaunch ? "mhc_one_launch_kernel" : "mhc_stream_kernel", kModeNames[int(mode)], g.warps,
+      g.mma ? "true" : "false");
+}
+
+double predictDecodeUs(Mode mode, int64_t T, int64_t C, int threads, int64_t slices, int64_t chunksPerSlice,
+                       bool oneLaunch) {
+  constexpr double kLaunch = 2.5, kSecondLaunch = 3.6, kPerChunk = 1.8, kTrip = 0.25, kArrive = 0.5,
+                   kFinalize = 2.0, kChain = 0.8;
+  const double stream = mode == Mode::Pre ? 4.4 : mode == Mode::Fused ? 5.4 : 1.75;
+  auto trips = [](double items, double perTrip) { return std::ceil(items / std::max(1.0, perTrip)); };
+  double us = kLaunch + stream + kPerChunk * double(chunksPerSlice - 1);
+  const int64_t tile = std::min<int64_t>(T, 16 * (threads / 32));
+  if (!oneLaunch) {
+    // The finalize (one CTA per token) or sqrsum launch: 8 loads x 32 slots per trip.
+    if (hasMix(mode)) return us + kSecondLaunch + kFinalize + kTrip * trips(double(slices), 32.0 * 8);
+    return slices > 1 ? us + kSecondLaunch + kTrip * trips(double(slices), 32.0 * 8) : us;
+  }
+  us += kArrive;
+  if (!hasMix(mode)) {
+    const double slots = std::max<int64_t>(1, threads / tile);
+    return us + kTrip * trips(double(slices), slots * 8);
+  }
+  // Records: 7 pieces per (token, slice) over the CTA's rows of 8 threads, 8 loads each in flight;
+  // then the Sinkhorn chains (warp 0) beside the norm (the other warps, 8 vector pairs each in
+  // flight).
+  const double rows = threads / 8, slotsPerToken = std::max(1.0, std::floor(rows / double(tile)));
+  const double reduce = kTrip * trips(double(slices), slotsPerToken * 8) * std::ceil(double(tile) / rows);
+  const double normThreads = threads > 32 ? threads - 32 : threads;
+  const double norm = kTrip * trips(double(tile) * double(C / 8), normThreads * 8);
+  return us + reduce + (threads > 32 ? std::max(norm, kChain) : norm + kChain);
 }
 
 Result<uint64_t> requireAddr(const DeviceAddrMap& a, const std::string& name, const std::string& op,

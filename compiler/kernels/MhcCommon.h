@@ -55,12 +55,22 @@ struct StreamConfig {
     return std::array{F{"threads", &StreamConfig::threads}, F{"k_slices", &StreamConfig::kSlices}};
   }
 };
+// `one_launch` (mix ops and mhc_post): 1 runs the reduction in the stream pass's launch, by the
+// last CTA of each token tile to arrive (MhcOneLaunch.cuh); 0 plans a second launch.
 struct MixConfig {
-  int64_t threads = 0, kSlices = 0, useMma = 0;
+  int64_t threads = 0, kSlices = 0, useMma = 0, oneLaunch = 0;
   static constexpr auto fields() {
     using F = ConfigField<MixConfig>;
     return std::array{F{"threads", &MixConfig::threads}, F{"k_slices", &MixConfig::kSlices},
-                      F{"use_mma", &MixConfig::useMma}};
+                      F{"use_mma", &MixConfig::useMma}, F{"one_launch", &MixConfig::oneLaunch}};
+  }
+};
+struct PostConfig {
+  int64_t threads = 0, kSlices = 0, oneLaunch = 0;
+  static constexpr auto fields() {
+    using F = ConfigField<PostConfig>;
+    return std::array{F{"threads", &PostConfig::threads}, F{"k_slices", &PostConfig::kSlices},
+                      F{"one_launch", &PostConfig::oneLaunch}};
   }
 };
 
@@ -70,15 +80,20 @@ struct StreamGeometry {
   int64_t slices = 1;  // as launched (gridDim.y); every slice owns >= 1 chunk
   int64_t chunksPerSlice = 1;
   int64_t tiles = 1;  // gridDim.x
+  bool oneLaunch = false;
 };
 // `useMma` is read in the mix modes only.
-Result<StreamGeometry> streamGeometry(Mode mode, int64_t threads, int64_t kSlices, int64_t useMma, const Dims& dims,
-                                      const std::string& op);
+// `oneLaunch` is read in the mix and post modes only.
+Result<StreamGeometry> streamGeometry(Mode mode, int64_t threads, int64_t kSlices, int64_t useMma, int64_t oneLaunch,
+                                      const Dims& dims, const std::string& op);
 inline Result<StreamGeometry> streamGeometry(Mode mode, const StreamConfig& c, const Dims& dims, const std::string& op) {
-  return streamGeometry(mode, c.threads, c.kSlices, -1, dims, op);
+  return streamGeometry(mode, c.threads, c.kSlices, -1, 0, dims, op);
+}
+inline Result<StreamGeometry> streamGeometry(Mode mode, const PostConfig& c, const Dims& dims, const std::string& op) {
+  return streamGeometry(mode, c.threads, c.kSlices, -1, c.oneLaunch, dims, op);
 }
 inline Result<StreamGeometry> streamGeometry(Mode mode, const MixConfig& c, const Dims& dims, const std::string& op) {
-  return streamGeometry(mode, c.threads, c.kSlices, c.useMma, dims, op);
+  return streamGeometry(mode, c.threads, c.kSlices, c.useMma, c.oneLaunch, dims, op);
 }
 // The same for op `d` whose residual streams [T, 4, C] are tensor `residual` (its shape
 // checked first); messages name the op `op`.
@@ -98,10 +113,29 @@ std::vector<int> warpChoices(int64_t T);
 // Slices such that every one owns ceil(chunks / slices) chunks and none is empty.
 int64_t evenSlices(int64_t chunks, int64_t slices);
 
-// Exact static shared memory of the stream kernel, and a register estimate (the maximum
-// ptxas -v reported for sm_80/86/89/90 with CUDA 13.0; NVRTC's report is the truth).
-int64_t streamSmemBytes(Mode mode, int warps);
-int streamRegs(Mode mode, bool mma, int warps);
+// Exact static shared memory of the stream kernel (with the one-launch finalize's tables when
+// `oneLaunch`), and a register estimate (the maximum ptxas -v reported for sm_80/86/89/90 with
+// CUDA 13.0; NVRTC's report is the truth).
+int64_t streamSmemBytes(Mode mode, int warps, bool oneLaunch = false);
+int streamRegs(Mode mode, bool mma, int warps, bool oneLaunch = false);
+
+// One-launch plans are offered up to this many tokens (the last CTA of a tile finalizes the
+// whole tile: beyond a few tiles the two-launch finalize, one CTA per token, is wider).
+constexpr int64_t kOneLaunchMaxT = 64;
+// Arrival counters of a one-launch plan: one uint32 per token tile, rounded up to 16 bytes.
+inline int64_t arrivalBytes(const StreamGeometry& g) { return (g.tiles * 4 + 15) / 16 * 16; }
+
+// The decode-size cost model (µs, H200-class part) that picks between the two-launch and the
+// one-launch plans. Fitted to bench --quick rows of the two-launch plans at 567bc99 (T = 6, C =
+// 5120: mhc_pre 11.4, mhc_fused_post_pre 12.5, mhc_post 7.0): the first launch and its ramp 2.5;
+// the stream pass 4.4 (pre) / 5.4 (fused) / 1.75 (post) for one 32-column chunk per CTA plus
+// ~1.8 per further chunk (tune rows at ab938db: each chunk's residual loads are a DRAM round
+// trip); the two-launch finalize 2.0 after its launch. A second launch counts 3.6: the gap
+// between dependent nodes of the decode-step graph (0.9 ms over 251 nodes, profile of 567bc99),
+// which the bench's back-to-back launches show as ~2.5. One launch: the arrival 0.5, then L2
+// round trips of 0.25 for the last CTA's batched loads and the Sinkhorn chain 0.8 beside the norm.
+double predictDecodeUs(Mode mode, int64_t T, int64_t C, int threads, int64_t slices, int64_t chunksPerSlice,
+                       bool oneLaunch);
 constexpr int64_t kFinalizeSmemBytes = (kFinalizeThreads / 8 + 1) * di::kMhcRecord * 4;
 
 // CTAs of `threads` x `regs` with `smem` bytes that one SM of `t` holds at once.
@@ -114,7 +148,8 @@ int64_t occupancySlices(const TargetProfile& t, int64_t tiles, int64_t chunks, i
 int64_t defaultSlices(Mode mode, bool mma, const TargetProfile& t, int64_t tiles, int64_t chunks,
                       int warps);
 
-// Source line of one extern "C" entry instantiating the stream kernel.
+// Source line of one extern "C" entry instantiating the stream kernel (the one-launch kernel,
+// MhcOneLaunch.cuh, when g.oneLaunch).
 std::string streamEntry(Mode mode, const StreamGeometry& g, const std::string& name);
 
 // Device address of a required tensor; the error names a missing or misaligned one. Row data

@@ -1,7 +1,9 @@
 // mhc_pre and mhc_fused_post_pre: see MhcMixFamily.h. Plan: the stream pass writes per-slice
 // partial records (24 mix sums, sum x^2, sum h^2) and the bf16 collapse into `layer_input`;
 // the finalize pass (one CTA per token) reduces the records in a fixed order, writes
-// pre/post/comb and normalizes `layer_input` in place.
+// pre/post/comb and normalizes `layer_input` in place. With one_launch = 1 (decode sizes) the
+// finalize runs in the stream pass's launch, in the last CTA of each token tile to arrive
+// (MhcOneLaunch.cuh; arrival counters in the "__zeroed" region).
 #include "MhcMixFamily.h"
 
 #include <fmt/format.h>
@@ -21,10 +23,18 @@ Mode modeOf(bool fused) { return fused ? Mode::Fused : Mode::Pre; }
 
 }  // namespace
 
+// Warps per CTA of the one-launch candidates. Their kernels are held to 128 registers
+// (streamEntry); the fused stream pass needs ~160 at 4 warps (it spilled there on sm_80), so
+// mhc_fused_post_pre runs one launch on 8 warps only.
+std::vector<int> MhcMixFamily::oneLaunchWarps() const {
+  if (fused_) return {8};
+  return {4, 8};
+}
+
 std::string MhcMixFamily::opName() const { return fused_ ? "mhc_fused_post_pre" : "mhc_pre"; }
 
 std::vector<std::string> MhcMixFamily::templateHeaders() const {
-  return {"MhcStream.cuh",  "MhcFinalize.cuh",     "params/MhcParams.h",
+  return {"MhcStream.cuh",  "MhcFinalize.cuh",     "MhcOneLaunch.cuh", "params/MhcParams.h",
           "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
 }
 
@@ -73,7 +83,20 @@ std::vector<MhcMixFamily::Config> MhcMixFamily::configs(const OpDesc& d, const T
       slices.insert(chunks);
       for (int64_t s : slices) {
         if (s * dims->T * di::kMhcRecord * 4 > kMaxWorkspaceBytes) continue;
-        out.push_back({32 * warps, s, mma});
+        out.push_back({32 * warps, s, mma, 0});
+      }
+    }
+  }
+  // One launch (MhcOneLaunch.cuh), tensor cores: oneLaunchWarps(), the idle warps of a small T
+  // widening the last CTA's reduction and norm; the slice counts of the default down to a quarter.
+  if (dims->T <= kOneLaunchMaxT) {
+    for (int warps : oneLaunchWarps()) {
+      const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
+      const int64_t s0 = defaultSlices(mode, true, t, tiles, chunks, warps);
+      std::set<int64_t> slices{evenSlices(chunks, 1), s0, evenSlices(chunks, s0 / 2), evenSlices(chunks, s0 / 4)};
+      for (int64_t s : slices) {
+        if (s * dims->T * di::kMhcRecord * 4 > kMaxWorkspaceBytes) continue;
+        out.push_back({32 * warps, s, 1, 1});
       }
     }
   }
@@ -91,9 +114,9 @@ ResourceEstimate MhcMixFamily::resources(const Config& c, const OpDesc& d) const
   auto g = streamGeometryOf(modeOf(fused_), c, d, residualName(), opName());
   // The stream pass dominates; the finalize pass (256 threads x ~40 registers, 1.1 KB of
   // shared memory) fits wherever it does.
-  r.smemBytes = std::max(streamSmemBytes(modeOf(fused_), g->warps), kFinalizeSmemBytes);
+  r.smemBytes = std::max(streamSmemBytes(modeOf(fused_), g->warps, g->oneLaunch), kFinalizeSmemBytes);
   r.threadsPerCta = 32 * g->warps;
-  r.regsPerThread = streamRegs(modeOf(fused_), g->mma, g->warps);
+  r.regsPerThread = streamRegs(modeOf(fused_), g->mma, g->warps, g->oneLaunch);
   return r;
 }
 
@@ -115,24 +138,49 @@ ResourceEstimate MhcMixFamily::resources(const Config& c, const OpDesc& d) const
 //    spreads the fn read (1.9 MB at C = 5120) over up to C/32 CTAs; large T keeps the slices
 //    few so the partial records stay small. The static shared memory (<= 38 KB) always fits
 //    the 48 KB cap.
+//  - one_launch: up to T = 64 the decode cost model (predictDecodeUs) compares this two-launch
+//    config with the one-launch candidates (oneLaunchWarps, same slice rule) and takes the
+//    cheapest: at C = 5120 one launch on 8 warps and 160 slices wins up to T = 16 (mhc_pre T = 6:
+//    ~9.2 us in the bench against 11.4 measured for two launches: no second launch; the last CTA
+//    reduces 160 records per token in 4 L2 round trips and normalizes the 6 rows beside the
+//    Sinkhorn chains). At T = 64 the one CTA finalizing 64 tokens loses to the per-token finalize.
 MhcMixFamily::Config MhcMixFamily::defaultFor(const OpDesc& d, const TargetProfile& t) const {
   auto dims = residualDims(d, residualName());
-  if (!dims) return {128, 1, 1};
+  if (!dims) return {128, 1, 1, 0};
   const Mode mode = modeOf(fused_);
   const bool mma = true;
-  const int warps = defaultWarps(dims->T);
-  const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
   const int64_t chunks = dims->C / kChunk;
-  int64_t slices = defaultSlices(mode, mma, t, tiles, chunks, warps);
-  while (slices > 1 && slices * dims->T * di::kMhcRecord * 4 > kMaxWorkspaceBytes) {
-    slices = evenSlices(chunks, slices / 2);
+  auto slicesFor = [&](int warps) {
+    const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
+    int64_t slices = defaultSlices(mode, mma, t, tiles, chunks, warps);
+    while (slices > 1 && slices * dims->T * di::kMhcRecord * 4 > kMaxWorkspaceBytes) {
+      slices = evenSlices(chunks, slices / 2);
+    }
+    return slices;
+  };
+  const int warps = defaultWarps(dims->T);
+  Config best{32 * warps, slicesFor(warps), mma ? 1 : 0, 0};
+  if (dims->T > kOneLaunchMaxT) return best;
+  auto cost = [&](const Config& c) {
+    auto g = streamGeometry(mode, c, *dims, opName());
+    return predictDecodeUs(mode, dims->T, dims->C, int(c.threads), g->slices, g->chunksPerSlice, c.oneLaunch == 1);
+  };
+  double bestUs = cost(best);
+  for (int w : oneLaunchWarps()) {
+    const Config c{32 * w, slicesFor(w), 1, 1};
+    if (const double us = cost(c); us < bestUs) best = c, bestUs = us;
   }
-  return {32 * warps, slices, mma ? 1 : 0};
+  return best;
 }
 
 CudaUnit MhcMixFamily::unit(const Config& c, const OpDesc& d, const std::string& baseName) const {
   CudaUnit u;
   auto g = streamGeometryOf(modeOf(fused_), c, d, residualName(), opName());
+  if (g->oneLaunch) {
+    u.source = "#include \"MhcOneLaunch.cuh\"\n" + streamEntry(modeOf(fused_), *g, baseName);
+    u.entries = {baseName};
+    return u;
+  }
   u.source = "#include \"MhcStream.cuh\"\n#include \"MhcFinalize.cuh\"\n";
   u.source += streamEntry(modeOf(fused_), *g, baseName);
   u.source += fmt::format(
@@ -148,6 +196,7 @@ std::vector<LaunchStep> MhcMixFamily::plan(const Config& c, const OpDesc& d, con
   auto g = streamGeometry(modeOf(fused_), c, *dims, opName());
   LaunchStep stream{
       baseName, {uint32_t(g->tiles), uint32_t(g->slices), 1}, {uint32_t(32 * g->warps), 1, 1}, 0};
+  if (g->oneLaunch) return {stream};
   LaunchStep finalize{
       baseName + "_finalize", {uint32_t(dims->T), 1, 1}, {uint32_t(kFinalizeThreads), 1, 1}, 0};
   return {stream, finalize};
@@ -157,6 +206,12 @@ int64_t MhcMixFamily::workspace(const Config& c, const OpDesc& d) const {
   auto dims = residualDims(d, residualName());
   auto g = streamGeometry(modeOf(fused_), c, *dims, opName());
   return g->slices * dims->T * di::kMhcRecord * int64_t(sizeof(float));
+}
+
+int64_t MhcMixFamily::zeroedWorkspace(const Config& c, const OpDesc& d) const {
+  auto dims = residualDims(d, residualName());
+  auto g = streamGeometry(modeOf(fused_), c, *dims, opName());
+  return g->oneLaunch ? arrivalBytes(*g) : 0;
 }
 
 Result<std::vector<uint8_t>> MhcMixFamily::params(const Config& c, const OpDesc& d,
@@ -184,6 +239,7 @@ Result<std::vector<uint8_t>> MhcMixFamily::params(const Config& c, const OpDesc&
   DI_TRY(bindAddr(p.post_out, addrs, "post", op, fused_ ? 16 : 4));
   DI_TRY(bindAddr(p.comb_out, addrs, "comb", op, 16));  // stored as 16-byte rows
   DI_TRY(bindAddr(p.partials, addrs, "__workspace", op, 16));
+  if (g->oneLaunch) DI_TRY(bindAddr(p.arrivals, addrs, "__zeroed", op, 4));
   setShapes(p, dims, *g);
   const OpAttrs attrs = mixAttrs(d).value();  // validated above
   p.sinkhorn_iters = int32_t(attrs.getInt("sinkhorn_iters", 0));

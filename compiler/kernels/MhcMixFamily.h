@@ -21,6 +21,7 @@ class MhcMixFamily : public TypedKernelFamily<mhc::MixConfig> {
   CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override;
   std::vector<LaunchStep> plan(const Config& c, const OpDesc& d, const std::string& baseName) const override;
   int64_t workspace(const Config& c, const OpDesc& d) const override;
+  int64_t zeroedWorkspace(const Config& c, const OpDesc& d) const override;
   Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override;
   std::vector<ShapeParam> shapeParams() const override { return mhc::shapeParams(); }
   OpDesc describe(const ShapeParams& p) const override { return mhc::describe(opName(), p); }
@@ -41,6 +42,7 @@ class MhcMixFamily : public TypedKernelFamily<mhc::MixConfig> {
  private:
   // The tensor holding the residual streams the op reads: `x` (pre) or `residual` (fused).
   const char* residualName() const { return fused_ ? "residual" : "x"; }
+  std::vector<int> oneLaunchWarps() const;
   bool fused_;
 };
 

@@ -1,7 +1,8 @@
 // mhc_post (docs/ops.md §8): x[t, j, :] = bf16(sum_m comb[t, m, j] residual[t, m, :] +
 // post[t, j] f_out[t, :]) and sqrsum[t] = sum of squares of the new bf16 residual (fp32), which
 // the next pre step uses. One stream pass (MhcStream.cuh, post mode); when it is split over C
-// (k_slices > 1) a second launch sums the per-slice squares in a fixed order.
+// (k_slices > 1) a second launch sums the per-slice squares in a fixed order, or, with
+// one_launch = 1, the last CTA of each token tile to arrive does (MhcOneLaunch.cuh).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,11 +17,11 @@ using namespace mhc;
 
 namespace {
 
-class MhcPostFamily : public TypedKernelFamily<StreamConfig> {
+class MhcPostFamily : public TypedKernelFamily<PostConfig> {
  public:
   std::string opName() const override { return "mhc_post"; }
   std::vector<std::string> templateHeaders() const override {
-    return {"MhcStream.cuh",  "MhcFinalize.cuh",     "params/MhcParams.h",
+    return {"MhcStream.cuh",  "MhcFinalize.cuh",     "MhcOneLaunch.cuh", "params/MhcParams.h",
             "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
   }
 
@@ -55,7 +56,22 @@ class MhcPostFamily : public TypedKernelFamily<StreamConfig> {
       slices.insert(chunks);
       for (int64_t s : slices) {
         if (s * dims->T * 4 > kMaxWorkspaceBytes) continue;
-        out.push_back({32 * warps, s});
+        out.push_back({32 * warps, s, 0});
+      }
+    }
+    // One launch (MhcOneLaunch.cuh) for the split passes of decode sizes: the default warps and
+    // 8 (the idle ones widen the last CTA's reduction), the slice counts of the default down to
+    // a quarter of it.
+    if (dims->T <= kOneLaunchMaxT) {
+      std::set<int> warpSet{defaultWarps(dims->T), 8};
+      for (int warps : warpSet) {
+        const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
+        const int64_t s0 = defaultSlices(Mode::Post, false, t, tiles, chunks, warps);
+        std::set<int64_t> slices{s0, evenSlices(chunks, s0 / 2), evenSlices(chunks, s0 / 4), evenSlices(chunks, 2)};
+        for (int64_t s : slices) {
+          if (s < 2 || s * dims->T * 4 > kMaxWorkspaceBytes) continue;
+          out.push_back({32 * warps, s, 1});
+        }
       }
     }
     return out;
@@ -70,9 +86,9 @@ class MhcPostFamily : public TypedKernelFamily<StreamConfig> {
   ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
     ResourceEstimate r;
     auto g = geometry(c, d);
-    r.smemBytes = streamSmemBytes(Mode::Post, g->warps);
+    r.smemBytes = streamSmemBytes(Mode::Post, g->warps, g->oneLaunch);
     r.threadsPerCta = 32 * g->warps;  // the optional reduction step is far lighter
-    r.regsPerThread = streamRegs(Mode::Post, false, g->warps);
+    r.regsPerThread = streamRegs(Mode::Post, false, g->warps, g->oneLaunch);
     return r;
   }
 
@@ -80,17 +96,35 @@ class MhcPostFamily : public TypedKernelFamily<StreamConfig> {
   // so no warp idles); k_slices by occupancy as in mhc_pre (SMs x resident CTAs per SM, from
   // the target's CTA/warp/register/shared-memory limits, divided by the token tiles). When the
   // token tiles alone fill the machine this gives 1 slice and the plan is a single launch that
-  // writes sqrsum directly.
+  // writes sqrsum directly. Up to T = 64 a split pass is compared by the decode cost model
+  // (predictDecodeUs) with its one-launch forms at the default warps and 8, the cheapest taken: at
+  // C = 5120 one launch on 8 warps wins up to T = 64 (T = 6: ~5.0 us in the bench against 7.0
+  // measured for two launches; the last CTA adds 160 x 6 floats in one L2 round trip).
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     auto dims = residualDims(d, "residual");
-    if (!dims) return {128, 1};
+    if (!dims) return {128, 1, 0};
+    const int64_t chunks = dims->C / kChunk;
+    auto slicesFor = [&](int warps) {
+      const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
+      int64_t slices = defaultSlices(Mode::Post, false, t, tiles, chunks, warps);
+      while (slices > 1 && slices * dims->T * 4 > kMaxWorkspaceBytes) slices = evenSlices(chunks, slices / 2);
+      return slices;
+    };
     const int warps = defaultWarps(dims->T);
-    const int64_t tiles = (dims->T + 16 * warps - 1) / (16 * warps);
-    int64_t slices = defaultSlices(Mode::Post, false, t, tiles, dims->C / kChunk, warps);
-    while (slices > 1 && slices * dims->T * 4 > kMaxWorkspaceBytes) {
-      slices = evenSlices(dims->C / kChunk, slices / 2);
+    Config best{32 * warps, slicesFor(warps), 0};
+    if (best.kSlices == 1 || dims->T > kOneLaunchMaxT) return best;
+    auto cost = [&](const Config& c) {
+      auto g = geometry(c, d);
+      return predictDecodeUs(Mode::Post, dims->T, dims->C, int(c.threads), g->slices, g->chunksPerSlice,
+                             c.oneLaunch == 1);
+    };
+    double bestUs = cost(best);
+    for (int w : {warps, 8}) {
+      const Config c{32 * w, slicesFor(w), 1};
+      if (c.kSlices < 2) continue;
+      if (const double us = cost(c); us < bestUs) best = c, bestUs = us;
     }
-    return {32 * warps, slices};
+    return best;
   }
 
   // The unit always defines both entries, so configs that differ only in k_slices share one
@@ -98,6 +132,11 @@ class MhcPostFamily : public TypedKernelFamily<StreamConfig> {
   CudaUnit unit(const Config& c, const OpDesc& d, const std::string& baseName) const override {
     CudaUnit u;
     auto g = geometry(c, d);
+    if (g->oneLaunch) {
+      u.source = "#include \"MhcOneLaunch.cuh\"\n" + streamEntry(Mode::Post, *g, baseName);
+      u.entries = {baseName};
+      return u;
+    }
     u.source = "#include \"MhcStream.cuh\"\n#include \"MhcFinalize.cuh\"\n";
     u.source += streamEntry(Mode::Post, *g, baseName);
     u.source += fmt::format(
@@ -115,7 +154,7 @@ class MhcPostFamily : public TypedKernelFamily<StreamConfig> {
                                   {uint32_t(g->tiles), uint32_t(g->slices), 1},
                                   {uint32_t(32 * g->warps), 1, 1},
                                   0}};
-    if (g->slices > 1) {
+    if (g->slices > 1 && !g->oneLaunch) {
       plan.push_back({baseName + "_sqrsum",
                       {uint32_t((T + kSqrsumTokensPerCta - 1) / kSqrsumTokensPerCta), 1, 1},
                       {uint32_t(kSqrsumThreads), 1, 1},
@@ -126,8 +165,13 @@ class MhcPostFamily : public TypedKernelFamily<StreamConfig> {
 
   int64_t workspace(const Config& c, const OpDesc& d) const override {
     auto g = geometry(c, d);
-    if (g->slices == 1) return 0;
+    if (g->slices == 1 && !g->oneLaunch) return 0;
     return g->slices * d.dim("residual", 0) * int64_t(sizeof(float));
+  }
+
+  int64_t zeroedWorkspace(const Config& c, const OpDesc& d) const override {
+    auto g = geometry(c, d);
+    return g->oneLaunch ? arrivalBytes(*g) : 0;
   }
 
   Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
@@ -142,7 +186,8 @@ class MhcPostFamily : public TypedKernelFamily<StreamConfig> {
     DI_TRY(bindAddr(p.comb_in, addrs, "comb", op, 16));
     DI_TRY(bindAddr(p.x_out, addrs, "x", op, 16));
     DI_TRY(bindAddr(p.sqrsum_out, addrs, "sqrsum", op, 4));
-    if (g->slices > 1) {
+    if (g->oneLaunch) DI_TRY(bindAddr(p.arrivals, addrs, "__zeroed", op, 4));
+    if (g->slices > 1 || g->oneLaunch) {
       DI_TRY(bindAddr(p.partials, addrs, "__workspace", op, 16));
     } else {
       p.partials = p.sqrsum_out;  // one slice: the pass writes the final sums itself

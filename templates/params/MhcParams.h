@@ -35,6 +35,9 @@ struct MhcParams {
   float* comb_out;    // [T,4,4]
   float* sqrsum_out;  // [T] (mhc_post)
   float* partials;    // workspace records (see above); `sqrsum_out` for a 1-slice mhc_post
+  // One-launch plans (MhcOneLaunch.cuh): one arrival counter per token tile (gridDim.x), in the
+  // "__zeroed" region: zero on entry, set back to zero by the tile's last CTA. Null otherwise.
+  uint32_t* arrivals;
   // Shapes.
   int64_t T;                 // tokens
   int32_t C;                 // hidden size; a multiple of 32

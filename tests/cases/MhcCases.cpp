@@ -1,5 +1,5 @@
 // mHC cases (mhc_pre, mhc_post, mhc_fused_post_pre, mhc_collapse): T on both sides of the
-// tensor-core threshold 16 (1, 6, 15, 16, 17, 64), C = 5120 (the model), 256 and 16384, pre_in one-hot
+// tensor-core threshold 16 (1, 2, 6, 12, 15, 16, 17, 64), C = 5120 (the model), 256 and 16384, pre_in one-hot
 // stream 0 (the first layer) and general, Sinkhorn rounds 20 and 7, eps 1e-20 and 1e-6.
 // fn ~ N(0, 1/(4C)) keeps the mixes ~ N(0, 1) so sigmoids and softmaxes are not saturated;
 // residual rows get per-token magnitudes from 0.5 to 4.
@@ -34,6 +34,12 @@ const MhcSpec kSpecs[] = {
     // row longer than the finalize's registers hold (C > 8192). Last, so that the cases above keep
     // their random draws.
     {"t6_c16384", 6, 16384},
+    // Decode sizes at C = 256, where every candidate runs (one-launch plans included): 1, 2, 6 and 12
+    // tokens in one 16-token tile. Appended, so the cases above keep their random draws.
+    {"t1_c256", 1, 256},
+    {"t2_c256", 2, 256},
+    {"t6_c256", 6, 256},
+    {"t12_c256", 12, 256},
 };
 
 // Residual streams [T, 4, C]: N(0, s_t^2) with s_t in [0.5, 4] per token.

@@ -25,6 +25,7 @@
 #include "EmuHarness.h"
 #include "MhcStream.cuh"
 #include "MhcFinalize.cuh"
+#include "MhcOneLaunch.cuh"
 // clang-format on
 
 namespace {
@@ -40,6 +41,10 @@ template <int kMode, int kWarps, bool kMma>
 void stream(const di::MhcParams& p) {
   di::mhc_stream_kernel<kMode, kWarps, kMma>(p);
 }
+template <int kMode, int kWarps, bool kMma>
+void oneLaunch(const di::MhcParams& p) {
+  di::mhc_one_launch_kernel<kMode, kWarps, kMma>(p);
+}
 void finalize(const di::MhcParams& p) { di::mhc_finalize_kernel<256>(p); }
 void sqrsum(const di::MhcParams& p) { di::mhc_sqrsum_kernel<256>(p); }
 
@@ -50,6 +55,18 @@ const std::map<std::string, MhcFn>& streamKernels() {
   static const std::map<std::string, MhcFn> m = {
       DI_MHC_WARPS(kMhcModePre, true),    DI_MHC_WARPS(kMhcModePre, false),  DI_MHC_WARPS(kMhcModeFused, true),
       DI_MHC_WARPS(kMhcModeFused, false), DI_MHC_WARPS(kMhcModePost, false), DI_MHC_WARPS(kMhcModeCollapse, false),
+  };
+  return m;
+}
+
+// The one-launch instantiations (mix modes on tensor cores, post mode), by the same key.
+#define DI_MHC1(M, W, K) {"di::" #M ", " #W ", " #K, &oneLaunch<di::M, W, K>}
+#define DI_MHC1_WARPS(M, K) DI_MHC1(M, 1, K), DI_MHC1(M, 2, K), DI_MHC1(M, 3, K), DI_MHC1(M, 4, K), DI_MHC1(M, 8, K)
+const std::map<std::string, MhcFn>& oneLaunchKernels() {
+  static const std::map<std::string, MhcFn> m = {
+      DI_MHC1_WARPS(kMhcModePre, true),
+      DI_MHC1_WARPS(kMhcModeFused, true),
+      DI_MHC1_WARPS(kMhcModePost, false),
   };
   return m;
 }
@@ -70,6 +87,11 @@ Result<std::function<void()>> pickMhc(const LaunchStep& st, const std::string& s
   } else if (endsWith(st.entry, "_sqrsum")) {
     if (templateArgs(src, "di::mhc_sqrsum_kernel<") != "256") return Error{"sqrsum is not <256>"};
     fn = &sqrsum;
+  } else if (src.find("di::mhc_one_launch_kernel<") != std::string::npos) {
+    const std::string args = templateArgs(src, "di::mhc_one_launch_kernel<");
+    auto it = oneLaunchKernels().find(args);
+    if (it == oneLaunchKernels().end()) return Error{"the emulator test has no mhc_one_launch_kernel<" + args + ">"};
+    fn = it->second;
   } else {
     const std::string args = templateArgs(src, "di::mhc_stream_kernel<");
     auto it = streamKernels().find(args);
@@ -79,8 +101,9 @@ Result<std::function<void()>> pickMhc(const LaunchStep& st, const std::string& s
   return std::function<void()>([fn, p] { fn(*p); });
 }
 
-EmulatedRun runEmulated(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs, const KernelConfig& cfg) {
-  return runPlanEmulated(op, attrs, inputs, cfg, pickMhc);
+EmulatedRun runEmulated(const std::string& op, const OpAttrs& attrs, const TensorMap& inputs, const KernelConfig& cfg,
+                        uint64_t ctaOrderSeed = 0) {
+  return runPlanEmulated(op, attrs, inputs, cfg, pickMhc, ctaOrderSeed);
 }
 
 uint64_t seed() {
@@ -92,8 +115,8 @@ uint64_t seed() {
 // those targets on the small-C cases (all cases with DI_EMU_ALL=1).
 void checkOp(const std::string& op) {
   const bool all = std::getenv("DI_EMU_ALL") != nullptr;
-  int compared = 0, configsRun = 0;
-  std::set<int64_t> slicesSeen;
+  int compared = 0, configsRun = 0, shuffled = 0;
+  std::set<int64_t> slicesSeen, oneLaunchTokens;
   for (const auto& c : deepinfer::testing::casesFor(op, seed(), false)) {
     TensorMap ref = c.inputs;
     ASSERT_TRUE(runReference(op, c.attrs, ref).ok()) << c.name;
@@ -128,14 +151,32 @@ void checkOp(const std::string& op) {
       }
       ++configsRun;
       if (cfg.count("k_slices")) slicesSeen.insert(cfg.at("k_slices"));
+      // A one-launch plan (arrival counters in the zeroed region) again with its CTAs shuffled:
+      // another CTA of each tile arrives last and finalizes, and every output bit must be the same.
+      if (got.zeroedBytes > 0) {
+        auto again = runEmulated(op, c.attrs, c.inputs, cfg, seed() * 2654435761u + 1);
+        ASSERT_EQ(again.error, "") << where << " (CTAs shuffled)";
+        for (const auto& out : deepinfer::testing::outputNames(op))
+          EXPECT_TRUE(again.tensors.at(out).bytes == got.tensors.at(out).bytes)
+              << where << " '" << out << "': the CTA order changed the result";
+        ++shuffled;
+        oneLaunchTokens.insert(d->dim(resName, 0));
+      }
     }
+  }
+  if (op != "mhc_collapse") {
+    // The one-launch plans ran at decode sizes on both sides of one 16-token tile.
+    EXPECT_TRUE(oneLaunchTokens.count(1) && oneLaunchTokens.count(15) && oneLaunchTokens.count(17))
+        << op << ": one-launch plans ran at " << fmt::format("{}", fmt::join(oneLaunchTokens, ", "));
   }
   // The candidates reach both ends of the split: one slice and one 32-column chunk per slice.
   EXPECT_TRUE(slicesSeen.count(1)) << op;
   EXPECT_TRUE(slicesSeen.count(8)) << op << ": C = 256 has 8 chunks";
   // ... and more slices than one batch of the reductions' loads covers (kMhcLoadBatch x 32).
   EXPECT_GT(*slicesSeen.rbegin(), di::kMhcLoadBatch * 32) << op;
-  fmt::print("{}: {} emulated comparisons over {} case configs (seed {})\n", op, compared, configsRun, seed());
+  fmt::print("{}: {} emulated comparisons over {} case configs, {} one-launch plans re-run with their CTAs shuffled "
+             "(seed {})\n",
+             op, compared, configsRun, shuffled, seed());
 }
 
 TEST(MhcEmu, PreMatchesReference) { checkOp("mhc_pre"); }
