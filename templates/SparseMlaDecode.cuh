@@ -46,15 +46,24 @@ struct Const {
 __device__ __forceinline__ float pos_inf() { return __uint_as_float(0x7F800000u); }
 __device__ __forceinline__ float neg_inf() { return __uint_as_float(0xFF800000u); }
 
+// Under the host emulator (tests/unit/emu) the PTX below has plain C++ stand-ins.
 __device__ __forceinline__ float ex2(float x) {
+#ifdef DI_SIMT_EMU
+  return exp2f(x);
+#else
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+#endif
 }
 __device__ __forceinline__ float lg2(float x) {
+#ifdef DI_SIMT_EMU
+  return log2f(x);
+#else
   float y;
   asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+#endif
 }
 
 // Barrier over the warps of one m-tile: only they exchange score partials, so the other
@@ -62,6 +71,10 @@ __device__ __forceinline__ float lg2(float x) {
 template <int MT, int NTHREADS>
 __device__ __forceinline__ void mtile_barrier(int mt) {
   static_assert(MT >= 1 && MT <= 4, "at most 4 m-tiles per CTA");
+#ifdef DI_SIMT_EMU
+  (void)mt;
+  __syncthreads();  // every m-tile passes the same barriers in the same order: a CTA barrier is safe
+#else
   if constexpr (MT == 1) {
     __syncthreads();
   } else {
@@ -70,12 +83,17 @@ __device__ __forceinline__ void mtile_barrier(int mt) {
     else if (MT == 3 || mt == 2) asm volatile("bar.sync 3, %0;\n" ::"n"(NTHREADS) : "memory");
     else asm volatile("bar.sync 4, %0;\n" ::"n"(NTHREADS) : "memory");
   }
+#endif
 }
 
 // 8-byte async copy (cp.async.cg only takes 16 bytes); src_bytes 0 zero-fills.
 __device__ __forceinline__ void cp_async_8(void* smem_dst, const void* gmem_src, bool valid) {
+#ifdef DI_SIMT_EMU
+  di_emu::cp_async(smem_dst, gmem_src, 8, valid ? 8 : 0);
+#else
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(smem_dst)),
                "l"(gmem_src), "r"(valid ? 8 : 0));
+#endif
 }
 
 // A bf16 pair of q as one 32-bit word (read-only path).
@@ -101,9 +119,13 @@ __device__ __forceinline__ uint32_t bf16x2_zero_nan(uint32_t w) {
 // v * f for both bf16 halves, rounded once: fma.rn.bf16x2 has no flush-to-zero, so subnormal
 // products are kept; the -0 addend keeps a -0 product -0.
 __device__ __forceinline__ uint32_t bf16x2_scale(uint32_t v, uint32_t f) {
+#ifdef DI_SIMT_EMU
+  return di_emu::bf16x2_mul(v, f);
+#else
   uint32_t r;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(f), "r"(0x80008000u));
   return r;
+#endif
 }
 
 // Eight e4m3 codes (little-endian in w0, w1) times the block scale -> four bf16x2 words in dim
@@ -244,8 +266,12 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
 
   uint8_t* smem;
   if constexpr (DYN_SMEM) {
+#ifdef DI_SIMT_EMU
+    smem = di_emu::dynamic_smem();
+#else
     extern __shared__ __align__(128) uint8_t smd_dyn_smem[];
     smem = smd_dyn_smem;
+#endif
   } else {
     __shared__ __align__(128) uint8_t smd_static_smem[L.total];
     smem = smd_static_smem;
