@@ -14,8 +14,8 @@
 //       hi + lo pair, so P keeps ~16 bits), V = the same dequantized rows read transposed by
 //       ldmatrix.trans.
 // Key tiles stream through STAGES cp.async buffers of raw cache bytes; each tile's bytes are
-// dequantized by integer work (e4m3 -> bf16 by bit placement, times the UE8M0 scale in fp32,
-// exact) into one swizzled bf16 tile.
+// dequantized (e4m3 -> bf16 times 2^-120 by a byte permute and bit placement, times the UE8M0
+// scale by one bf16x2 multiply that rounds once) into one swizzled bf16 tile.
 // Splits (MODE): kDirect: one split, the CTA writes out/lse itself. Otherwise every CTA writes
 // normalized partials (o / l, lse) to the workspace and they are merged with the sink
 // (smd::merge_rows, one code path so both modes give the same bits): kMergeLaunch by a second
