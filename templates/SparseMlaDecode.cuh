@@ -14,11 +14,14 @@
 //       hi + lo pair, so P keeps ~16 bits), V = the same dequantized rows read transposed by
 //       ldmatrix.trans.
 // Key tiles stream through STAGES cp.async buffers of raw cache bytes; each tile's bytes are
-// dequantized by integer work (e4m3 -> bf16 by bit placement, times the UE8M0 scale in fp32,
-// exact) into one swizzled bf16 tile.
-// Splits: with SPLIT the CTA writes normalized partials (o / l, lse) to the workspace and
-// sparse_mla_decode_merge_kernel combines them and applies the sink; without SPLIT the CTA
-// writes out/lse directly.
+// dequantized (e4m3 -> bf16 times 2^-120 by a byte permute and bit placement, times the UE8M0
+// scale by one bf16x2 multiply that rounds once) into one swizzled bf16 tile.
+// Splits (MODE): kDirect: one split, the CTA writes out/lse itself. Otherwise every CTA writes
+// normalized partials (o / l, lse) to the workspace and they are merged with the sink
+// (smd::merge_rows, one code path so both modes give the same bits): kMergeLaunch by a second
+// launch (sparse_mla_decode_merge_kernel), kMergeLastCta in the same launch by the CTA of each
+// (query, head group) that arrives last, counted on an integer counter in the zeroed workspace
+// (reset to zero by that CTA). The merge sums the splits in split order whichever CTA is last.
 #pragma once
 #include "common/Mma.cuh"
 #include "common/Numerics.cuh"
@@ -43,15 +46,24 @@ struct Const {
 __device__ __forceinline__ float pos_inf() { return __uint_as_float(0x7F800000u); }
 __device__ __forceinline__ float neg_inf() { return __uint_as_float(0xFF800000u); }
 
+// Under the host emulator (tests/unit/emu) the PTX below has plain C++ stand-ins.
 __device__ __forceinline__ float ex2(float x) {
+#ifdef DI_SIMT_EMU
+  return exp2f(x);
+#else
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+#endif
 }
 __device__ __forceinline__ float lg2(float x) {
+#ifdef DI_SIMT_EMU
+  return log2f(x);
+#else
   float y;
   asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+#endif
 }
 
 // Barrier over the warps of one m-tile: only they exchange score partials, so the other
@@ -59,6 +71,10 @@ __device__ __forceinline__ float lg2(float x) {
 template <int MT, int NTHREADS>
 __device__ __forceinline__ void mtile_barrier(int mt) {
   static_assert(MT >= 1 && MT <= 4, "at most 4 m-tiles per CTA");
+#ifdef DI_SIMT_EMU
+  (void)mt;
+  __syncthreads();  // every m-tile passes the same barriers in the same order: a CTA barrier is safe
+#else
   if constexpr (MT == 1) {
     __syncthreads();
   } else {
@@ -67,12 +83,17 @@ __device__ __forceinline__ void mtile_barrier(int mt) {
     else if (MT == 3 || mt == 2) asm volatile("bar.sync 3, %0;\n" ::"n"(NTHREADS) : "memory");
     else asm volatile("bar.sync 4, %0;\n" ::"n"(NTHREADS) : "memory");
   }
+#endif
 }
 
 // 8-byte async copy (cp.async.cg only takes 16 bytes); src_bytes 0 zero-fills.
 __device__ __forceinline__ void cp_async_8(void* smem_dst, const void* gmem_src, bool valid) {
+#ifdef DI_SIMT_EMU
+  di_emu::cp_async(smem_dst, gmem_src, 8, valid ? 8 : 0);
+#else
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(smem_dst)),
                "l"(gmem_src), "r"(valid ? 8 : 0));
+#endif
 }
 
 // A bf16 pair of q as one 32-bit word (read-only path).
@@ -95,32 +116,41 @@ __device__ __forceinline__ uint32_t bf16x2_zero_nan(uint32_t w) {
   return w & ~(n | (n - (n >> 15)));
 }
 
-// Eight e4m3 codes (little-endian in w0, w1) times the block scale -> four bf16x2 words.
-// The codes become bf16 values times 2^-120 by bit placement; multiplying by the power-of-two
-// factor(s) in fp32 is exact (also into the subnormal range: this relies on -ftz=false, NVRTC's
-// default, i.e. no --use_fast_math), so the one rounding to bf16 matches the reference bit for bit.
+// v * f for both bf16 halves, rounded once: fma.rn.bf16x2 has no flush-to-zero, so subnormal
+// products are kept; the -0 addend keeps a -0 product -0.
+__device__ __forceinline__ uint32_t bf16x2_scale(uint32_t v, uint32_t f) {
+#ifdef DI_SIMT_EMU
+  return di_emu::bf16x2_mul(v, f);
+#else
+  uint32_t r;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(f), "r"(0x80008000u));
+  return r;
+#endif
+}
+
+// Eight e4m3 codes (little-endian in w0, w1) times the block scale -> four bf16x2 words in dim
+// order. A byte permute puts codes 2i, 2i+1 in the high byte of each 16-bit lane, bit placement
+// makes them bf16 values times 2^-120, and the bf16x2 multiply by the power-of-two factor(s)
+// (bf16x2 bit patterns) rounds once, so the result matches the reference bit for bit.
 template <bool kTwoFactors>
-__device__ __forceinline__ U32x4 dequant8(uint32_t w0, uint32_t w1, float f1, float f2) {
+__device__ __forceinline__ U32x4 dequant8(uint32_t w0, uint32_t w1, uint32_t f1, uint32_t f2) {
   const uint32_t n0 = e4m3x4_nan_bits(w0), n1 = e4m3x4_nan_bits(w1);
   if ((n0 | n1) != 0u) {  // rare: only caches written from NaN inputs hold NaN codes
     w0 = e4m3x4_clear(w0, n0);
     w1 = e4m3x4_clear(w1, n1);
   }
-  // Even bytes moved into the high byte of each 16-bit lane; odd bytes already are.
-  const uint32_t e0 = e4m3x2_hi_to_bf16x2_biased(w0 << 8), o0 = e4m3x2_hi_to_bf16x2_biased(w0);
-  const uint32_t e1 = e4m3x2_hi_to_bf16x2_biased(w1 << 8), o1 = e4m3x2_hi_to_bf16x2_biased(w1);
-  float v[8] = {bf16x2_lo(e0), bf16x2_lo(o0), bf16x2_hi(e0), bf16x2_hi(o0),
-                bf16x2_lo(e1), bf16x2_lo(o1), bf16x2_hi(e1), bf16x2_hi(o1)};
+  uint32_t q[4] = {__byte_perm(w0, 0u, 0x1000u), __byte_perm(w0, 0u, 0x3020u), __byte_perm(w1, 0u, 0x1000u),
+                   __byte_perm(w1, 0u, 0x3020u)};
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    v[i] *= f1;
-    if (kTwoFactors) v[i] *= f2;
+  for (int i = 0; i < 4; ++i) {
+    q[i] = bf16x2_scale(e4m3x2_hi_to_bf16x2_biased(q[i]), f1);
+    if (kTwoFactors) q[i] = bf16x2_scale(q[i], f2);
   }
   U32x4 r;
-  r.x = f32x2_to_bf16x2(v[0], v[1]);
-  r.y = f32x2_to_bf16x2(v[2], v[3]);
-  r.z = f32x2_to_bf16x2(v[4], v[5]);
-  r.w = f32x2_to_bf16x2(v[6], v[7]);
+  r.x = q[0];
+  r.y = q[1];
+  r.z = q[2];
+  r.w = q[3];
   return r;
 }
 
@@ -130,12 +160,85 @@ __device__ __forceinline__ int kbuf_offset(int key, int chunk) {
   return key * 1024 + ((chunk ^ (key & 7)) << 4);
 }
 
+
+// Split modes (the MODE template argument).
+struct Mode {
+  static constexpr int kDirect = 0;        // one split: the CTA writes out / lse
+  static constexpr int kMergeLaunch = 1;   // partials, merged by sparse_mla_decode_merge_kernel
+  static constexpr int kMergeLastCta = 2;  // partials, merged by the last CTA of the head group
+};
+
+// Merge of the split partials of NR (query, head) rows for the 4 dims [4 * quad, 4 * quad + 4):
+// lse = log(sum_i e^lse_i); out = sum_i e^lse_i * o_i / (e^lse + e^sink), the splits summed in
+// split order. Partials are read through L2 (__ldcg: in the one-launch mode other CTAs wrote
+// them in this launch); CHUNK splits of every row are loaded before their adds, so NR rows keep
+// NR * CHUNK loads in flight (the grouping changes no arithmetic).
+template <int NR, int CHUNK>
+__device__ __forceinline__ void merge_rows(const SparseMlaDecodeParams& p, const int64_t (&qh)[NR],
+                                           const int (&h)[NR], int quad) {
+  const int splits = p.num_splits;
+  float mx[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) mx[r] = neg_inf();
+#pragma unroll 4
+  for (int i = 0; i < splits; ++i)
+#pragma unroll
+    for (int r = 0; r < NR; ++r) mx[r] = fmaxf(mx[r], __ldcg(p.partial_lse + qh[r] * splits + i));
+  float sum[NR];
+  float4 acc[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    sum[r] = 0.f;
+    acc[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  for (int s0 = 0; s0 < splits; s0 += CHUNK) {
+    float l[NR][CHUNK];
+    float4 v[NR][CHUNK];
+#pragma unroll
+    for (int r = 0; r < NR; ++r)
+#pragma unroll
+      for (int j = 0; j < CHUNK; ++j) {
+        if (s0 + j < splits) {
+          const int64_t ws = qh[r] * splits + s0 + j;
+          l[r][j] = __ldcg(p.partial_lse + ws);
+          v[r][j] = __ldcg(reinterpret_cast<const float4*>(p.partial_o + ws * Const::kHeadDim) + quad);
+        }
+      }
+#pragma unroll
+    for (int r = 0; r < NR; ++r)
+#pragma unroll
+      for (int j = 0; j < CHUNK; ++j) {
+        if (s0 + j < splits && mx[r] != neg_inf()) {
+          const float w = expf(l[r][j] - mx[r]);  // empty split: e^-inf = 0 (its o is 0 too)
+          sum[r] += w;
+          acc[r].x += w * v[r][j].x;
+          acc[r].y += w * v[r][j].y;
+          acc[r].z += w * v[r][j].z;
+          acc[r].w += w * v[r][j].w;
+        }
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    uint16_t* const dst = p.out + qh[r] * Const::kHeadDim + 4 * quad;
+    if (mx[r] == neg_inf()) {  // no valid key in any split
+      *reinterpret_cast<uint2*>(dst) = make_uint2(0u, 0u);
+      if (quad == 0) p.lse[qh[r]] = pos_inf();
+      continue;
+    }
+    const float inv = 1.f / (sum[r] + expf(__ldg(p.attn_sink + h[r]) - mx[r]));
+    *reinterpret_cast<uint2*>(dst) = make_uint2(f32x2_to_bf16x2(acc[r].x * inv, acc[r].y * inv),
+                                                f32x2_to_bf16x2(acc[r].z * inv, acc[r].w * inv));
+    if (quad == 0) p.lse[qh[r]] = mx[r] + logf(sum[r]);
+  }
+}
+
 }  // namespace smd
 
 // HEADS: heads per CTA (multiple of 8, <= 64); DS: head-dim slices per m-tile (4 or 8);
-// N: keys per tile (16 or 32); STAGES: raw cp.async buffers; SPLIT: write workspace partials;
+// N: keys per tile (16 or 32); STAGES: raw cp.async buffers; MODE: smd::Mode (how splits merge);
 // DYN_SMEM: the layout lives in dynamic shared memory (targets whose cap exceeds 48 KB).
-template <int HEADS, int DS, int N, int STAGES, bool SPLIT, bool DYN_SMEM>
+template <int HEADS, int DS, int N, int STAGES, int MODE, bool DYN_SMEM>
 __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodeParams& p) {
   using namespace smd;
   constexpr int MT = (HEADS + 15) / 16;
@@ -158,11 +261,17 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
   static_assert(THREADS % N == 0 && THREADS <= 1024, "threads must split evenly over keys");
   static_assert((N * 64) % THREADS == 0, "dequant work must split evenly over threads");
   static_assert(DYN_SMEM || L.total <= 48 * 1024, "static shared memory is capped at 48 KB");
+  static_assert(MODE == Mode::kDirect || MODE == Mode::kMergeLaunch || MODE == Mode::kMergeLastCta, "MODE");
+  constexpr bool SPLIT = MODE != Mode::kDirect;
 
   uint8_t* smem;
   if constexpr (DYN_SMEM) {
+#ifdef DI_SIMT_EMU
+    smem = di_emu::dynamic_smem();
+#else
     extern __shared__ __align__(128) uint8_t smd_dyn_smem[];
     smem = smd_dyn_smem;
+#endif
   } else {
     __shared__ __align__(128) uint8_t smd_static_smem[L.total];
     smem = smd_static_smem;
@@ -299,11 +408,11 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
           const uint2 w = *reinterpret_cast<const uint2*>(src);
           const uint32_t e = stage[dq_scale + r * DQ_KEY_STEP * 8];
           if (e <= 134u || e == 255u) {
-            // 2^(e-127) * 2^120 folds into one factor; scale bytes 0 (+0) and 0xFF (NaN) give 0.
-            const float f = (e == 0u || e == 255u) ? 0.f : __uint_as_float((e + 120u) << 23);
-            v = dequant8<false>(w.x, w.y, f, 1.f);
-          } else {
-            v = dequant8<true>(w.x, w.y, __uint_as_float(247u << 23), __uint_as_float(e << 23));
+            // 2^(e-127) * 2^120 folds into one bf16 factor; scale bytes 0 (+0) and 0xFF (NaN) give 0.
+            const uint32_t f = (e == 0u || e == 255u) ? 0u : ((e + 120u) << 7) * 0x00010001u;
+            v = dequant8<false>(w.x, w.y, f, 0u);
+          } else {  // 2^(e-127) past bf16's range of one factor: 2^120, then 2^(e-127)
+            v = dequant8<true>(w.x, w.y, 0x7B807B80u, (e << 7) * 0x00010001u);
           }
         } else {
           v = *reinterpret_cast<const U32x4*>(src);
@@ -496,41 +605,54 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
       if (sl == 0 && t4 == 0) p.lse[qh] = any ? lse2 * Const::kLn2 : pos_inf();
     }
   }
+
+  if constexpr (MODE == Mode::kMergeLastCta) {
+    // Arrival: every thread's partial stores are made visible device-wide before the CTA counts
+    // itself; the CTA that brings the (query, head group) count to num_splits merges all of them
+    // (its own too) and sets the counter back to zero for the next launch. The verdict goes
+    // through the key tile's first word: every read of the main loop is behind the barrier.
+    __threadfence();
+    __syncthreads();
+    volatile int* const last_arrival = reinterpret_cast<volatile int*>(kbuf);
+    if (tid == 0) {
+      unsigned* const count = p.arrivals + (int64_t(bs) * gridDim.y + group);
+      const unsigned before = atomicAdd(count, 1u);
+      const bool last = before == unsigned(p.num_splits - 1);
+      if (last) *count = 0u;
+      *last_arrival = last ? 1 : 0;
+      __threadfence();
+    }
+    __syncthreads();
+    if (*last_arrival == 0) return;  // CTA-uniform
+    // HEADS x 128 (row, dim quad) items, thread tid taking tid, tid + THREADS, ... two at a time
+    // (THREADS is a multiple of 128, so both have the thread's dim quad).
+    static_assert(THREADS % 128 == 0, "merge: every thread keeps one dim quad");
+    constexpr int ITEMS = HEADS * 128;
+    const int quad = tid & 127;
+    const int64_t qh0 = int64_t(bs) * H + group * HEADS;
+    int it = tid;
+#pragma unroll 1
+    for (; it + THREADS < ITEMS; it += 2 * THREADS) {
+      const int r0 = it >> 7, r1 = (it + THREADS) >> 7;
+      const int64_t qh[2] = {qh0 + r0, qh0 + r1};
+      const int h[2] = {group * HEADS + r0, group * HEADS + r1};
+      merge_rows<2, 4>(p, qh, h, quad);
+    }
+    if (it < ITEMS) {
+      const int64_t qh[1] = {qh0 + (it >> 7)};
+      const int h[1] = {group * HEADS + (it >> 7)};
+      merge_rows<1, 4>(p, qh, h, quad);
+    }
+  }
 }
 
-// Merge of the split partials: one CTA of 128 threads per (query, head), 4 dims per thread.
-// lse = log(sum_i e^lse_i); out = sum_i e^lse_i * o_i / (e^lse + e^sink).
+// The merge launch of Mode::kMergeLaunch: one CTA of 128 threads per (query, head), 4 dims per
+// thread.
 __device__ __forceinline__ void sparse_mla_decode_merge_kernel(const SparseMlaDecodeParams& p) {
-  const int h = blockIdx.x, bs = blockIdx.y, tid = threadIdx.x;
-  const int splits = p.num_splits;
-  const int64_t qh = int64_t(bs) * p.heads + h;
-  const float* const plse = p.partial_lse + qh * splits;
-  const float* const po = p.partial_o + qh * splits * smd::Const::kHeadDim + 4 * tid;
-
-  float mx = smd::neg_inf();
-  for (int i = 0; i < splits; ++i) mx = fmaxf(mx, __ldg(plse + i));
-  uint16_t* const dst = p.out + qh * smd::Const::kHeadDim + 4 * tid;
-  if (mx == smd::neg_inf()) {  // no valid key in any split
-    *reinterpret_cast<uint2*>(dst) = make_uint2(0u, 0u);
-    if (tid == 0) p.lse[qh] = smd::pos_inf();
-    return;
-  }
-  float sum = 0.f;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-  for (int i = 0; i < splits; ++i) {
-    const float w = expf(__ldg(plse + i) - mx);  // empty split: e^-inf = 0 (its o is 0 too)
-    const float4 v = __ldg(reinterpret_cast<const float4*>(po + int64_t(i) * smd::Const::kHeadDim));
-    sum += w;
-    acc.x += w * v.x;
-    acc.y += w * v.y;
-    acc.z += w * v.z;
-    acc.w += w * v.w;
-  }
-  const float inv = 1.f / (sum + expf(__ldg(p.attn_sink + h) - mx));
-  *reinterpret_cast<uint2*>(dst) =
-      make_uint2(f32x2_to_bf16x2(acc.x * inv, acc.y * inv), f32x2_to_bf16x2(acc.z * inv, acc.w * inv));
-  if (tid == 0) p.lse[qh] = mx + logf(sum);
+  const int h = blockIdx.x, bs = blockIdx.y;
+  const int64_t qh[1] = {int64_t(bs) * p.heads + h};
+  const int hh[1] = {h};
+  smd::merge_rows<1, 8>(p, qh, hh, threadIdx.x);
 }
 
 }  // namespace di

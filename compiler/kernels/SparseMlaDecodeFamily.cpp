@@ -7,7 +7,10 @@
 //   threads        32 * m_tiles * dim_slices; dim_slices 4 (128 head dims per warp) or 8 (64)
 //   keys_per_tile  keys dequantized and consumed per pipeline step (16 or 32)
 //   stages         raw cp.async buffers in flight (1..3)
-//   kv_splits      parts of the key list per query; > 1 adds the merge launch and a workspace
+//   kv_splits      parts of the key list per query; > 1 writes normalized partials to a workspace
+//   merge          with kv_splits > 1: 0 = a second launch merges the partials; 1 = the last CTA
+//                  of each (query, head group) to arrive merges them in the same launch (arrival
+//                  counters in the zeroed workspace); 0 with kv_splits = 1
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -40,14 +43,15 @@ std::string shapeStr(const std::vector<int64_t>& s) {
 }
 
 struct SparseMlaDecodeConfig {
-  int64_t headsPerCta = 0, threads = 0, keysPerTile = 0, stages = 0, kvSplits = 0;
+  int64_t headsPerCta = 0, threads = 0, keysPerTile = 0, stages = 0, kvSplits = 0, merge = 0;
   static constexpr auto fields() {
     using F = ConfigField<SparseMlaDecodeConfig>;
     return std::array{F{"heads_per_cta", &SparseMlaDecodeConfig::headsPerCta},
                       F{"threads", &SparseMlaDecodeConfig::threads},
                       F{"keys_per_tile", &SparseMlaDecodeConfig::keysPerTile},
                       F{"stages", &SparseMlaDecodeConfig::stages},
-                      F{"kv_splits", &SparseMlaDecodeConfig::kvSplits}};
+                      F{"kv_splits", &SparseMlaDecodeConfig::kvSplits},
+                      F{"merge", &SparseMlaDecodeConfig::merge}};
   }
 };
 
@@ -83,6 +87,7 @@ Dims dimsOf(const OpDesc& d) {
 // What a config instantiates.
 struct Geometry {
   int heads = 0, mTiles = 0, dimSlices = 0, threads = 0, keys = 0, stages = 0, splits = 0;
+  bool lastCtaMerge = false;  // merge = 1
   di::SparseMlaDecodeSmem smem{};
   bool dynamicSmem = false;
 };
@@ -97,6 +102,7 @@ Geometry geometryOf(const SparseMlaDecodeConfig& c) {
   g.keys = int(c.keysPerTile);
   g.stages = int(c.stages);
   g.splits = int(c.kvSplits);
+  g.lastCtaMerge = c.merge == 1;
   g.smem = di::sparseMlaDecodeSmem(g.heads, g.dimSlices, g.keys, g.stages);
   g.dynamicSmem = g.smem.total > kStaticSmemCap;
   return g;
@@ -141,6 +147,10 @@ Status checkConfig(const SparseMlaDecodeConfig& c, const OpDesc& d) {
     return Error{fmt::format("{}: config stages={} must be in 1..4", kOp, c.stages)};
   if (c.kvSplits < 1 || c.kvSplits > 1024)
     return Error{fmt::format("{}: config kv_splits={} must be in 1..1024", kOp, c.kvSplits)};
+  if (c.merge != 0 && c.merge != 1)
+    return Error{fmt::format("{}: config merge={} must be 0 (merge launch) or 1 (last CTA merges)", kOp, c.merge)};
+  if (c.merge == 1 && c.kvSplits == 1)
+    return Error{fmt::format("{}: config merge=1 merges split partials; kv_splits=1 has none (use merge=0)", kOp)};
   return {};
 }
 
@@ -235,11 +245,15 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
         for (int keys : {16, 32}) {
           if (slices == 8 && keys == 32) continue;  // > 128 registers: spills under the bound
           for (int stages : {1, 2, 3}) {
-            Config c{heads, threads, keys, stages, 1};
+            Config c{heads, threads, keys, stages, 1, 0};
             if (resources(c, d).smemBytes > t.smemPerCtaCap) continue;
             for (int splits : splitOptions(dm, keys)) {
               c.kvSplits = splits;
-              out.push_back(c);
+              for (int merge : {0, 1}) {
+                if (merge == 1 && splits == 1) continue;
+                c.merge = merge;
+                out.push_back(c);
+              }
             }
           }
         }
@@ -272,7 +286,7 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
       int heads = 16 * s.mTiles;
       if (dm.H % 16 != 0) heads = s.mTiles == 1 ? 8 : 24;
       if (dm.H % heads != 0) continue;
-      Config c{heads, 32 * s.mTiles * s.dimSlices, s.keys, 0, 1};
+      Config c{heads, 32 * s.mTiles * s.dimSlices, s.keys, 0, 1, 0};
       for (int stages : {3, 2, 1}) {
         c.stages = stages;
         if (resources(c, d).smemBytes <= t.smemPerCtaCap) break;
@@ -280,31 +294,38 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
       if (resources(c, d).smemBytes > t.smemPerCtaCap) continue;
       for (int splits : splitOptions(dm, s.keys)) {
         c.kvSplits = splits;
-        const double us = modelTimeUs(dm, s, heads, splits, t);
-        if (best.headsPerCta == 0 || us < bestUs) {
-          best = c;
-          bestUs = us;
+        for (int merge : {0, 1}) {
+          if (merge == 1 && splits == 1) continue;
+          c.merge = merge;
+          const double us = modelTimeUs(dm, s, heads, splits, merge == 1, t);
+          if (best.headsPerCta == 0 || us < bestUs) {
+            best = c;
+            bestUs = us;
+          }
         }
       }
     }
     // No schedule within the cap (a part below 36 KB per CTA): the smallest one, which the
     // target check then refuses with its byte count.
-    if (best.headsPerCta == 0) best = Config{dm.H % 16 == 0 ? 16 : 8, 256, 16, 1, 1};
+    if (best.headsPerCta == 0) best = Config{dm.H % 16 == 0 ? 16 : 8, 256, 16, 1, 1, 0};
     return best;
   }
 
   CudaUnit unit(const Config& c, const OpDesc&, const std::string& baseName) const override {
     const Geometry g = geometryOf(c);
     const bool split = g.splits > 1;
+    const char* mode = !split ? "di::smd::Mode::kDirect"
+                       : g.lastCtaMerge ? "di::smd::Mode::kMergeLastCta"
+                                        : "di::smd::Mode::kMergeLaunch";
     CudaUnit u;
     u.source = fmt::format(
         "#include \"SparseMlaDecode.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::SparseMlaDecodeParams p) "
         "{{ di::sparse_mla_decode_kernel<{}, {}, {}, {}, {}, {}>(p); }}\n",
-        g.threads, minBlocksPerSm(g), baseName, g.heads, g.dimSlices, g.keys, g.stages,
-        split ? "true" : "false", g.dynamicSmem ? "true" : "false");
+        g.threads, minBlocksPerSm(g), baseName, g.heads, g.dimSlices, g.keys, g.stages, mode,
+        g.dynamicSmem ? "true" : "false");
     u.entries.push_back(baseName);
-    if (split) {
+    if (split && !g.lastCtaMerge) {
       u.source += fmt::format(
           "extern \"C\" __global__ void __launch_bounds__({}) {}_merge(const di::SparseMlaDecodeParams p) "
           "{{ di::sparse_mla_decode_merge_kernel(p); }}\n",
@@ -324,7 +345,7 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     main.block = {uint32_t(g.threads), 1, 1};
     main.dynamicSmem = g.dynamicSmem ? uint32_t(g.smem.total) : 0;
     steps.push_back(main);
-    if (g.splits > 1) {
+    if (g.splits > 1 && !g.lastCtaMerge) {
       LaunchStep merge;
       merge.entry = baseName + "_merge";
       merge.grid = {uint32_t(dm.H), uint32_t(dm.B * dm.Sq), 1};
@@ -339,6 +360,14 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     if (g.splits <= 1) return 0;
     const Dims dm = dimsOf(d);
     return partialLseOffset(dm, g.splits) + dm.B * dm.Sq * dm.H * g.splits * 4;
+  }
+
+  // The one-launch merge: one arrival counter per (query, head group) (templates/SparseMlaDecode.cuh).
+  int64_t zeroedWorkspace(const SparseMlaDecodeConfig& c, const OpDesc& d) const override {
+    const Geometry g = geometryOf(c);
+    if (g.splits <= 1 || !g.lastCtaMerge) return 0;
+    const Dims dm = dimsOf(d);
+    return dm.B * dm.Sq * (dm.H / g.heads) * 4;
   }
 
   Result<std::vector<uint8_t>> params(const Config& c, const OpDesc& d, const DeviceAddrMap& addrs) const override {
@@ -388,6 +417,10 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
       if (!(a = need("__workspace"))) return a.error();
       p.partial_o = reinterpret_cast<float*>(*a);
       p.partial_lse = reinterpret_cast<float*>(*a + uint64_t(partialLseOffset(dm, g.splits)));
+      if (g.lastCtaMerge) {
+        if (!(a = need("__zeroed"))) return a.error();
+        p.arrivals = reinterpret_cast<uint32_t*>(*a);
+      }
     }
 
     const int64_t swaBs = d.attrs.getInt("swa_block_size", 0);
@@ -486,18 +519,30 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
       {2, 4, 32, 10.5, 3.75},  // 32 heads, 256 threads, 32-key tiles (> 48 KB)
   };
   static constexpr double kCtaUs = 3.0;
+  // The one-launch merge (merge = 1) drops the merge launch (its launch gap and its own pass over
+  // the partials, kMergeLaunchUs of fixedUs) and adds a tail: the last CTA of each (query, head
+  // group) reads heads x splits partial rows of 2 KB alone, at about one SM's L2 read rate
+  // (kSmL2BytesPerUs), after the fence, the arrival atomic and the dependent lse -> o loads
+  // (kLastCtaLatencyUs). Not yet fitted to measurements (estimates from H100/H200 L2 figures).
+  static constexpr double kMergeLaunchUs = 3.5;
+  static constexpr double kLastCtaLatencyUs = 1.0;
+  static constexpr double kSmL2BytesPerUs = 110e3;
 
   // Modeled time of a schedule with `splits` parts per key list: the busiest SM runs
   // ceil(CTAs / SMs) CTAs one after another (measured: a second resident CTA shares the SM's
   // issue slots rather than hiding latency, e.g. 20 splits of 2 tiles at B = 2 lost to 14 of 3).
   // The costs were measured on 132 SMs; other parts differ in SM count, which is what ranks
   // the splits.
-  static double modelTimeUs(const Dims& dm, const Schedule& s, int heads, int splits, const TargetProfile& t) {
+  static double modelTimeUs(const Dims& dm, const Schedule& s, int heads, int splits, bool lastCtaMerge,
+                            const TargetProfile& t) {
     const int64_t sms = std::max(1, t.smCount);
     const int64_t tiles = std::max<int64_t>(1, ceilDiv(dm.swaK + dm.extraK, s.keys));
     const int64_t ctas = dm.B * dm.Sq * (dm.H / heads) * splits;
     const int64_t rounds = ceilDiv(ctas, sms);
-    return s.fixedUs + double(rounds) * (kCtaUs + s.tileUs * double(ceilDiv(tiles, splits)));
+    double fixed = s.fixedUs;
+    if (lastCtaMerge)
+      fixed += kLastCtaLatencyUs - kMergeLaunchUs + double(heads) * splits * double(kHeadDim * 4) / kSmL2BytesPerUs;
+    return fixed + double(rounds) * (kCtaUs + s.tileUs * double(ceilDiv(tiles, splits)));
   }
   std::vector<ShapeParam> shapeParams() const override {
     return {{"B", 6, "batch"}, {"Sq", 1, "queries per request"}, {"H", 64, "heads"}, {"swa_k", 128, "window keys"},

@@ -26,6 +26,8 @@ struct SparseMlaDecodeParams {
   float* lse;                    // [B*Sq, H], natural log, without the sink
   float* partial_o;              // workspace: [B*Sq*H*splits, 512] fp32, normalized per split
   float* partial_lse;            // workspace: [B*Sq*H*splits] fp32 (-inf for an empty split)
+  uint32_t* arrivals;            // zeroed workspace: [B*Sq, H / heads_per_cta] CTA arrival
+                                 // counters of the one-launch merge (null otherwise)
   int64_t swa_page_bytes;
   int64_t extra_page_bytes;
   int64_t swa_num_slots;         // pages * block size: an index at or above it is ignored

@@ -55,4 +55,28 @@ TEST(SparseMlaDecodeDefaults, LargeBatchesUse32KeyTilesOnlyAbove48Kb) {
     EXPECT_EQ(defaultAt(24, *findTarget(name)).at("keys_per_tile"), 16) << name;
 }
 
+// The two split merges as plans: merge = 0 is the split launch plus a merge launch over a plain
+// workspace; merge = 1 is one launch whose arrival counters (one per query and head group) live
+// in the zeroed workspace, with the same partials workspace.
+TEST(SparseMlaDecodePlans, OneLaunchMergeCountsArrivalsInTheZeroedWorkspace) {
+  auto d = makeOpDesc("sparse_mla_decode", {{"B", 6}, {"Sq", 2}}, {});
+  ASSERT_TRUE(d.ok());
+  KernelConfig c = {{"heads_per_cta", 32}, {"threads", 256}, {"keys_per_tile", 16},
+                    {"stages", 1},         {"kv_splits", 5},  {"merge", 0}};
+  auto launched = emitKernel(*d, c);
+  ASSERT_TRUE(launched.ok()) << launched.error().message;
+  ASSERT_EQ(launched->plan.size(), 2u);
+  EXPECT_EQ(launched->plan[0].grid[0], 5u);
+  EXPECT_EQ(launched->zeroedBytes, 0);
+  c["merge"] = 1;
+  auto one = emitKernel(*d, c);
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  ASSERT_EQ(one->plan.size(), 1u);
+  EXPECT_EQ(one->plan[0].grid[0], 5u);
+  EXPECT_EQ(one->zeroedBytes, 6 * 2 * (64 / 32) * 4);
+  EXPECT_EQ(one->workspaceBytes, launched->workspaceBytes);
+  EXPECT_NE(one->unit.source.find("di::smd::Mode::kMergeLastCta"), std::string::npos);
+  EXPECT_NE(launched->unit.source.find("di::smd::Mode::kMergeLaunch"), std::string::npos);
+}
+
 }  // namespace

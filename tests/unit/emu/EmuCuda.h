@@ -1,4 +1,4 @@
-// The CUDA spellings the quantized-GEMM, mHC and topk templates use, mapped onto the host SIMT emulator
+// The CUDA spellings the quantized-GEMM, mHC, topk and sparse_mla_decode templates use, mapped onto the host SIMT emulator
 // (SimtEmu.h). Include this before the templates, in tests only.
 #pragma once
 #include "SimtEmu.h"
@@ -27,6 +27,7 @@ struct uint2 {
 };
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline uint2 make_uint2(uint32_t x, uint32_t y) { return {x, y}; }
 inline void __syncthreads() { di_emu::syncthreads(); }
 inline void __syncwarp(unsigned = 0xFFFFFFFFu) { di_emu::syncwarp(); }
 inline int __shfl_up_sync(unsigned, int v, int d) { return int(di_emu::shfl_up(uint32_t(v), d)); }
@@ -39,6 +40,7 @@ inline float __shfl_xor_sync(unsigned, float v, int m) {
 }
 inline unsigned __match_any_sync(unsigned, int key) { return di_emu::match_any(uint32_t(key)); }
 inline unsigned __ballot_sync(unsigned, bool p) { return di_emu::ballot(p); }
+inline bool __any_sync(unsigned, bool p) { return di_emu::ballot(p) != 0u; }
 inline uint32_t __shfl_sync(unsigned, uint32_t v, int src) { return di_emu::shfl_idx(v, src); }
 inline int __shfl_sync(unsigned, int v, int src) { return int(di_emu::shfl_idx(uint32_t(v), src)); }
 inline unsigned __reduce_add_sync(unsigned, unsigned v) { return di_emu::reduce_add(v); }
@@ -62,6 +64,7 @@ inline unsigned atomicAdd(unsigned* a, unsigned v) {
 inline void __threadfence() {}
 inline float __ldcg(const float* p) { return *p; }
 inline float2 __ldcg(const float2* p) { return *p; }
+inline float4 __ldcg(const float4* p) { return *p; }
 inline int __ffs(unsigned x) { return __builtin_ffs(int(x)); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {

@@ -17,6 +17,33 @@ inline void cp_async_commit() { di_emu::cp_async_commit(); }
 template <int N>
 inline void cp_async_wait() { di_emu::cp_async_wait(N); }
 struct alignas(16) U32x4 { uint32_t x, y, z, w; };
+// ldmatrix .x4 (.trans): lanes 8i..8i+7 give the row addresses of matrix i; each lane's own
+// address reaches the others through two 32-bit shuffles (a host pointer is 64 bits).
+inline const uint8_t* ldmatrix_row(const void* own, int srcLane) {
+  const uint64_t a = reinterpret_cast<uint64_t>(own);
+  const uint64_t lo = di_emu::shfl_idx(uint32_t(a), srcLane), hi = di_emu::shfl_idx(uint32_t(a >> 32), srcLane);
+  return reinterpret_cast<const uint8_t*>(lo | (hi << 32));
+}
+// Lane l receives, of each matrix, row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1.
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* smem_row_ptr) {
+  const int l = int(threadIdx.x % 32);
+  for (int i = 0; i < 4; ++i) {
+    const uint8_t* row = ldmatrix_row(smem_row_ptr, 8 * i + l / 4);
+    std::memcpy(&r[i], row + 4 * (l % 4), 4);
+  }
+}
+// Transposed: lane l receives, of each matrix, column l / 4 of rows 2 (l % 4) and 2 (l % 4) + 1.
+inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem_row_ptr) {
+  const int l = int(threadIdx.x % 32);
+  for (int i = 0; i < 4; ++i) {
+    const uint8_t* r0 = ldmatrix_row(smem_row_ptr, 8 * i + 2 * (l % 4));
+    const uint8_t* r1 = ldmatrix_row(smem_row_ptr, 8 * i + 2 * (l % 4) + 1);
+    uint16_t lo, hi;
+    std::memcpy(&lo, r0 + 2 * (l / 4), 2);
+    std::memcpy(&hi, r1 + 2 * (l / 4), 2);
+    r[i] = uint32_t(lo) | (uint32_t(hi) << 16);
+  }
+}
 // Global 16-byte accesses: plain copies on the host (cache hints have no meaning here).
 inline U32x4 ld_global_v4(const void* p) {
   U32x4 v;
