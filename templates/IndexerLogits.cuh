@@ -15,8 +15,10 @@
 //      multiply by 2^120 to fix the exponent bias; values are exact. The tile is stored to shared
 //      memory as 256-byte rows with the 16-byte chunks XOR-swizzled by (row & 7), so both the
 //      decoder's stores and the ldmatrix reads are free of bank conflicts;
-//   3. each warp keeps its query rows as mma A fragments in registers for the whole segment and
-//      streams B fragments with ldmatrix; relu and the head weights are applied to the fp32
+//   3. each warp keeps its query rows (one, two or four m16 tiles) as mma A fragments in
+//      registers for the whole segment and streams B fragments with ldmatrix: a B fragment read
+//      from shared memory feeds 2 * (m16 tiles) mma, so four tiles per warp halve the ldmatrix
+//      traffic per mma of two (at 128 registers of A fragments); relu and the head weights are applied to the fp32
 //      accumulators, the head sum is a reduce-scatter over the 8 row lanes, and one value per
 //      (token, key) goes to shared memory; the key scale and the visibility mask are applied when
 //      the tile's scores are written out with 16-byte stores.
@@ -153,12 +155,15 @@ __device__ __forceinline__ void indexer_logits_kernel(const IndexerLogitsParams&
   static_assert(HPAD == 16 || HPAD == 32 || HPAD == 64, "heads pad to 16, 32 or 64 rows");
   static_assert(MT % WARPS_M == 0, "WARPS_M must divide the CTA's m16 tiles");
   constexpr int W_M = MT / WARPS_M;  // m16 tiles per warp (A fragments stay in registers)
-  static_assert(W_M == 1 || W_M == 2, "a warp holds one or two m16 tiles of queries");
+  static_assert(W_M == 1 || W_M == 2 || W_M == 4, "a warp holds one, two or four m16 tiles");
   static_assert(BLOCK_N % (16 * WARPS_N) == 0, "each warp takes pairs of n8 tiles");
   constexpr int NTW = BLOCK_N / 8 / WARPS_N;                   // n8 tiles per warp
   constexpr int TW = W_M >= MT_TOK ? W_M / MT_TOK : 1;         // tokens per warp
   constexpr int PARTS = W_M >= MT_TOK ? 1 : MT_TOK / W_M;      // warps per token
   constexpr int V = TW * 4;  // per-lane partial sums: token x 2 n8 tiles x 2 columns
+  // The 8 row lanes end up with one value each: at most 8 values (four 16-head tokens per warp
+  // would need 16).
+  static_assert(V <= 8, "a warp covers at most two tokens");
   static_assert((BLOCK_N * 8) % THREADS == 0, "16-byte pieces of a tile must split evenly");
   constexpr int LOADS = BLOCK_N * 8 / THREADS;
   static_assert(STAGES == 1 || STAGES == 2, "one or two decoded tile buffers");
