@@ -220,6 +220,37 @@ __device__ __forceinline__ void indexer_logits_kernel(const IndexerLogitsParams&
     const int32_t* bt = p.block_table + int64_t(req_ok ? req : 0) * p.max_pages;
 
     if (ntiles > 0) {
+      // ---- tile loader: cp.async of the raw bytes of [s0, s0 + BLOCK_N) and their scales ----
+      // Lane u copies (and later decodes) 16 bytes of key u / 8, so it only ever reads back
+      // its own copies: cp.async.wait_group is the only synchronization the decoder needs.
+      const uint8_t* const k_cache = p.k_cache;
+      auto load_raw = [&](int s0, int slot) {
+#pragma unroll
+        for (int i = 0; i < LOADS; ++i) {
+          const int u = tid + i * THREADS, n = u >> 3, part = u & 7, s = s0 + n;
+          const uint8_t* base = k_cache;
+          bool ok = false;
+          int off = 0;
+          if (s < tile_end) {
+            const int page = __ldg(bt + s / BS);
+            ok = page >= 0 && page < p.num_pages;
+            if (ok) base = k_cache + int64_t(page) * PAGE_BYTES;
+            off = s % BS;
+          }
+          cp_async_key16<KEY_VEC>(&sm.raw[u], base + off * kDim + part * 16, ok);
+          if (part == 0) {
+            cp_async_4(&sm.scale[slot][n], base + BS * kDim + off * 4, ok);
+            sm.bad[slot][n] = ok ? 0 : 1;
+          }
+        }
+        cp_async_commit();
+      };
+
+      // The first tile's bytes are in flight while the query rows are staged (sm.raw, scale[0]
+      // and bad[0] are not touched by the staging; the segment's barrier above ordered the
+      // previous segment's readers).
+      load_raw(c0, 0);
+
       // ---- query rows as A fragments, head weights (zero for padding / other tokens) ----
       // Each warp stages one m16 tile of its rows at a time in its own 4 KB of the key buffer
       // (free until the first tile is decoded): coalesced 16-byte loads of raw q groups, put in
@@ -266,32 +297,6 @@ __device__ __forceinline__ void indexer_logits_kernel(const IndexerLogitsParams&
           }
         }
       }
-
-      // ---- tile loader: cp.async of the raw bytes of [s0, s0 + BLOCK_N) and their scales ----
-      // Lane u copies (and later decodes) 16 bytes of key u / 8, so it only ever reads back
-      // its own copies: cp.async.wait_group is the only synchronization the decoder needs.
-      const uint8_t* const k_cache = p.k_cache;
-      auto load_raw = [&](int s0, int slot) {
-#pragma unroll
-        for (int i = 0; i < LOADS; ++i) {
-          const int u = tid + i * THREADS, n = u >> 3, part = u & 7, s = s0 + n;
-          const uint8_t* base = k_cache;
-          bool ok = false;
-          int off = 0;
-          if (s < tile_end) {
-            const int page = __ldg(bt + s / BS);
-            ok = page >= 0 && page < p.num_pages;
-            if (ok) base = k_cache + int64_t(page) * PAGE_BYTES;
-            off = s % BS;
-          }
-          cp_async_key16<KEY_VEC>(&sm.raw[u], base + off * kDim + part * 16, ok);
-          if (part == 0) {
-            cp_async_4(&sm.scale[slot][n], base + BS * kDim + off * 4, ok);
-            sm.bad[slot][n] = ok ? 0 : 1;
-          }
-        }
-        cp_async_commit();
-      };
 
       // ---- decode the staged bytes to bf16 into keys[stage]; NaN codes poison the scale ----
       auto store_tile = [&](int stage, int slot) {
@@ -414,7 +419,6 @@ __device__ __forceinline__ void indexer_logits_kernel(const IndexerLogitsParams&
       // Tile it's head sums and scales live in ring slot it % 3: slot it+1 is filled (cp.async
       // of scales, decode flags) during iteration it while other threads may still be writing
       // out tile it-1 from its slot, so two slots would race without a second barrier.
-      load_raw(c0, 0);
       __syncthreads();  // every warp has its A fragments: the key buffer is free
       store_tile(0, 0);
       __syncthreads();
