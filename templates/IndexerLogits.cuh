@@ -53,18 +53,26 @@ __device__ __forceinline__ float neg_inf() { return __int_as_float(0xFF800000); 
 
 // relu that keeps NaN (as std::max(NaN, 0.f) does in the reference).
 __device__ __forceinline__ float relu_nan(float x) {
+#ifdef DI_SIMT_EMU
+  return x != x ? x : x > 0.f ? x : 0.f;
+#else
   float r;
   asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(0.f));
   return r;
+#endif
 }
 
 // bf16x2 times 2^120, exact: the e4m3 exponent bias (7) becomes the bf16 one (127). The addend is
 // -0 so a -0 product stays -0. fma.bf16x2 has no flush-to-zero mode: e4m3 subnormals (biased
 // bf16 subnormals here) come out as exact normals.
 __device__ __forceinline__ uint32_t bf16x2_mul_2pow120(uint32_t v) {
+#ifdef DI_SIMT_EMU
+  return di_emu::bf16x2_mul(v, 0x7B807B80u);  // exact products: the -0 addend changes nothing
+#else
   uint32_t r;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x7B807B80u), "r"(0x80008000u));
   return r;
+#endif
 }
 
 // Four e4m3 codes w = [b0 b1 b2 b3] (b0 in the low byte) -> bf16x2 (b0, b2) and (b1, b3), exact.
@@ -85,8 +93,12 @@ __device__ __forceinline__ uint32_t e4m3x4_nan_probe(uint32_t w) {
 
 // 4-byte async copy; `valid == false` zero-fills the destination.
 __device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src, bool valid) {
+#ifdef DI_SIMT_EMU
+  di_emu::cp_async(smem_dst, gmem_src, 4, valid ? 4 : 0);
+#else
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem_dst)),
                "l"(gmem_src), "r"(valid ? 4 : 0));
+#endif
 }
 
 // 16 raw key bytes to shared memory; key rows are 16-byte aligned when BS % 4 == 0 (page bytes
