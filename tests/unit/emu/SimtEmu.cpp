@@ -281,6 +281,20 @@ void cp_async_wait(int pendingGroups) {
   }
 }
 
+void ldmatrix_x4(uint32_t (&r)[4], const void* rowPtr) {
+  const uint64_t a = reinterpret_cast<uint64_t>(rowPtr);
+  const uint32_t in[2] = {uint32_t(a), uint32_t(a >> 32)};
+  const int l = lane();
+  exchange(in, 2, [&](const uint32_t (*s)[8]) {
+    for (int j = 0; j < 4; ++j) {
+      const int src = 8 * j + l / 4;
+      const uint64_t p = uint64_t(s[src][0]) | (uint64_t(s[src][1]) << 32);
+      std::memcpy(&r[j], reinterpret_cast<const uint8_t*>(p) + 4 * (l % 4), 4);
+    }
+    return 0;
+  });
+}
+
 uint32_t bf16x2_mul(uint32_t v, uint32_t f) {
   const uint32_t lo = doubleToBf16(double(bf16f(v)) * double(bf16f(f)));
   const uint32_t hi = doubleToBf16(double(bf16f(v >> 16)) * double(bf16f(f >> 16)));

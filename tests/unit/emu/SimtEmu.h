@@ -46,6 +46,10 @@ uint32_t reduce_add(uint32_t v);  // __reduce_add_sync: the sum over the warp (m
 // D = A * B + C for one m16n8k16 bf16 tile, fragments as the PTX ISA lays them out.
 void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4]);
 
+// ldmatrix.sync.aligned.m8n8.x4.b16: lane l gets, from matrix j, the 4 bytes at 4 * (l % 4) of
+// the 16-byte row that lane 8 * j + l / 4 points to.
+void ldmatrix_x4(uint32_t (&r)[4], const void* rowPtr);
+
 // cp.async: `srcBytes` of `cpBytes` copied (the rest zero-filled) when the thread waits for the
 // group it is committed in.
 void cp_async(void* dst, const void* src, int cpBytes, int srcBytes);
