@@ -15,8 +15,10 @@
 //      multiply by 2^120 to fix the exponent bias; values are exact. The tile is stored to shared
 //      memory as 256-byte rows with the 16-byte chunks XOR-swizzled by (row & 7), so both the
 //      decoder's stores and the ldmatrix reads are free of bank conflicts;
-//   3. each warp keeps its query rows as mma A fragments in registers for the whole segment and
-//      streams B fragments with ldmatrix; relu and the head weights are applied to the fp32
+//   3. each warp keeps its query rows (one, two or four m16 tiles) as mma A fragments in
+//      registers for the whole segment and streams B fragments with ldmatrix: a B fragment read
+//      from shared memory feeds 2 * (m16 tiles) mma, so four tiles per warp halve the ldmatrix
+//      traffic per mma of two (at 128 registers of A fragments); relu and the head weights are applied to the fp32
 //      accumulators, the head sum is a reduce-scatter over the 8 row lanes, and one value per
 //      (token, key) goes to shared memory; the key scale and the visibility mask are applied when
 //      the tile's scores are written out with 16-byte stores.
@@ -51,18 +53,26 @@ __device__ __forceinline__ float neg_inf() { return __int_as_float(0xFF800000); 
 
 // relu that keeps NaN (as std::max(NaN, 0.f) does in the reference).
 __device__ __forceinline__ float relu_nan(float x) {
+#ifdef DI_SIMT_EMU
+  return x != x ? x : x > 0.f ? x : 0.f;
+#else
   float r;
   asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(0.f));
   return r;
+#endif
 }
 
 // bf16x2 times 2^120, exact: the e4m3 exponent bias (7) becomes the bf16 one (127). The addend is
 // -0 so a -0 product stays -0. fma.bf16x2 has no flush-to-zero mode: e4m3 subnormals (biased
 // bf16 subnormals here) come out as exact normals.
 __device__ __forceinline__ uint32_t bf16x2_mul_2pow120(uint32_t v) {
+#ifdef DI_SIMT_EMU
+  return di_emu::bf16x2_mul(v, 0x7B807B80u);  // exact products: the -0 addend changes nothing
+#else
   uint32_t r;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x7B807B80u), "r"(0x80008000u));
   return r;
+#endif
 }
 
 // Four e4m3 codes w = [b0 b1 b2 b3] (b0 in the low byte) -> bf16x2 (b0, b2) and (b1, b3), exact.
@@ -83,8 +93,12 @@ __device__ __forceinline__ uint32_t e4m3x4_nan_probe(uint32_t w) {
 
 // 4-byte async copy; `valid == false` zero-fills the destination.
 __device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src, bool valid) {
+#ifdef DI_SIMT_EMU
+  di_emu::cp_async(smem_dst, gmem_src, 4, valid ? 4 : 0);
+#else
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem_dst)),
                "l"(gmem_src), "r"(valid ? 4 : 0));
+#endif
 }
 
 // 16 raw key bytes to shared memory; key rows are 16-byte aligned when BS % 4 == 0 (page bytes
@@ -153,12 +167,15 @@ __device__ __forceinline__ void indexer_logits_kernel(const IndexerLogitsParams&
   static_assert(HPAD == 16 || HPAD == 32 || HPAD == 64, "heads pad to 16, 32 or 64 rows");
   static_assert(MT % WARPS_M == 0, "WARPS_M must divide the CTA's m16 tiles");
   constexpr int W_M = MT / WARPS_M;  // m16 tiles per warp (A fragments stay in registers)
-  static_assert(W_M == 1 || W_M == 2, "a warp holds one or two m16 tiles of queries");
+  static_assert(W_M == 1 || W_M == 2 || W_M == 4, "a warp holds one, two or four m16 tiles");
   static_assert(BLOCK_N % (16 * WARPS_N) == 0, "each warp takes pairs of n8 tiles");
   constexpr int NTW = BLOCK_N / 8 / WARPS_N;                   // n8 tiles per warp
   constexpr int TW = W_M >= MT_TOK ? W_M / MT_TOK : 1;         // tokens per warp
   constexpr int PARTS = W_M >= MT_TOK ? 1 : MT_TOK / W_M;      // warps per token
   constexpr int V = TW * 4;  // per-lane partial sums: token x 2 n8 tiles x 2 columns
+  // The 8 row lanes end up with one value each: at most 8 values (four 16-head tokens per warp
+  // would need 16).
+  static_assert(V <= 8, "a warp covers at most two tokens");
   static_assert((BLOCK_N * 8) % THREADS == 0, "16-byte pieces of a tile must split evenly");
   constexpr int LOADS = BLOCK_N * 8 / THREADS;
   static_assert(STAGES == 1 || STAGES == 2, "one or two decoded tile buffers");
@@ -215,6 +232,37 @@ __device__ __forceinline__ void indexer_logits_kernel(const IndexerLogitsParams&
     const int32_t* bt = p.block_table + int64_t(req_ok ? req : 0) * p.max_pages;
 
     if (ntiles > 0) {
+      // ---- tile loader: cp.async of the raw bytes of [s0, s0 + BLOCK_N) and their scales ----
+      // Lane u copies (and later decodes) 16 bytes of key u / 8, so it only ever reads back
+      // its own copies: cp.async.wait_group is the only synchronization the decoder needs.
+      const uint8_t* const k_cache = p.k_cache;
+      auto load_raw = [&](int s0, int slot) {
+#pragma unroll
+        for (int i = 0; i < LOADS; ++i) {
+          const int u = tid + i * THREADS, n = u >> 3, part = u & 7, s = s0 + n;
+          const uint8_t* base = k_cache;
+          bool ok = false;
+          int off = 0;
+          if (s < tile_end) {
+            const int page = __ldg(bt + s / BS);
+            ok = page >= 0 && page < p.num_pages;
+            if (ok) base = k_cache + int64_t(page) * PAGE_BYTES;
+            off = s % BS;
+          }
+          cp_async_key16<KEY_VEC>(&sm.raw[u], base + off * kDim + part * 16, ok);
+          if (part == 0) {
+            cp_async_4(&sm.scale[slot][n], base + BS * kDim + off * 4, ok);
+            sm.bad[slot][n] = ok ? 0 : 1;
+          }
+        }
+        cp_async_commit();
+      };
+
+      // The first tile's bytes are in flight while the query rows are staged (sm.raw, scale[0]
+      // and bad[0] are not touched by the staging; the segment's barrier above ordered the
+      // previous segment's readers).
+      load_raw(c0, 0);
+
       // ---- query rows as A fragments, head weights (zero for padding / other tokens) ----
       // Each warp stages one m16 tile of its rows at a time in its own 4 KB of the key buffer
       // (free until the first tile is decoded): coalesced 16-byte loads of raw q groups, put in
@@ -261,32 +309,6 @@ __device__ __forceinline__ void indexer_logits_kernel(const IndexerLogitsParams&
           }
         }
       }
-
-      // ---- tile loader: cp.async of the raw bytes of [s0, s0 + BLOCK_N) and their scales ----
-      // Lane u copies (and later decodes) 16 bytes of key u / 8, so it only ever reads back
-      // its own copies: cp.async.wait_group is the only synchronization the decoder needs.
-      const uint8_t* const k_cache = p.k_cache;
-      auto load_raw = [&](int s0, int slot) {
-#pragma unroll
-        for (int i = 0; i < LOADS; ++i) {
-          const int u = tid + i * THREADS, n = u >> 3, part = u & 7, s = s0 + n;
-          const uint8_t* base = k_cache;
-          bool ok = false;
-          int off = 0;
-          if (s < tile_end) {
-            const int page = __ldg(bt + s / BS);
-            ok = page >= 0 && page < p.num_pages;
-            if (ok) base = k_cache + int64_t(page) * PAGE_BYTES;
-            off = s % BS;
-          }
-          cp_async_key16<KEY_VEC>(&sm.raw[u], base + off * kDim + part * 16, ok);
-          if (part == 0) {
-            cp_async_4(&sm.scale[slot][n], base + BS * kDim + off * 4, ok);
-            sm.bad[slot][n] = ok ? 0 : 1;
-          }
-        }
-        cp_async_commit();
-      };
 
       // ---- decode the staged bytes to bf16 into keys[stage]; NaN codes poison the scale ----
       auto store_tile = [&](int stage, int slot) {
@@ -409,7 +431,6 @@ __device__ __forceinline__ void indexer_logits_kernel(const IndexerLogitsParams&
       // Tile it's head sums and scales live in ring slot it % 3: slot it+1 is filled (cp.async
       // of scales, decode flags) during iteration it while other threads may still be writing
       // out tile it-1 from its slot, so two slots would race without a second barrier.
-      load_raw(c0, 0);
       __syncthreads();  // every warp has its A fragments: the key buffer is free
       store_tile(0, 0);
       __syncthreads();

@@ -18,7 +18,7 @@
 //      indices with a CTA prefix sum of (greater, equal) counts, which also sorts them.
 //
 // Rows of at most pool_keys = threads x (4..32) items may instead use the bisection select
-// (radix_bits = 1, select_topk_bisect): the row in registers, the threshold found one key bit
+// (radix_bits = 1, select_topk_bisect): the row in registers, the threshold found two key bits
 // at a time by CTA-wide counts (the last steps over a short shared list of the keys still in
 // play), no histogram, atomics or shared pool; the same collect.
 //
@@ -38,11 +38,13 @@ namespace topk {
 
 enum Step : int { kDirect = 0, kSplitChunk = 1, kSplitMerge = 2 };
 
+// Selects, no branches: a branch on a loaded value ends the run of independent loads before it.
 __device__ __forceinline__ uint32_t order_key(float f) {
   uint32_t u = __float_as_uint(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 1u;  // NaN: the smallest real key
-  if (u == 0x80000000u) u = 0u;                    // -0 ties with +0
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;  // NaN: the smallest real key
+  u = u == 0x80000000u ? 0u : u;                     // -0 ties with +0
+  const uint32_t key = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return nan ? 1u : key;
 }
 
 template <int BINS, int POOL>
@@ -96,6 +98,17 @@ struct RowSource {
     } else {
 #pragma unroll
       for (int j = 0; j < 4; ++j) kv[j] = i + j < n ? order_key(__ldg(row + i + j)) : 0u;
+    }
+  }
+  // The raw bits of items i..i+3 (0 at or past n), not yet keys: the caller issues every load
+  // of its row before converting any, so they are in flight together.
+  __device__ __forceinline__ void load4_bits(int i, int n, uint32_t (&b)[4]) const {
+    if (vec && i + 3 < n) {
+      const U32x4 v = ld_global_nc_v4(row + i);
+      b[0] = v.x; b[1] = v.y; b[2] = v.z; b[3] = v.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = i + j < n ? __float_as_uint(__ldg(row + i + j)) : 0u;
     }
   }
   __device__ __forceinline__ int32_t index(int i) const { return base + i; }
@@ -295,11 +308,14 @@ __device__ __forceinline__ void select_topk(const Source& src, int n, int k,
 
 // Bisection select (radix_bits = 1), for rows of at most THREADS * KPT items held in registers:
 // thread tid owns items q * THREADS * 4 + 4 * tid + j (q < KPT / 4, j < 4), the collect tiles'
-// layout. The threshold is the largest key t with count(key >= t) >= k, found one bit at a time
-// from the top: each step counts the keys >= a candidate (per thread, then __reduce_add_sync per
-// warp, one barrier, then the warp totals), so the row is read from memory once and no step
-// uses atomics or a histogram. A step whose count is exactly k ends the search: the keys >= that
-// candidate are the selection.
+// layout. The threshold is the largest key t with count(key >= t) >= k, found two bits at a time
+// from the top: each step counts the keys >= each of the three candidates thr | x << sh
+// (x = 1..3; per thread, then __reduce_add_sync per warp, one barrier, then the warp totals) and
+// keeps the largest candidate whose count is >= k, which is what two one-bit steps would keep,
+// at half the barriers (16 steps: the chain of dependent barriers and reductions is what a
+// step costs). The row is read from memory once (every load issued before any is used) and no
+// step uses atomics or a histogram. A step whose kept count is exactly k ends the search: the
+// keys >= that candidate are the selection.
 //
 // The keys that can still move the count lie in [lo, hi): lo the last accepted candidate (1
 // before any), hi the last rejected one (2^32 before any); their number is known from those two
@@ -310,26 +326,42 @@ template <int THREADS, int KPT, class Emit>
 __device__ __forceinline__ void select_topk_bisect(const RowSource& src, int n, int k, Emit emit) {
   static_assert(THREADS % 32 == 0 && THREADS <= 1024, "threads");
   static_assert(KPT % 4 == 0 && KPT >= 4, "whole tiles of 4 items per thread");
+  // Two counts share a word as 16-bit fields (a count is at most the row's THREADS * KPT items).
+  static_assert(THREADS * KPT < 65536, "counts fit 16 bits");
   constexpr int NT = KPT / 4, TILE = THREADS * 4, NW = THREADS / 32, LIVE_CAP = 2 * THREADS;
-  __shared__ uint32_t s_cnt[2][32];   // warp counts of a step, two buffers used alternately
+  __shared__ uint32_t s_cnt[2][2][32];  // warp counts of a step (two words), two buffers used alternately
   __shared__ uint32_t s_scan[2][32];  // block_exclusive_scan's buffers (compaction, collect)
   __shared__ uint32_t s_live[LIVE_CAP];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
   uint32_t key[NT][4];  // items at or past n are key 0, below every real key (>= 1)
 #pragma unroll
-  for (int q = 0; q < NT; ++q) src.load4(q * TILE + 4 * tid, n, key[q]);
+  for (int q = 0; q < NT; ++q) src.load4_bits(q * TILE + 4 * tid, n, key[q]);
+#pragma unroll
+  for (int q = 0; q < NT; ++q)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      key[q][j] = q * TILE + 4 * tid + j < n ? order_key(__uint_as_float(key[q][j])) : 0u;
 
   int par = 0, sp = 0;
-  // The CTA-wide sum of one value per thread; uniform. Buffer par is rewritten two calls later,
-  // after every thread has passed the next call's barrier, so its reads here are done by then.
-  auto cta_sum = [&](uint32_t v) {
-    const uint32_t w = __reduce_add_sync(0xFFFFFFFFu, v);
-    if (lane == 0) s_cnt[par][warp] = w;
+  // The CTA-wide sums of two values per thread; uniform. Buffer par is rewritten two calls
+  // later, after every thread has passed the next call's barrier, so its reads here are done.
+  auto cta_sum2 = [&](uint32_t v0, uint32_t v1, uint32_t& t0, uint32_t& t1) {
+    const uint32_t w0 = __reduce_add_sync(0xFFFFFFFFu, v0);
+    const uint32_t w1 = __reduce_add_sync(0xFFFFFFFFu, v1);
+    if (lane == 0) {
+      s_cnt[par][0][warp] = w0;
+      s_cnt[par][1][warp] = w1;
+    }
     __syncthreads();
-    const uint32_t total = __reduce_add_sync(0xFFFFFFFFu, lane < NW ? s_cnt[par][lane] : 0u);
+    t0 = __reduce_add_sync(0xFFFFFFFFu, lane < NW ? s_cnt[par][0][lane] : 0u);
+    t1 = __reduce_add_sync(0xFFFFFFFFu, lane < NW ? s_cnt[par][1][lane] : 0u);
     par ^= 1;
-    return total;
+  };
+  auto cta_sum = [&](uint32_t v) {
+    uint32_t t0, t1;
+    cta_sum2(v, 0u, t0, t1);
+    return t0;
   };
   bool compact = false;      // uniform: the steps count over s_live
   uint32_t live_n = 0u, above = 0u;  // after compaction: keys in s_live, keys >= hi then
@@ -347,6 +379,29 @@ __device__ __forceinline__ void select_topk_bisect(const RowSource& src, int n, 
     }
     return cta_sum(c + c1);
   };
+  // Counts of the keys >= base | x << sh for x = 1, 2, 3 (n1 >= n2 >= n3).
+  auto count_ge3 = [&](uint32_t base, int sh, uint32_t& n1, uint32_t& n2, uint32_t& n3) {
+    const uint32_t c1 = base | (1u << sh), c2 = base | (2u << sh), c3 = base | (3u << sh);
+    uint32_t p12 = 0u, p3 = 0u;  // n1 | n2 << 16, n3
+    auto tally = [&](uint32_t x) {
+      p12 += (x >= c1 ? 1u : 0u) + (x >= c2 ? 0x10000u : 0u);
+      p3 += x >= c3 ? 1u : 0u;
+    };
+    if (compact) {
+      for (int i = tid; i < int(live_n); i += THREADS) tally(s_live[i]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < NT; ++q)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) tally(key[q][j]);
+    }
+    uint32_t t12, t3;
+    cta_sum2(p12, p3, t12, t3);
+    const uint32_t add = compact ? above : 0u;
+    n1 = (t12 & 0xFFFFu) + add;
+    n2 = (t12 >> 16) + add;
+    n3 = t3 + add;
+  };
 
   uint32_t thr = 0u;
   uint64_t hi = uint64_t(1) << 32;
@@ -354,21 +409,25 @@ __device__ __forceinline__ void select_topk_bisect(const RowSource& src, int n, 
   int need_eq = k;
   bool exact = false;
 #pragma unroll 1
-  for (int b = 31; b >= 0; --b) {
-    const uint32_t cand = thr | (1u << b);
-    const uint32_t c = count_ge(cand);
-    if (c >= uint32_t(k)) {
-      thr = cand;
+  for (int sh = 30; sh >= 0; sh -= 2) {  // bits sh + 1 and sh
+    uint32_t n1, n2, n3;
+    count_ge3(thr, sh, n1, n2, n3);
+    const uint32_t kk = uint32_t(k);
+    const int x = n3 >= kk ? 3 : n2 >= kk ? 2 : n1 >= kk ? 1 : 0;  // the largest kept candidate
+    if (x < 3) {  // candidate x + 1 is rejected
+      hi = uint64_t(thr | (uint32_t(x + 1) << sh));
+      c_hi = x == 0 ? n1 : x == 1 ? n2 : n3;
+    }
+    if (x > 0) {
+      const uint32_t c = x == 1 ? n1 : x == 2 ? n2 : n3;
+      thr |= uint32_t(x) << sh;
       c_lo = c;
-      if (c == uint32_t(k)) {  // exactly k keys >= cand: all of them, ties included
+      if (c == kk) {  // exactly k keys >= thr: all of them, ties included
         exact = true;
         break;
       }
-    } else {
-      hi = cand;
-      c_hi = c;
     }
-    if (!compact && b > 0 && c_lo - c_hi <= uint32_t(LIVE_CAP)) {
+    if (!compact && sh > 0 && c_lo - c_hi <= uint32_t(LIVE_CAP)) {
       // Copy the keys of [lo, hi) to s_live, in any order (only their counts matter).
       const uint32_t lo = thr > 0u ? thr : 1u;
       uint32_t mine = 0u;

@@ -3,8 +3,9 @@
 // Knobs: tokens_per_cta (TPC: tokens of one request sharing every decoded key tile), warps,
 // block_n (positions per tile), stages (1 or 2 decoded tile buffers), positions_per_cta (the
 // positions one CTA covers; the grid is token groups x position chunks). Derived: heads padded to
-// 16/32/64 rows; the CTA's TPC*Hpad/16 m16 tiles go to warps_m warps of one or two tiles each
-// (the query fragments stay in registers), the remaining warps split the tile's keys.
+// 16/32/64 rows; the CTA's TPC*Hpad/16 m16 tiles go to warps_m warps of two, one or (when the
+// warps are too few for that, with 32+ padded heads) four tiles each (the query fragments stay in
+// registers), the remaining warps split the tile's keys.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,7 +26,10 @@ namespace {
 constexpr int64_t kIndexDim = 128;
 constexpr int64_t kKeyBytes = 132;
 constexpr int kSlots = 3;            // per-tile score/scale ring of the template
-constexpr int kRegsPerThread = 128;  // the launch bounds cap every config at this
+// The launch bounds cap a warp of one or two m16 tiles at 128 registers; four tiles hold 128
+// registers of A fragments alone and get the whole 255.
+constexpr int kRegsTwoTiles = 128;
+constexpr int kRegsFourTiles = 256;
 
 struct IndexerLogitsConfig {
   int64_t tokensPerCta = 0, warps = 0, blockN = 0, stages = 0, positionsPerCta = 0;
@@ -45,6 +49,8 @@ struct Geometry {
   int hpad = 0, tpc = 0, warps = 0, warpsM = 0, warpsN = 0, blockN = 0, stages = 0;
   int64_t positionsPerCta = 0;
   int threads() const { return warps * 32; }
+  int mTilesPerWarp() const { return (tpc * hpad / 16) / warpsM; }
+  int regCap() const { return mTilesPerWarp() == 4 ? kRegsFourTiles : kRegsTwoTiles; }
   int parts() const {  // warps sharing one token's head sum
     const int wm = (tpc * hpad / 16) / warpsM, mtTok = hpad / 16;
     return wm >= mtTok ? 1 : mtTok / wm;
@@ -86,10 +92,12 @@ Result<Geometry> geometry(const IndexerLogitsConfig& c, const OpDesc& d) {
     g.warpsM = mt / 2;
   else if (g.warps % mt == 0)
     g.warpsM = mt;
+  else if (g.hpad >= 32 && mt % 4 == 0 && g.warps % (mt / 4) == 0)
+    g.warpsM = mt / 4;  // four tiles: at most two tokens per warp (one head-sum per row lane)
   else
     return Error{
         fmt::format("indexer_logits: {} warps cannot split {} m16 tiles ({} tokens x {} "
-                    "padded heads) into one or two per warp ({})",
+                    "padded heads) into one or two per warp, or four with 32+ padded heads ({})",
                     g.warps, mt, g.tpc, g.hpad, cfg)};
   g.warpsN = g.warps / g.warpsM;
   if (g.blockN % (16 * g.warpsN) != 0)
@@ -207,9 +215,10 @@ class IndexerLogitsFamily final : public TypedKernelFamily<IndexerLogitsConfig> 
     e.smemBytes = g->smemBytes();
     e.threadsPerCta = g->threads();
     // Two m16 tiles of A fragments (64 registers) + accumulators + addressing: ptxas settles at
-    // 118-128 under the launch bounds; one tile needs about 96.
-    const int wm = (g->tpc * g->hpad / 16) / g->warpsM;
-    e.regsPerThread = wm == 2 ? kRegsPerThread : 96;
+    // 118-128 under the launch bounds; one tile needs about 96; four tiles (128 registers of A
+    // fragments, 32 accumulators) about 200-255 of the 255 they are allowed.
+    const int wm = g->mTilesPerWarp();
+    e.regsPerThread = wm == 4 ? kRegsFourTiles - 1 : wm == 2 ? kRegsTwoTiles : 96;
     return e;
   }
 
@@ -217,14 +226,21 @@ class IndexerLogitsFamily final : public TypedKernelFamily<IndexerLogitsConfig> 
   //  - tokens_per_cta: tokens of one request share each decoded key tile, so take as many as
   //    the batch has per request (T / R, a power of two up to 8) while the CTA's query rows stay
   //    within 256 (16 m16 tiles = 8 warps of two tiles; Hi = 64 allows at most 4 tokens).
-  //  - warps: two m16 tiles per warp, and 8 warps when the tiles allow it (4 otherwise).
+  //  - warps: with 16 m16 tiles (8 tokens of 32 heads, 4 of 64), 4 warps of four tiles: each
+  //    ldmatrix'd B fragment then feeds 8 mma instead of 4, which halves the shared-memory reads
+  //    per mma (2 tiles/warp: ~160 B of shared-memory traffic per mma against ~1.5 SM clocks of
+  //    mma.sync, i.e. ~80% of the 128 B/clock; 4 tiles: ~100 B, ~50%), at 2 CTAs (8 warps) per
+  //    SM by registers. Otherwise two m16 tiles per warp, and 8 warps when the tiles allow it (4
+  //    otherwise).
   //  - block_n = 64, two decoded stages: 48,096 bytes at 8 tokens, two CTAs per SM on both
   //    sm_80 (164 KB, 64 warps) and sm_86 (100 KB, 48 warps); if the target's cap is smaller,
   //    one stage (and then 32-position tiles) is used.
-  //  - positions_per_cta: enough position chunks that the grid is about four waves of the
-  //    resident CTAs (SMs x CTAs per SM from registers, warps and shared memory of this
-  //    target), which also evens out causal rows; at least 4 tiles per CTA so the per-CTA query
-  //    staging stays amortized, at most 65535 chunks.
+  //  - positions_per_cta: the tiles per CTA m (at least 4, so the per-CTA query staging stays
+  //    amortized; at most 65535 chunks) that minimize waves x (m + 1): the waves of resident CTAs
+  //    (SMs x CTAs per SM from registers, warps and shared memory of this target) the grid
+  //    needs, times a CTA's time in tiles plus about one tile of query staging and pipeline fill.
+  //    A last wave that is mostly empty costs as much as a full one; the causal rows' shorter
+  //    CTAs are left to the hardware's dynamic CTA scheduling.
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const int64_t T = std::max<int64_t>(1, d.dim("q", 0));
     const int64_t R = std::max<int64_t>(1, d.dim("block_table", 0));
@@ -232,12 +248,13 @@ class IndexerLogitsFamily final : public TypedKernelFamily<IndexerLogitsConfig> 
     int tpc = 1;
     while (tpc < 8 && int64_t(tpc) * 2 <= T / R && tpc * 2 * hpad <= 256) tpc *= 2;
     const int mt = tpc * hpad / 16;
-    const int warps = mt >= 4 ? 8 : 4;
+    const int warps = (mt == 16 && hpad >= 32) ? 4 : mt >= 4 ? 8 : 4;
     Config c{tpc, warps, 64, 2, 1024};
     auto fits = [&](const Config& k) {
       auto g = geometry(k, d);
       return g.ok() && g->smemBytes() <= t.smemPerCtaCap;
     };
+    if (!fits(c) && c.warps == 4 && mt == 16) c.warps = 8;  // two tiles per warp
     if (!fits(c)) c.stages = 1;
     if (!fits(c)) {
       c.blockN = 32;
@@ -256,19 +273,28 @@ class IndexerLogitsFamily final : public TypedKernelFamily<IndexerLogitsConfig> 
     int ctasPerSm = 1;
     if (g.ok()) {
       const int threads = g->threads();
-      const int64_t byRegs = t.facts.regsPerSm / (int64_t(threads) * kRegsPerThread);
+      const int64_t byRegs = t.facts.regsPerSm / (int64_t(threads) * g->regCap());
       const int64_t byWarps = t.facts.maxWarpsPerSm / (threads / 32);
       const int64_t bySmem = t.facts.smemPerSm / std::max<int64_t>(1, g->smemBytes() + 1024);
       ctasPerSm = int(
           std::max<int64_t>(1, std::min({byRegs, byWarps, bySmem, int64_t(t.facts.maxCtasPerSm)})));
     }
     const int64_t groups = ceilDiv(T, c.tokensPerCta);
-    const int64_t wanted = 4LL * std::max(1, t.smCount) * ctasPerSm;
-    const int64_t chunks = std::max<int64_t>(1, ceilDiv(wanted, groups));
-    int64_t ppc = ceilDiv(std::max<int64_t>(nmax, 1), chunks);
-    ppc = std::max<int64_t>(ppc, 4 * bn);
-    ppc = std::max<int64_t>(ppc, ceilDiv(std::max<int64_t>(nmax, 1), 65535));
-    c.positionsPerCta = ceilDiv(ppc, bn) * bn;
+    const int64_t slots = int64_t(std::max(1, t.smCount)) * ctasPerSm;
+    const int64_t tiles = std::max<int64_t>(1, ceilDiv(nmax, bn));
+    const int64_t mMin = std::max<int64_t>(std::min<int64_t>(4, tiles), ceilDiv(tiles, 65535));
+    const int64_t mMax = std::min<int64_t>(tiles, mMin + 65536);
+    int64_t best = mMin;
+    double bestCost = -1;
+    for (int64_t m = mMin; m <= mMax; ++m) {
+      const int64_t waves = ceilDiv(groups * ceilDiv(tiles, m), slots);
+      const double cost = double(waves) * double(m + 1);
+      if (bestCost < 0 || cost < bestCost) {
+        bestCost = cost;
+        best = m;
+      }
+    }
+    c.positionsPerCta = best * bn;
     return c;
   }
 
@@ -276,7 +302,7 @@ class IndexerLogitsFamily final : public TypedKernelFamily<IndexerLogitsConfig> 
     CudaUnit u;
     auto g = geometry(c, d);
     const int bs = int(d.attrs.getInt("block_size", 1));
-    const int minBlocks = std::max(1, 65536 / (g->threads() * kRegsPerThread));
+    const int minBlocks = std::max(1, 65536 / (g->threads() * g->regCap()));
     u.source = fmt::format(
         "#include \"IndexerLogits.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::IndexerLogitsParams "

@@ -166,9 +166,10 @@ class TopkFamily final : public TypedKernelFamily<TopkConfig> {
   ResourceEstimate resources(const Config& c, const OpDesc& d) const override {
     ResourceEstimate e;
     const Geometry g = geometry(c, d).value();  // canImplement accepted it
-    // The bisection select keeps its keys in registers: two pairs of 32-word buffers and the
-    // list of at most 2 x threads keys its last steps count over.
-    e.smemBytes = g.radixBits == 1 ? 2 * 2 * 32 * 4 + 2 * int64_t(g.threads) * 4 : smemBytesFor(g.poolKeys, g.radixBits);
+    // The bisection select keeps its keys in registers: three pairs of 32-word buffers (two
+    // count words per warp, the scans) and the list of at most 2 x threads keys its last steps
+    // count over.
+    e.smemBytes = g.radixBits == 1 ? 3 * 2 * 32 * 4 + 2 * int64_t(g.threads) * 4 : smemBytesFor(g.poolKeys, g.radixBits);
     e.threadsPerCta = g.threads;
     // ptxas: 34-40 on sm_80/86/90 for the radix plans; the bisection takes 32 + its keys per
     // thread (40 / 48 / 63-64 at 8 / 16 / 32 keys).

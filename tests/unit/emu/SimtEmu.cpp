@@ -262,23 +262,33 @@ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2
   for (int i = 0; i < 4; ++i) d[i] = out[i];
 }
 
-void ldmatrix(uint32_t* r, int count, const void* rowAddr) {
+void ldmatrix(uint32_t* r, int count, const void* rowAddr, bool trans) {
   const uint64_t a = reinterpret_cast<uint64_t>(rowAddr);
   const uint32_t in[2] = {uint32_t(a), uint32_t(a >> 32)};
   const int l = lane();
   uint32_t out[4] = {};
   exchange(in, 2, [&](const uint32_t (*s)[8]) {
-    for (int i = 0; i < count; ++i) {
-      const int src = i * 8 + l / 4;
+    // Row `src` of the exchange, checked: a fiber cannot throw across its context switch, so a bad
+    // address ends the test run.
+    auto rowOf = [&](int src) {
       const uint64_t row = uint64_t(s[src][0]) | (uint64_t(s[src][1]) << 32);
-      // A fiber cannot throw across its context switch: a bad address ends the test run.
       const uint64_t base = reinterpret_cast<uint64_t>(g->smem.data());
       if (row % 16 != 0 || row < base || row + 16 > base + (g->smem.size() - kCanaryBytes)) {
         std::fprintf(stderr, "emulator: ldmatrix row address %#llx is not a 16-byte row of the dynamic shared memory\n",
                      static_cast<unsigned long long>(row));
         std::abort();
       }
-      std::memcpy(&out[i], reinterpret_cast<const uint8_t*>(row) + 4 * (l % 4), 4);
+      return reinterpret_cast<const uint8_t*>(row);
+    };
+    for (int i = 0; i < count; ++i) {
+      if (!trans) {
+        std::memcpy(&out[i], rowOf(i * 8 + l / 4) + 4 * (l % 4), 4);
+        continue;
+      }
+      uint16_t lo, hi;
+      std::memcpy(&lo, rowOf(i * 8 + 2 * (l % 4)) + 2 * (l / 4), 2);
+      std::memcpy(&hi, rowOf(i * 8 + 2 * (l % 4) + 1) + 2 * (l / 4), 2);
+      out[i] = uint32_t(lo) | (uint32_t(hi) << 16);
     }
     return 0;
   });

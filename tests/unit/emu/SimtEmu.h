@@ -46,10 +46,11 @@ uint32_t reduce_add(uint32_t v);  // __reduce_add_sync: the sum over the warp (m
 // D = A * B + C for one m16n8k16 bf16 tile, fragments as the PTX ISA lays them out.
 void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], const float (&c)[4]);
 
-// ldmatrix.sync.aligned.m8n8.x{count}.shared.b16: every lane passes a row address (lanes 8i..8i+7:
-// rows 0..7 of matrix i; lanes past 8 * count are ignored); lane l receives, from each matrix i,
-// the 32-bit word l % 4 of row l / 4 in r[i]. Shared memory is read once all lanes have arrived.
-void ldmatrix(uint32_t* r, int count, const void* rowAddr);
+// ldmatrix.sync.aligned.m8n8.x{count}[.trans].shared.b16: every lane passes a row address (lanes
+// 8i..8i+7: rows 0..7 of matrix i; lanes past 8 * count are ignored). Plain: lane l receives, from
+// each matrix i, the 32-bit word l % 4 of row l / 4 in r[i]. Transposed: the 16-bit column l / 4
+// of rows 2 (l % 4) and 2 (l % 4) + 1 (low, high). Shared memory is read once all lanes have arrived.
+void ldmatrix(uint32_t* r, int count, const void* rowAddr, bool trans = false);
 
 // cp.async: `srcBytes` of `cpBytes` copied (the rest zero-filled) when the thread waits for the
 // group it is committed in.
