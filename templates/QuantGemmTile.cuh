@@ -17,16 +17,18 @@
 // rows laid out like A's, and every warp reads both operands with ldmatrix (decode_stage,
 // prefill_mma, prefill_pipeline below).
 //
-// Fragments (decode tiles, BM <= 16). Per k32 block a thread reads its 8 weights of row g (columns 8t..8t+7: one 4-byte
-// word of e2m1, two of e4m3) and decodes them into the B registers of two m16n8k16 steps in the
+// Fragments (decode tiles, BM <= 16). Per k32 block a thread reads its 8 weights of row g
+// (columns 8t..8t+7: one 4-byte word of e2m1, two of e4m3) and decodes them into the B
+// registers of two m16n8k16 steps in the
 // order QuantWeights.cuh documents; it reads the same 8 columns of rows g and g+8 of A as one
 // 16-byte load each and permutes them to match (K order inside a block is free as long as A and
 // B agree). The scale of the block is folded into the decode's one bf16x2 multiply. Decode tiles
 // whose warps take whole quads of k32 blocks use block order instead (compute_stage_blocks: a
 // thread multiplies a whole k32 block of one row per quad).
 //
-// Shared memory bank conflicts (decode tiles; prefill tiles: T::a_chunk): A rows are 16-byte chunks XOR-swizzled by (row & 1) (block order:
-// by the row's parity and the block's) so the 16-byte loads of rows g = 0, 1 of a quarter warp
+// Shared memory bank conflicts (decode tiles; prefill tiles: T::a_chunk): A rows are 16-byte
+// chunks XOR-swizzled by (row & 1) (block order: by the row's parity and the block's) so the
+// 16-byte loads of rows g = 0, 1 of a quarter warp
 // hit distinct banks; W rows swizzle their k32 blocks
 // (e2m1: 16 bytes, e4m3: 32 bytes) by the row so the 8 rows of an n8 tile read distinct banks.
 #pragma once
@@ -86,7 +88,7 @@ struct Tile {
   static constexpr int kMatBytes = kWBytes + kSBytes;
   static constexpr int kStageBytes = kABytes + kMats * kMatBytes;
   // Prefill tiles (BM > 16) decode each stage's weights once into bf16 rows laid out like A's
-  // (kMats * BN rows of BK columns), double-buffered after the raw stages (prefill_mainloop).
+  // (kMats * BN rows of BK columns), double-buffered after the raw stages (prefill_pipeline).
   static constexpr bool kPrefill = BM > 16;
   static constexpr int kDecBytes = kPrefill ? kMats * BN * kARow : 0;
   static constexpr int kPipeBytes = STAGES * kStageBytes + 2 * kDecBytes;
