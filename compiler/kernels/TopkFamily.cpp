@@ -191,8 +191,9 @@ class TopkFamily final : public TypedKernelFamily<TopkConfig> {
   //    keys per thread of 256 / 512 / 1024 threads (N <= 16384): T=1536 N=8192 was 112 us on an
   //    H200 with the radix plan (3 passes of warp-aggregated shared atomics per row, match.any
   //    per 32 keys, 4 CTAs per SM by shared memory); bisection reads the row once into
-  //    registers and takes <= 33 CTA-wide counts, one barrier each: of 16 compares per thread
-  //    until the keys that can still move the count are <= 2 x threads, then over that list.
+  //    registers and takes <= 17 CTA-wide counts (two key bits each), one barrier each: of 48
+  //    compares per thread until the keys that can still move the count are <= 2 x threads,
+  //    then over that list.
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const int bits = 11;
     const int64_t pool = poolFor(t.smemPerCtaCap, bits);
