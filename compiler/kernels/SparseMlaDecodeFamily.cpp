@@ -273,8 +273,8 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     return r;
   }
 
-  // Heuristic (the tuner's timings override it): the schedule of kSchedules and the split count
-  // with the least modeled time (modelTimeUs), each schedule with the most cp.async stages (<= 3)
+  // Heuristic (the tuner's timings override it): the schedule of kSchedules, the split count and
+  // the merge (launch or last CTA) with the least modeled time (modelTimeUs), each schedule with the most cp.async stages (<= 3)
   // that fit the target's per-CTA cap (48 KB static on sm_80/sm_86; sm_89/sm_90 may use dynamic
   // shared memory, which 32-key tiles need).
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
