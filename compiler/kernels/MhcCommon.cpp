@@ -236,34 +236,6 @@ std::string streamEntry(Mode mode, const StreamGeometry& g, const std::string& n
       g.mma ? "true" : "false");
 }
 
-double predictDecodeUs(Mode mode, int64_t T, int64_t C, int threads, int64_t slices, int64_t chunksPerSlice,
-                       bool oneLaunch) {
-  constexpr double kLaunch = 2.5, kSecondLaunch = 3.6, kPerChunk = 1.8, kTrip = 0.25, kArrive = 0.5,
-                   kFinalize = 2.0, kChain = 0.8;
-  const double stream = mode == Mode::Pre ? 4.4 : mode == Mode::Fused ? 5.4 : 1.75;
-  auto trips = [](double items, double perTrip) { return std::ceil(items / std::max(1.0, perTrip)); };
-  double us = kLaunch + stream + kPerChunk * double(chunksPerSlice - 1);
-  const int64_t tile = std::min<int64_t>(T, 16 * (threads / 32));
-  if (!oneLaunch) {
-    // The finalize (one CTA per token) or sqrsum launch: 8 loads x 32 slots per trip.
-    if (hasMix(mode)) return us + kSecondLaunch + kFinalize + kTrip * trips(double(slices), 32.0 * 8);
-    return slices > 1 ? us + kSecondLaunch + kTrip * trips(double(slices), 32.0 * 8) : us;
-  }
-  us += kArrive;
-  if (!hasMix(mode)) {
-    const double slots = std::max<int64_t>(1, threads / tile);
-    return us + kTrip * trips(double(slices), slots * 8);
-  }
-  // Records: 7 pieces per (token, slice) over the CTA's rows of 8 threads, 8 loads each in flight;
-  // then the Sinkhorn chains (warp 0) beside the norm (the other warps, 8 vector pairs each in
-  // flight).
-  const double rows = threads / 8, slotsPerToken = std::max(1.0, std::floor(rows / double(tile)));
-  const double reduce = kTrip * trips(double(slices), slotsPerToken * 8) * std::ceil(double(tile) / rows);
-  const double normThreads = threads > 32 ? threads - 32 : threads;
-  const double norm = kTrip * trips(double(tile) * double(C / 8), normThreads * 8);
-  return us + reduce + (threads > 32 ? std::max(norm, kChain) : norm + kChain);
-}
-
 Result<uint64_t> requireAddr(const DeviceAddrMap& a, const std::string& name, const std::string& op,
                              uint64_t align) {
   auto it = a.find(name);

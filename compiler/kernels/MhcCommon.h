@@ -125,17 +125,6 @@ constexpr int64_t kOneLaunchMaxT = 64;
 // Arrival counters of a one-launch plan: one uint32 per token tile, rounded up to 16 bytes.
 inline int64_t arrivalBytes(const StreamGeometry& g) { return (g.tiles * 4 + 15) / 16 * 16; }
 
-// The decode-size cost model (µs, H200-class part) that picks between the two-launch and the
-// one-launch plans. Fitted to bench --quick rows of the two-launch plans at 567bc99 (T = 6, C =
-// 5120: mhc_pre 11.4, mhc_fused_post_pre 12.5, mhc_post 7.0): the first launch and its ramp 2.5;
-// the stream pass 4.4 (pre) / 5.4 (fused) / 1.75 (post) for one 32-column chunk per CTA plus
-// ~1.8 per further chunk (tune rows at ab938db: each chunk's residual loads are a DRAM round
-// trip); the two-launch finalize 2.0 after its launch. A second launch counts 3.6: the gap
-// between dependent nodes of the decode-step graph (0.9 ms over 251 nodes, profile of 567bc99),
-// which the bench's back-to-back launches show as ~2.5. One launch: the arrival 0.5, then L2
-// round trips of 0.25 for the last CTA's batched loads and the Sinkhorn chain 0.8 beside the norm.
-double predictDecodeUs(Mode mode, int64_t T, int64_t C, int threads, int64_t slices, int64_t chunksPerSlice,
-                       bool oneLaunch);
 constexpr int64_t kFinalizeSmemBytes = (kFinalizeThreads / 8 + 1) * di::kMhcRecord * 4;
 
 // CTAs of `threads` x `regs` with `smem` bytes that one SM of `t` holds at once.

@@ -138,12 +138,11 @@ ResourceEstimate MhcMixFamily::resources(const Config& c, const OpDesc& d) const
 //    spreads the fn read (1.9 MB at C = 5120) over up to C/32 CTAs; large T keeps the slices
 //    few so the partial records stay small. The static shared memory (<= 38 KB) always fits
 //    the 48 KB cap.
-//  - one_launch: up to T = 64 the decode cost model (predictDecodeUs) compares this two-launch
-//    config with the one-launch candidates (oneLaunchWarps, same slice rule) and takes the
-//    cheapest: at C = 5120 one launch on 8 warps and 160 slices wins up to T = 16 (mhc_pre T = 6:
-//    ~9.2 us in the bench against 11.4 measured for two launches: no second launch; the last CTA
-//    reduces 160 records per token in 4 L2 round trips and normalizes the 6 rows beside the
-//    Sinkhorn chains). At T = 64 the one CTA finalizing 64 tokens loses to the per-token finalize.
+//  - one_launch: 0. The one-launch plans (the last CTA of a token tile reduces the slices and
+//    finalizes) are candidates up to T = 64, not defaults: measured on the H200 (11f5c23) they
+//    lost in every decode bucket, e.g. mhc_pre T = 6 19.6 us against 11.3 for two launches and
+//    T = 16 36.4 against 11.8: one CTA reducing 160 slice records per token is a serial chain
+//    that costs more than the second launch it saves.
 MhcMixFamily::Config MhcMixFamily::defaultFor(const OpDesc& d, const TargetProfile& t) const {
   auto dims = residualDims(d, residualName());
   if (!dims) return {128, 1, 1, 0};
@@ -159,18 +158,7 @@ MhcMixFamily::Config MhcMixFamily::defaultFor(const OpDesc& d, const TargetProfi
     return slices;
   };
   const int warps = defaultWarps(dims->T);
-  Config best{32 * warps, slicesFor(warps), mma ? 1 : 0, 0};
-  if (dims->T > kOneLaunchMaxT) return best;
-  auto cost = [&](const Config& c) {
-    auto g = streamGeometry(mode, c, *dims, opName());
-    return predictDecodeUs(mode, dims->T, dims->C, int(c.threads), g->slices, g->chunksPerSlice, c.oneLaunch == 1);
-  };
-  double bestUs = cost(best);
-  for (int w : oneLaunchWarps()) {
-    const Config c{32 * w, slicesFor(w), 1, 1};
-    if (const double us = cost(c); us < bestUs) best = c, bestUs = us;
-  }
-  return best;
+  return Config{32 * warps, slicesFor(warps), mma ? 1 : 0, 0};
 }
 
 CudaUnit MhcMixFamily::unit(const Config& c, const OpDesc& d, const std::string& baseName) const {

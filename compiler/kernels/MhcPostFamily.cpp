@@ -96,10 +96,9 @@ class MhcPostFamily : public TypedKernelFamily<PostConfig> {
   // so no warp idles); k_slices by occupancy as in mhc_pre (SMs x resident CTAs per SM, from
   // the target's CTA/warp/register/shared-memory limits, divided by the token tiles). When the
   // token tiles alone fill the machine this gives 1 slice and the plan is a single launch that
-  // writes sqrsum directly. Up to T = 64 a split pass is compared by the decode cost model
-  // (predictDecodeUs) with its one-launch forms at the default warps and 8, the cheapest taken: at
-  // C = 5120 one launch on 8 warps wins up to T = 64 (T = 6: ~5.0 us in the bench against 7.0
-  // measured for two launches; the last CTA adds 160 x 6 floats in one L2 round trip).
+  // writes sqrsum directly. The one-launch forms (the last CTA sums the slices) are candidates up
+  // to T = 64, not defaults: measured on the H200 (11f5c23) at T = 6 they took 7.9 us against 7.0
+  // for the split pass and its reduction launch.
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     auto dims = residualDims(d, "residual");
     if (!dims) return {128, 1, 0};
@@ -111,20 +110,7 @@ class MhcPostFamily : public TypedKernelFamily<PostConfig> {
       return slices;
     };
     const int warps = defaultWarps(dims->T);
-    Config best{32 * warps, slicesFor(warps), 0};
-    if (best.kSlices == 1 || dims->T > kOneLaunchMaxT) return best;
-    auto cost = [&](const Config& c) {
-      auto g = geometry(c, d);
-      return predictDecodeUs(Mode::Post, dims->T, dims->C, int(c.threads), g->slices, g->chunksPerSlice,
-                             c.oneLaunch == 1);
-    };
-    double bestUs = cost(best);
-    for (int w : {warps, 8}) {
-      const Config c{32 * w, slicesFor(w), 1};
-      if (c.kSlices < 2) continue;
-      if (const double us = cost(c); us < bestUs) best = c, bestUs = us;
-    }
-    return best;
+    return Config{32 * warps, slicesFor(warps), 0};
   }
 
   // The unit always defines both entries, so configs that differ only in k_slices share one

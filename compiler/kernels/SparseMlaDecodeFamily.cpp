@@ -273,10 +273,13 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     return r;
   }
 
-  // Heuristic (the tuner's timings override it): the schedule of kSchedules, the split count and
-  // the merge (launch or last CTA) with the least modeled time (modelTimeUs), each schedule with the most cp.async stages (<= 3)
+  // Heuristic (the tuner's timings override it): the schedule of kSchedules and the split count
+  // with the least modeled time (modelTimeUs), each schedule with the most cp.async stages (<= 3)
   // that fit the target's per-CTA cap (48 KB static on sm_80/sm_86; sm_89/sm_90 may use dynamic
-  // shared memory, which 32-key tiles need).
+  // shared memory, which 32-key tiles need). The merge stays a launch (merge = 0): the one-launch
+  // merge is a candidate, and the tuner on the H200 (11f5c23) picked merge = 0 in every decode
+  // bucket it timed (B = 5..8, 9..16, 17..32), where the last CTA reading heads x splits partials
+  // alone cost more than the launch it saves.
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Dims dm = dimsOf(d);
     Config best;
@@ -294,14 +297,10 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
       if (resources(c, d).smemBytes > t.smemPerCtaCap) continue;
       for (int splits : splitOptions(dm, s.keys)) {
         c.kvSplits = splits;
-        for (int merge : {0, 1}) {
-          if (merge == 1 && splits == 1) continue;
-          c.merge = merge;
-          const double us = modelTimeUs(dm, s, heads, splits, merge == 1, t);
-          if (best.headsPerCta == 0 || us < bestUs) {
-            best = c;
-            bestUs = us;
-          }
+        const double us = modelTimeUs(dm, s, heads, splits, t);
+        if (best.headsPerCta == 0 || us < bestUs) {
+          best = c;
+          bestUs = us;
         }
       }
     }
@@ -519,30 +518,17 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
       {2, 4, 32, 10.5, 3.75},  // 32 heads, 256 threads, 32-key tiles (> 48 KB)
   };
   static constexpr double kCtaUs = 3.0;
-  // The one-launch merge (merge = 1) drops the merge launch (its launch gap and its own pass over
-  // the partials, kMergeLaunchUs of fixedUs) and adds a tail: the last CTA of each (query, head
-  // group) reads heads x splits partial rows of 2 KB alone, at about one SM's L2 read rate
-  // (kSmL2BytesPerUs), after the fence, the arrival atomic and the dependent lse -> o loads
-  // (kLastCtaLatencyUs). Not yet fitted to measurements (estimates from H100/H200 L2 figures).
-  static constexpr double kMergeLaunchUs = 3.5;
-  static constexpr double kLastCtaLatencyUs = 1.0;
-  static constexpr double kSmL2BytesPerUs = 110e3;
-
   // Modeled time of a schedule with `splits` parts per key list: the busiest SM runs
   // ceil(CTAs / SMs) CTAs one after another (measured: a second resident CTA shares the SM's
   // issue slots rather than hiding latency, e.g. 20 splits of 2 tiles at B = 2 lost to 14 of 3).
   // The costs were measured on 132 SMs; other parts differ in SM count, which is what ranks
   // the splits.
-  static double modelTimeUs(const Dims& dm, const Schedule& s, int heads, int splits, bool lastCtaMerge,
-                            const TargetProfile& t) {
+  static double modelTimeUs(const Dims& dm, const Schedule& s, int heads, int splits, const TargetProfile& t) {
     const int64_t sms = std::max(1, t.smCount);
     const int64_t tiles = std::max<int64_t>(1, ceilDiv(dm.swaK + dm.extraK, s.keys));
     const int64_t ctas = dm.B * dm.Sq * (dm.H / heads) * splits;
     const int64_t rounds = ceilDiv(ctas, sms);
-    double fixed = s.fixedUs;
-    if (lastCtaMerge)
-      fixed += kLastCtaLatencyUs - kMergeLaunchUs + double(heads) * splits * double(kHeadDim * 4) / kSmL2BytesPerUs;
-    return fixed + double(rounds) * (kCtaUs + s.tileUs * double(ceilDiv(tiles, splits)));
+    return s.fixedUs + double(rounds) * (kCtaUs + s.tileUs * double(ceilDiv(tiles, splits)));
   }
   std::vector<ShapeParam> shapeParams() const override {
     return {{"B", 6, "batch"}, {"Sq", 1, "queries per request"}, {"H", 64, "heads"}, {"swa_k", 128, "window keys"},
