@@ -4,6 +4,7 @@
 // region that must be left zero).
 #pragma once
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "SimtEmu.h"
+#include "cases/OpCases.h"
 #include "deepinfer/OpRunner.h"
 #include "deepinfer/Specialize.h"
 
@@ -102,6 +104,17 @@ inline EmulatedRun runPlanEmulated(const std::string& op, const OpAttrs& attrs, 
     r.tensors[name] = std::move(t);
   }
   return r;
+}
+
+// The same plan run again with its CTAs in another order (`again`) must give every output bit of
+// `got`: another CTA of each tile arrives last, or finishes first, and the result must not depend
+// on which (last-CTA reductions, warps summed in a fixed order).
+inline void expectCtaOrderIndependent(const std::string& op, const EmulatedRun& got, const EmulatedRun& again,
+                                      const std::string& where) {
+  ASSERT_EQ(again.error, "") << where << " (CTAs shuffled)";
+  for (const auto& out : deepinfer::testing::outputNames(op))
+    EXPECT_TRUE(again.tensors.at(out).bytes == got.tensors.at(out).bytes)
+        << where << " '" << out << "': the CTA order changed the result";
 }
 
 }  // namespace deepinfer::emu_test
