@@ -19,6 +19,7 @@
 #include <random>
 
 #include "GpuTestDevice.h"
+#include "PrecompileKernels.h"
 #include "cases/OpCases.h"
 #include "deepinfer/OpRunner.h"
 #include "deepinfer/Reference.h"
@@ -110,6 +111,18 @@ TEST_P(GpuOps, MatchesReference) {
   const bool allConfigs = std::getenv("DI_GPU_ALL_CONFIGS") != nullptr;
   auto cases = deepinfer::testing::casesFor(op, e.seed, !(large && std::string(large) == "0"));
   ASSERT_FALSE(cases.empty());
+  // Every target's default kernel for every case, compiled side by side first (the suite is
+  // compile-bound).
+  std::vector<testing_util::KernelToCompile> kernels;
+  for (const auto& target : targets())
+    for (const auto& c : cases) {
+      auto d = describeOp(op, c.attrs, c.inputs);
+      ASSERT_TRUE(d.ok()) << c.name << ": " << d.error().message;
+      auto spec = specialize(*d, target);
+      ASSERT_TRUE(spec.ok()) << c.name << ": " << spec.error().message;
+      kernels.push_back({*d, target, spec->chosen.config});
+    }
+  testing_util::precompileKernels(*e.jit, kernels);
   int compared = 0;
   for (const auto& target : targets()) {
     for (const auto& c : cases) {
@@ -263,6 +276,18 @@ TEST_P(GpuStreaming, EveryStreamingCandidateOnEveryTargetMatchesReference) {
   Env& e = env();
   if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
   const std::string op = GetParam();
+  {  // every streaming kernel compiled side by side first (the suite is compile-bound)
+    std::vector<testing_util::KernelToCompile> kernels;
+    for (const auto& target : targets())
+      for (const auto& c : deepinfer::testing::casesFor(op, e.seed, false)) {
+        auto d = describeOp(op, c.attrs, c.inputs);
+        auto spec = d.ok() ? specialize(*d, target) : Result<Specialization>(d.error());
+        if (!spec.ok()) continue;  // reported by the loop below
+        for (const auto& ch : spec->fitting)
+          if (ch.config.count("stream") && ch.config.at("stream") == 1) kernels.push_back({*d, target, ch.config});
+      }
+    testing_util::precompileKernels(*e.jit, kernels);
+  }
   int compared = 0, configs = 0, cases = 0;
   for (const auto& target : targets()) {
     for (const auto& c : deepinfer::testing::casesFor(op, e.seed, false)) {

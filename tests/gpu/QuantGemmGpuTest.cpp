@@ -8,15 +8,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
-#include <utility>
 #include <vector>
 
 #include "GpuTestDevice.h"
+#include "PrecompileKernels.h"
 #include "cases/OpCases.h"
 #include "deepinfer/DeviceGraph.h"
 #include "deepinfer/OpRunner.h"
@@ -352,30 +349,18 @@ TEST_P(PrefillCandidates, EveryPrefillTileMatchesReference) {
   if (targetName != "native" && local.arch() == std::atoi(targetName.c_str() + 3))
     GTEST_SKIP() << targetName << " is this GPU's own arch: the native instance covers it";
   const TargetProfile target = targetName == "native" ? local : *findTarget(targetName);
-  // Compile every (case, tile) kernel first on worker threads (the same pipeline and disk-cache
-  // key as the launches below): the kernels are independent, and compiling them one by one made
-  // this test outlast the suite's time limit.
+  // Compiled side by side first: one by one, this test outlasted the suite's time limit.
   const auto cases = deepinfer::testing::casesFor(op, e.seed, false);
-  std::vector<std::pair<OpDesc, KernelConfig>> kernels;
+  std::vector<testing_util::KernelToCompile> kernels;
   for (const auto& c : cases) {
     auto d = describeOp(op, c.attrs, c.inputs);
     ASSERT_TRUE(d.ok()) << d.error().message;
     auto spec = specialize(*d, target);
     ASSERT_TRUE(spec.ok()) << spec.error().message;
     for (const auto& ch : spec->fitting)
-      if (ch.config.count("block_m") && ch.config.at("block_m") > 16) kernels.emplace_back(*d, ch.config);
+      if (ch.config.count("block_m") && ch.config.at("block_m") > 16) kernels.push_back({*d, target, ch.config});
   }
-  {
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
-    for (unsigned w = 0; w < threads; ++w)
-      pool.emplace_back([&] {
-        // A failed compile shows up again, with its message, when the loop below loads the kernel.
-        for (size_t i; (i = next++) < kernels.size();) (void)e.jit->precompile(kernels[i].first, target, kernels[i].second);
-      });
-    for (auto& th : pool) th.join();
-  }
+  testing_util::precompileKernels(*e.jit, kernels);
   int compared = 0;
   for (const auto& c : cases) {
     TensorMap ref = c.inputs;
