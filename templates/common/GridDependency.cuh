@@ -1,4 +1,4 @@
-// Programmatic dependent launch (sm_90+, docs/launch.md): the runtime may launch a kernel with
+// Programmatic dependent launch (sm_90+, docs/targets.md §4): the runtime may launch a kernel with
 // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, so that its CTAs become resident while
 // the previous kernel of the stream drains. Such a kernel must not touch memory an earlier
 // kernel reads or writes before `griddepcontrol.wait`, which returns once every prerequisite
@@ -10,7 +10,7 @@
 // as every CTA of this one has started; it cannot see this kernel's results before its own wait.
 //
 // Compiled for sm_80/sm_86/sm_89 (no griddepcontrol) the call is empty, and the runtime never
-// sets the attribute for code compiled below sm_90 (runtime/lib/ProgrammaticLaunch.cpp).
+// sets the attribute for code compiled below sm_90 (deepinfer/ProgrammaticLaunch.h).
 // Without the attribute both instructions are harmless no-ops.
 #pragma once
 
