@@ -315,6 +315,7 @@ int runModelBench(const ModelBenchOptions& opts) {
   std::fflush(stdout);
 
   GpuModelOptions mo;
+  mo.jit.programmaticLaunch = opts.pdl;
   mo.maxChunkTokens = opts.chunk;
   mo.kvCacheBytes = opts.kvBytes;
   int maxStreams = 1;
@@ -399,6 +400,7 @@ int runModelBench(const ModelBenchOptions& opts) {
   run.loadSeconds = secondsSince(t0);
   run.weightLoadSeconds = model.weightInfo().loadSeconds;
   run.target = model.targetName();
+  run.pdl = model.programmaticLaunch();
   rep.cfg = model.config();
   const ModelConfig& cfg = rep.cfg;
   const double embedBytes = double(cfg.vocabSize) * double(cfg.hiddenSize);  // elements of embed
@@ -421,9 +423,9 @@ int runModelBench(const ModelBenchOptions& opts) {
   kv.totalBytes = cap.totalBytes;
   kv.budgetBytes = opts.kvBytes;
   kv.maxRequests = mo.maxRequests;
-  fmt::print("loaded {} in {:.0f} s (target {}): {} layers, {} experts; weights {:.2f} GB on the GPU in {:.1f} s; KV "
+  fmt::print("loaded {} in {:.0f} s (target {}, programmatic dependent launch {}): {} layers, {} experts; weights {:.2f} GB on the GPU in {:.1f} s; KV "
              "cache {} tokens, {} bytes per token\n",
-             run.modelDir, run.loadSeconds, run.target, cfg.numHiddenLayers, cfg.nRoutedExperts,
+             run.modelDir, run.loadSeconds, run.target, run.pdl, cfg.numHiddenLayers, cfg.nRoutedExperts,
              rep.deviceWeightBytes / 1e9, run.weightLoadSeconds, cap.tokens, cap.bytesPerToken);
   std::fflush(stdout);
 

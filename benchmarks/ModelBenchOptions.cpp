@@ -11,6 +11,7 @@ std::string modelBenchUsage() {
          "                             [--contexts N,N] [--streams N,N]\n"
          "                             [--decode-steps N] [--chunk N] [--prompt N] [--kv-bytes B]\n"
          "                             [--repeats N] [--seed N] [--commit SHA] [--quick] [--no-speculative]\n"
+         "                             [--pdl on|off]\n"
          "       deepinfer-model-bench (--model DIR | --synthetic flash|proxy) --long-context N [--decode-contexts N,N]\n"
          "                             [--segment N] [--time-budget S] [--chunk N] [--decode-steps N] [--repeats N]\n"
          "\n"
@@ -50,6 +51,9 @@ std::string modelBenchUsage() {
          "  --commit SHA       git commit recorded in the JSON (default $DI_GIT_COMMIT, else the build's)\n"
          "  --quick            smoke sizes: contexts 2048,8192, streams 1,4, 8 steps, 1 repeat, prompt 128\n"
          "  --no-speculative   skip the speculative-decoding measurements (--synthetic: build no draft)\n"
+         "  --pdl on|off       programmatic dependent launch of the kernels compiled for sm_90+ on a 9.0+ GPU\n"
+         "                     (default on unless DEEPINFER_PDL=0): a kernel's launch overlaps the previous\n"
+         "                     kernel's drain, in the graphs too; the report says which was used\n"
          "\n"
          "Long context (--long-context N, e.g. 1048576): the KV cache is sized for N tokens (refused before\n"
          "loading, naming the shortfall, when the weights, the cache and the prefill's scratch do not fit);\n"
@@ -111,7 +115,7 @@ Result<ModelBenchOptions> parseModelBenchOptions(int argc, char** argv) {
     static const char* const kValued[] = {"--model", "--out", "--contexts", "--streams", "--decode-steps", "--chunk",
                                           "--prompt", "--kv-bytes", "--repeats", "--seed", "--commit",
                                           "--synthetic", "--experts", "--long-context", "--decode-contexts",
-                                          "--segment", "--time-budget"};
+                                          "--segment", "--time-budget", "--pdl"};
     bool known = false;
     for (const char* k : kValued) known = known || a == k;
     if (!known) return Error{fmt::format("unknown option '{}'", a)};
@@ -121,6 +125,10 @@ Result<ModelBenchOptions> parseModelBenchOptions(int argc, char** argv) {
     else if (a == "--synthetic") o.synthetic = v;
     else if (a == "--out") o.out = v;
     else if (a == "--commit") o.commit = v;
+    else if (a == "--pdl") {
+      if (v != "on" && v != "off") return Error{fmt::format("--pdl '{}': give on or off", v)};
+      o.pdl = v == "on";
+    }
     else if (a == "--contexts") {
       auto l = integerList(a, v, 2);
       if (!l.ok()) return l.error();

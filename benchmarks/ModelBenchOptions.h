@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "deepinfer/Error.h"
+#include "deepinfer/ProgrammaticLaunch.h"
 
 namespace deepinfer::bench {
 
@@ -24,6 +25,7 @@ struct ModelBenchOptions {
   uint64_t seed = 0x5EED70C5ull;
   bool quick = false, help = false;
   bool speculative = true;                   // --no-speculative skips the DSpark measurements
+  bool pdl = programmaticLaunchDefault();    // --pdl on|off (JitOptions::programmaticLaunch)
   // --long-context N: instead of the contexts and streams above, one request prefilled to N tokens
   // with the KV cache sized for it (ModelLongContext.h): prefill per segment, time to first
   // token, single-stream decode at each decode context and at N.

@@ -88,17 +88,21 @@ std::string launchesJson(const GpuCallLaunches& l) {
   std::string layers;
   for (const LaunchTally& t : l.perLayer) layers += fmt::format("{}{}", layers.empty() ? "" : ", ", tallyJson(t));
   return fmt::format(
-      "{{\"graph\": {}, \"graph_kernel_nodes\": {}, \"graph_memory_nodes\": {}, \"total\": {}, "
-      "\"outside_layers\": {}, \"per_layer\": [{}]}}",
+      "{{\"graph\": {}, \"graph_kernel_nodes\": {}, \"graph_memory_nodes\": {}, "
+      "\"graph_programmatic_edges\": {}, \"total\": {}, \"outside_layers\": {}, \"per_layer\": [{}]}}",
       l.graph ? "true" : "false", l.graph ? std::to_string(l.graphKernels) : "null",
-      l.graph ? std::to_string(l.graphMemoryNodes) : "null", tallyJson(l.total), tallyJson(l.total - layersSum(l)),
+      l.graph ? std::to_string(l.graphMemoryNodes) : "null",
+      l.graph && l.graphProgrammaticEdges >= 0 ? std::to_string(l.graphProgrammaticEdges) : "null", tallyJson(l.total), tallyJson(l.total - layersSum(l)),
       layers);
 }
 
 std::string launchesText(const GpuCallLaunches& l) {
   return fmt::format("{} launches ({} kernels + {} cuBLAS) + {} copies/fills{}", l.total.launches(), l.total.kernels,
                      l.total.cublasCalls, l.total.memoryOps,
-                     l.graph ? fmt::format(", one graph of {} kernel nodes", l.graphKernels) : ", eager");
+                     l.graph ? fmt::format(", one graph of {} kernel nodes ({} programmatic edges)", l.graphKernels,
+                                           l.graphProgrammaticEdges >= 0 ? std::to_string(l.graphProgrammaticEdges)
+                                                                         : std::string("?"))
+                             : ", eager");
 }
 
 std::string decodeRowJson(const DecodeRow& d) {
@@ -123,9 +127,10 @@ std::string decodeRowJson(const DecodeRow& d) {
 
 void printModelReport(const ModelBenchReport& r) {
   const Ceilings& c = r.run.ceilings;
-  fmt::print("\n{} ({}), driver {}, commit {}, {}; model {} ({} layers, {} experts, hidden {}), target {}\n",
+  fmt::print("\n{} ({}), driver {}, commit {}, {}; model {} ({} layers, {} experts, hidden {}), target {}, "
+             "programmatic dependent launch {}\n",
              r.run.gpuName, r.run.arch, r.run.driver, r.run.commit, r.run.date, r.run.modelDir, r.cfg.numHiddenLayers,
-             r.cfg.nRoutedExperts, r.cfg.hiddenSize, r.run.target);
+             r.cfg.nRoutedExperts, r.cfg.hiddenSize, r.run.target, r.run.pdl.empty() ? "-" : r.run.pdl);
   fmt::print("measured ceilings: copy {} GB/s, mma.sync bf16 {} TFLOP/s; weights {:.2f} GB on the GPU in the "
              "checkpoint's formats ({:.2f} GB from the config{}, {:.1f} GB if bf16), loaded in {:.1f} s (model {:.0f} s)\n",
              num(c.copyGBs, 0), num(c.mmaTflops, 0), r.deviceWeightBytes / 1e9,
@@ -217,13 +222,13 @@ std::string modelReportJson(const ModelBenchReport& r) {
       "  \"ceilings\": {{\"copy_gb_s\": {}, \"copy_error\": {}, \"mma_bf16_tflop_s\": {}, \"mma_error\": {}}},\n",
       jn(c.copyGBs), jerr(c.copyError), jn(c.mmaTflops), jerr(c.mmaError));
   o += fmt::format(
-      "  \"model\": {{\"dir\": {}, \"target\": {}, \"layers\": {}, \"hidden\": {}, \"heads\": {}, \"head_dim\": {}, "
+      "  \"model\": {{\"dir\": {}, \"target\": {}, \"programmatic_launch\": {}, \"layers\": {}, \"hidden\": {}, \"heads\": {}, \"head_dim\": {}, "
       "\"vocab\": {}, \"routed_experts\": {}, \"experts_per_token\": {}, \"shared_experts\": {}, "
       "\"moe_intermediate\": {}, \"sliding_window\": {}, \"index_topk\": {}, \"compress_ratios\": {}, "
       "\"kv_source_layers\": {}, \"index_source_layers\": {}, \"engram_layers\": {}, "
       "\"weight_bytes_device\": {}, \"weight_bytes_checkpoint\": {}, \"weight_bytes_bf16\": {}, "
       "\"weight_load_seconds\": {}, \"load_seconds\": {}, \"draft\": {}}},\n",
-      js(r.run.modelDir), js(r.run.target), m.numHiddenLayers, m.hiddenSize, m.numAttentionHeads, m.headDim,
+      js(r.run.modelDir), js(r.run.target), js(r.run.pdl), m.numHiddenLayers, m.hiddenSize, m.numAttentionHeads, m.headDim,
       m.vocabSize, m.nRoutedExperts, m.numExpertsPerTok, m.nSharedExperts, m.moeIntermediateSize, m.slidingWindow,
       m.indexTopk,
       jlist(std::vector<int>(m.compressRatios.begin(), m.compressRatios.begin() + m.numHiddenLayers)),

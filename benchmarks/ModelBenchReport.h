@@ -17,6 +17,7 @@ namespace deepinfer::bench {
 
 struct ModelRunInfo {
   std::string gpuName, arch, driver, commit, date, mode, modelDir, target;
+  std::string pdl;                     // programmatic dependent launch: "on" or "off (why)"
   int smCount = 0;
   int64_t memoryBytes = 0;
   double loadSeconds = 0, warmupSeconds = 0, totalSeconds = 0;

@@ -129,6 +129,7 @@ class CombineTopkSwaFamily final : public TypedKernelFamily<CombineTopkSwaConfig
     u.source = fmt::format(
         "#include \"CombineTopkSwa.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}) {}(const di::CombineTopkSwaParams p) {{\n"
+        "  di::grid_dependency_sync();\n"
         "  di::combine_topk_swa_kernel<{}, {}, {}>(p);\n"
         "}}\n",
         th, baseName, d.attrs.getInt("topk", 0), d.attrs.getInt("window", 0), th);

@@ -199,6 +199,7 @@ class GatherKcacheFamily final : public TypedKernelFamily<GatherKcacheConfig> {
     u.source = fmt::format(
         "#include \"KvCache.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::GatherKcacheParams p) {{\n"
+        "  di::grid_dependency_sync();\n"
         "  di::gather_kcache_kernel<{}, {}, {}>(p);\n"
         "}}\n",
         32 * warps, c.ctasPerSm, baseName, d.attrs.getInt("block_size", 0), warps, c.tokensPerWarp);

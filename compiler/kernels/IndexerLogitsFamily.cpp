@@ -307,6 +307,7 @@ class IndexerLogitsFamily final : public TypedKernelFamily<IndexerLogitsConfig> 
         "#include \"IndexerLogits.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::IndexerLogitsParams "
         "p) {{\n"
+        "  di::grid_dependency_sync();\n"
         "  di::indexer_logits_kernel<{}, {}, {}, {}, {}, {}, {}>(p);\n"
         "}}\n",
         g->threads(), minBlocks, baseName, g->hpad, g->tpc, g->warpsM, g->warpsN, g->blockN,

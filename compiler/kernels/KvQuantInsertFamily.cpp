@@ -89,6 +89,7 @@ class KvQuantInsertFamily final : public TypedKernelFamily<KvQuantInsertConfig> 
     u.source = fmt::format(
         "#include \"KvCache.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}) {}(const di::KvQuantInsertParams p) {{\n"
+        "  di::grid_dependency_sync();\n"
         "  di::kv_quant_insert_kernel<{}, {}>(p);\n"
         "}}\n",
         32 * warps, baseName, bs, warps);

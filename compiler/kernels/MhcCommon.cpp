@@ -231,6 +231,7 @@ std::string streamEntry(Mode mode, const StreamGeometry& g, const std::string& n
                                          : fmt::format("{}", 32 * g.warps);
   return fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({}) {}(const di::MhcParams p) {{\n"
+      "  di::grid_dependency_sync();\n"
       "  di::{}<{}, {}, {}>(p);\n}}\n",
       bounds, name, g.oneLaunch ? "mhc_one_launch_kernel" : "mhc_stream_kernel", kModeNames[int(mode)], g.warps,
       g.mma ? "true" : "false");

@@ -173,6 +173,7 @@ CudaUnit MhcMixFamily::unit(const Config& c, const OpDesc& d, const std::string&
   u.source += streamEntry(modeOf(fused_), *g, baseName);
   u.source += fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({0}) {1}_finalize(const di::MhcParams p) {{\n"
+      "  di::grid_dependency_sync();\n"
       "  di::mhc_finalize_kernel<{0}>(p);\n}}\n",
       kFinalizeThreads, baseName);
   u.entries = {baseName, baseName + "_finalize"};

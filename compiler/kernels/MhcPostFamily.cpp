@@ -127,6 +127,7 @@ class MhcPostFamily : public TypedKernelFamily<PostConfig> {
     u.source += streamEntry(Mode::Post, *g, baseName);
     u.source += fmt::format(
         "extern \"C\" __global__ void __launch_bounds__({0}) {1}_sqrsum(const di::MhcParams p) {{\n"
+        "  di::grid_dependency_sync();\n"
         "  di::mhc_sqrsum_kernel<{0}>(p);\n}}\n",
         kSqrsumThreads, baseName);
     u.entries = {baseName, baseName + "_sqrsum"};

@@ -409,12 +409,15 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
       u.source = fmt::format(
           "#include \"MoeStream.cuh\"\n"
           "extern \"C\" __global__ void __launch_bounds__({}) {}_route(const di::MoeExpertsParams p) {{\n"
+          "  di::grid_dependency_sync();\n"
           "  di::moe::route<{}>(p);\n"
           "}}\n"
           "extern \"C\" __global__ void __launch_bounds__({}, {}) {}_w13(const di::MoeExpertsParams p) {{\n"
+          "  di::grid_dependency_sync();\n"
           "  di::moe::w13_stream<{}, {}, {}, {}>(p);\n"
           "}}\n"
           "extern \"C\" __global__ void __launch_bounds__({}, {}) {}_w2(const di::MoeExpertsParams p) {{\n"
+          "  di::grid_dependency_sync();\n"
           "  di::moe::w2_stream<{}, {}, {}, {}>(p);\n"
           "}}\n",
           kRouteThreads, baseName, q.rows(), q.threads(), q.minBlocks(), baseName, q.nt8, q.wn, q.wk, q.u13,
@@ -430,12 +433,15 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
     u.source = fmt::format(
         "#include \"MoeExperts.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}) {}_route(const di::MoeExpertsParams p) {{\n"
+        "  di::grid_dependency_sync();\n"
         "  di::moe::route<{}>(p);\n"
         "}}\n"
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}_w13(const di::MoeExpertsParams p) {{\n"
+        "  di::grid_dependency_sync();\n"
         "  di::moe::w13<{}>(p);\n"
         "}}\n"
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}_w2(const di::MoeExpertsParams p) {{\n"
+        "  di::grid_dependency_sync();\n"
         "  di::moe::w2<{}>(p);\n"
         "}}\n",
         kRouteThreads, baseName, a.bm, a.threads(), a.minBlocks(), baseName, args(a), b.threads(), b.minBlocks(),

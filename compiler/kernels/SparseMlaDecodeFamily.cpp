@@ -320,14 +320,14 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     u.source = fmt::format(
         "#include \"SparseMlaDecode.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::SparseMlaDecodeParams p) "
-        "{{ di::sparse_mla_decode_kernel<{}, {}, {}, {}, {}, {}>(p); }}\n",
+        "{{ di::grid_dependency_sync(); di::sparse_mla_decode_kernel<{}, {}, {}, {}, {}, {}>(p); }}\n",
         g.threads, minBlocksPerSm(g), baseName, g.heads, g.dimSlices, g.keys, g.stages, mode,
         g.dynamicSmem ? "true" : "false");
     u.entries.push_back(baseName);
     if (split && !g.lastCtaMerge) {
       u.source += fmt::format(
           "extern \"C\" __global__ void __launch_bounds__({}) {}_merge(const di::SparseMlaDecodeParams p) "
-          "{{ di::sparse_mla_decode_merge_kernel(p); }}\n",
+          "{{ di::grid_dependency_sync(); di::sparse_mla_decode_merge_kernel(p); }}\n",
           kMergeThreads, baseName);
       u.entries.push_back(baseName + "_merge");
     }

@@ -257,6 +257,7 @@ class SparseMlaPrefillFamily final : public TypedKernelFamily<SparseMlaPrefillCo
     return {fmt::format("#include \"SparseMlaPrefill.cuh\"\n"
                         "extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const "
                         "di::SparseMlaPrefillParams p) {{\n"
+                        "  di::grid_dependency_sync();\n"
                         "  di::sparse_mla_prefill_kernel<{}, {}, {}, {}>(p);\n"
                         "}}\n",
                         32 * g->warps, baseName, g->heads, g->warps, g->blockN, g->stages),

@@ -227,6 +227,7 @@ class TopkFamily final : public TypedKernelFamily<TopkConfig> {
     auto entry = [&](const std::string& name, const char* step) {
       return fmt::format(
           "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::TopkParams p) {{\n"
+          "  di::grid_dependency_sync();\n"
           "  di::topk_kernel<{}, {}, {}, {}>(p);\n"
           "}}\n",
           g->threads, minBlocks, name, g->threads, g->radixBits, g->poolKeys, step);

@@ -507,6 +507,7 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       u.source = fmt::format(
           "#include \"WeightStream.cuh\"\n"
           "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::WeightGemmParams p) {{\n"
+          "  di::grid_dependency_sync();\n"
           "  di::weight_gemm_stream<{}>(p);\n"
           "}}\n",
           g->threads(), g->minBlocks(), baseName, g->st.templateArgs(s.epilogue));
@@ -516,6 +517,7 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
     u.source = fmt::format(
         "#include \"WeightGemm.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::WeightGemmParams p) {{\n"
+        "  di::grid_dependency_sync();\n"
         "  di::weight_gemm_tile<{}, {}, {}>(p);\n"
         "}}\n",
         g->tile.threads(), g->tile.minBlocks(), baseName, g->tile.templateArgs(), s.epilogue, split ? "true" : "false");

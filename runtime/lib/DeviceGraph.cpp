@@ -36,6 +36,17 @@ Result<DeviceGraph> DeviceGraph::endCapture(void* stream) {
                                                          : g.nodes_.other;
     ++count;
   }
+  // Edges are counted for reports only: a query the driver refuses leaves the count at -1.
+  size_t edges = 0;
+  CUresult erc = (*d)->cuGraphGetEdges(graph, nullptr, nullptr, nullptr, &edges);
+  if (erc == CUDA_SUCCESS && edges > 0) {
+    std::vector<CUgraphNode> from(edges), to(edges);
+    std::vector<CUgraphEdgeData> data(edges);
+    erc = (*d)->cuGraphGetEdges(graph, from.data(), to.data(), data.data(), &edges);
+    for (size_t i = 0; i < edges && erc == CUDA_SUCCESS; ++i)
+      g.nodes_.programmaticEdges += data[i].type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  }
+  if (erc != CUDA_SUCCESS) g.nodes_.programmaticEdges = -1;
   if (rc != CUDA_SUCCESS) {
     (*d)->cuGraphDestroy(graph);
     return cuda::cudaError(rc, "counting a captured graph's nodes");

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include "CudaDriver.h"
+#include "KernelLaunch.h"
 #include "deepinfer/LaunchTally.h"
+#include "deepinfer/ProgrammaticLaunch.h"
 
 namespace deepinfer {
 
-Result<DeviceModule> DeviceModule::load(const Device& dev, const void* image, const std::string& what) {
+Result<DeviceModule> DeviceModule::load(const Device& dev, const void* image, const std::string& what,
+                                        WaitingEntries waiting) {
   auto drv = cuda::driver();
   if (!drv.ok()) return drv.error();
   if (!image) return Error{fmt::format("loading module {}: no image", what)};
@@ -17,6 +20,8 @@ Result<DeviceModule> DeviceModule::load(const Device& dev, const void* image, co
   DeviceModule m;
   m.module_ = mod;
   m.what_ = what;
+  m.waiting_ = waiting;
+  m.deviceArch_ = dev.info().profile.arch();
   return m;
 }
 
@@ -25,6 +30,8 @@ DeviceModule& DeviceModule::operator=(DeviceModule&& o) noexcept {
     unload();
     module_ = o.module_;
     what_ = std::move(o.what_);
+    waiting_ = o.waiting_;
+    deviceArch_ = o.deviceArch_;
     o.module_ = nullptr;
   }
   return *this;
@@ -52,12 +59,18 @@ Status DeviceModule::launch(const std::string& entry, std::array<uint32_t, 3> gr
   // The kernel copies its by-value struct from this buffer at launch; nothing outlives the call.
   std::vector<uint8_t> bytes = params;
   void* args[] = {bytes.data()};
-  DI_CU(d.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], dynamicSmem,
-                         static_cast<CUstream>(stream), params.empty() ? nullptr : args, nullptr),
-        fmt::format("launching {} grid ({},{},{}) block ({},{},{})", entry, grid[0], grid[1], grid[2], block[0],
-                    block[1], block[2]));
+  const bool programmatic = stream != nullptr && programmaticLaunch();
+  DI_CU(cuda::launchKernel(d, f, grid, block, dynamicSmem, static_cast<CUstream>(stream),
+                           params.empty() ? nullptr : args, programmatic),
+        fmt::format("launching {} grid ({},{},{}) block ({},{},{}){}", entry, grid[0], grid[1], grid[2], block[0],
+                    block[1], block[2], programmatic ? " (programmatic)" : ""));
   ++threadLaunchTally().kernels;
   return {};
+}
+
+bool DeviceModule::programmaticLaunch() const {
+  return useProgrammaticLaunch({waiting_.programmaticLaunch, /*entryWaits=*/waiting_.compiledArch > 0,
+                                waiting_.compiledArch, deviceArch_, /*legacyStream=*/false});
 }
 
 }  // namespace deepinfer

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "CudaDriver.h"
+#include "KernelLaunch.h"
 #include "deepinfer/EmbeddedTemplates.h"
 #include "deepinfer/LaunchTally.h"
 #include "deepinfer/ShapeBuckets.h"
@@ -13,7 +14,8 @@ namespace deepinfer {
 
 std::string kernelContentKey(const CudaUnit& unit, int arch, bool cubin) { return unitContentKey(unit, arch, cubin); }
 
-Jit::Jit(std::shared_ptr<Device> dev, JitOptions opts) : dev_(std::move(dev)), requireHit_(opts.requireCacheHit) {
+Jit::Jit(std::shared_ptr<Device> dev, JitOptions opts)
+    : dev_(std::move(dev)), requireHit_(opts.requireCacheHit), programmaticLaunch_(opts.programmaticLaunch) {
   if (opts.useTuned) {
     const std::string dir = !opts.tuningDir.empty() ? opts.tuningDir
                             : !opts.cacheDir.empty() ? opts.cacheDir + "/tuning"
@@ -164,6 +166,10 @@ Status Jit::launchPacked(const LoadedKernel& k, const std::vector<uint8_t>& para
   auto drv = cuda::driver();
   if (!drv.ok()) return drv.error();
   const cuda::Driver& dr = **drv;
+  // Every family's entries start with di::grid_dependency_sync() (KernelPrologueTest scans them),
+  // so the steps of a plan, and the kernels before and after it, may overlap launch and drain.
+  const bool programmatic = useProgrammaticLaunch({programmaticLaunch_, /*entryWaits=*/true, k.target.arch(),
+                                                   dev_->info().profile.arch(), stream == nullptr});
   for (const auto& st : k.kernel.plan) {
     auto it = k.functions.find(st.entry);
     if (it == k.functions.end()) return Error{fmt::format("launch plan names unknown entry {}", st.entry)};
@@ -173,10 +179,10 @@ Status Jit::launchPacked(const LoadedKernel& k, const std::vector<uint8_t>& para
             fmt::format("raising {}'s dynamic shared memory to {} bytes", st.entry, st.dynamicSmem));
     if (st.grid[0] == 0 || st.grid[1] == 0 || st.grid[2] == 0) continue;  // nothing to do (empty batch)
     void* args[] = {const_cast<uint8_t*>(params.data())};
-    DI_CU(dr.cuLaunchKernel(f, st.grid[0], st.grid[1], st.grid[2], st.block[0], st.block[1], st.block[2],
-                            st.dynamicSmem, static_cast<CUstream>(stream), args, nullptr),
-          fmt::format("launching {} grid ({},{},{}) block ({},{},{}) smem {}", st.entry, st.grid[0], st.grid[1],
-                      st.grid[2], st.block[0], st.block[1], st.block[2], st.dynamicSmem));
+    DI_CU(cuda::launchKernel(dr, f, st.grid, st.block, st.dynamicSmem, static_cast<CUstream>(stream), args, programmatic),
+          fmt::format("launching {} grid ({},{},{}) block ({},{},{}) smem {}{}", st.entry, st.grid[0], st.grid[1],
+                      st.grid[2], st.block[0], st.block[1], st.block[2], st.dynamicSmem,
+                      programmatic ? " (programmatic)" : ""));
     ++threadLaunchTally().kernels;
   }
   return {};

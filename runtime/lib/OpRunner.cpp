@@ -172,7 +172,10 @@ Result<GpuRunInfo> runOpOnGpu(Jit& jit, const std::string& op, const OpAttrs& at
     addrs["__zeroed"] = b->addr();
     bufs["__zeroed"] = std::move(b.value());
   }
-  DI_TRY(jit.launch(**k, addrs, nullptr));
+  // The uploads and fills above are ordered with the legacy stream only; a real stream (not
+  // synchronized with it) starts after them.
+  if (opts.stream) DI_TRY(jit.device().synchronize());
+  DI_TRY(jit.launch(**k, addrs, opts.stream));
   DI_TRY(jit.device().synchronize());
   if (zeroed > 0) {  // the kernel's contract: the region is left as it was found
     std::vector<uint8_t> z(size_t(zeroed), 0xFF);

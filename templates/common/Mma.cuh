@@ -1,6 +1,7 @@
 // Ampere tensor-core and async-copy primitives (sm_80+): mma.sync m16n8k16 bf16 with fp32
 // accumulate, ldmatrix, cp.async. Fragment layouts follow the PTX ISA.
 #pragma once
+#include "common/GridDependency.cuh"  // every entry wrapper starts with grid_dependency_sync()
 #include "common/Types.h"
 
 namespace di {

@@ -1,6 +1,7 @@
 // Number formats on the device (docs/ops.md §1): bf16 via PTX cvt, UE8M0 by integer shift,
 // fp8 e4m3 by integer ALU work (sm_80/sm_86 have no fp8 conversion instructions).
 #pragma once
+#include "common/GridDependency.cuh"  // every entry wrapper starts with grid_dependency_sync()
 #include "common/Types.h"
 
 namespace di {

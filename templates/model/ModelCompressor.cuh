@@ -29,5 +29,6 @@ __device__ __forceinline__ void pair_pool(const PairPoolParams& p) {
 }  // namespace di
 
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_pair_pool(const di::PairPoolParams p) {
+  di::grid_dependency_sync();
   di::model::pair_pool(p);
 }

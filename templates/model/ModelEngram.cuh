@@ -43,5 +43,6 @@ __device__ __forceinline__ void engram_gate(const EngramGateParams& p) {
 }  // namespace di
 
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_engram_gate(const di::EngramGateParams p) {
+  di::grid_dependency_sync();
   di::model::engram_gate(p);
 }

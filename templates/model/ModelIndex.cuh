@@ -146,25 +146,31 @@ __device__ __forceinline__ void selection_to_slots(const SelectionToSlotsParams&
 
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
     di_model_index_query_quant(const di::IndexQueryQuantParams p) {
+  di::grid_dependency_sync();
   di::model::index_query_quant(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
     di_model_index_key_insert(const di::IndexKeyInsertParams p) {
+  di::grid_dependency_sync();
   di::model::index_key_insert(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
     di_model_candidate_block_scores(const di::CandidateBlockScoresParams p) {
+  di::grid_dependency_sync();
   di::model::candidate_block_scores(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
     di_model_mask_to_blocks(const di::MaskToBlocksParams p) {
+  di::grid_dependency_sync();
   di::model::mask_to_blocks(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
     di_model_drop_neg_inf(const di::DropNegInfParams p) {
+  di::grid_dependency_sync();
   di::model::drop_neg_inf(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
     di_model_selection_to_slots(const di::SelectionToSlotsParams p) {
+  di::grid_dependency_sync();
   di::model::selection_to_slots(p);
 }

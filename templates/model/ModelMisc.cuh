@@ -85,18 +85,23 @@ __device__ __forceinline__ void stream_mean(const StreamMeanParams& p) {
 }  // namespace di
 
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_embed_streams(const di::EmbedStreamsParams p) {
+  di::grid_dependency_sync();
   di::model::embed_streams(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_round_bf16(const di::RoundBf16Params p) {
+  di::grid_dependency_sync();
   di::model::round_bf16(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
     di_model_round_f32_inplace(const di::RoundF32Params p) {
+  di::grid_dependency_sync();
   di::model::round_f32_inplace(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_argmax(const di::ArgmaxParams p) {
+  di::grid_dependency_sync();
   di::model::argmax_rows(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_stream_mean(const di::StreamMeanParams p) {
+  di::grid_dependency_sync();
   di::model::stream_mean(p);
 }

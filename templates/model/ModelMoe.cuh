@@ -123,14 +123,18 @@ __device__ __forceinline__ void moe_sum(const MoeSumParams& p) {
 }  // namespace di
 
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_router_topk(const di::RouterTopkParams p) {
+  di::grid_dependency_sync();
   di::model::router_topk(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_gather_rows_bf16(const di::RowsParams p) {
+  di::grid_dependency_sync();
   di::model::gather_rows_bf16(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_scatter_rows_f32(const di::RowsParams p) {
+  di::grid_dependency_sync();
   di::model::scatter_rows_f32(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_moe_sum(const di::MoeSumParams p) {
+  di::grid_dependency_sync();
   di::model::moe_sum(p);
 }

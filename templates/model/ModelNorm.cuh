@@ -53,17 +53,21 @@ __device__ __forceinline__ void rms_norm_cta(const RmsNormParams& p) {
 
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
     di_model_rms_norm_bf16_warp(const di::RmsNormParams p) {
+  di::grid_dependency_sync();
   di::model::rms_norm_warp<uint16_t>(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
     di_model_rms_norm_f32_warp(const di::RmsNormParams p) {
+  di::grid_dependency_sync();
   di::model::rms_norm_warp<float>(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
     di_model_rms_norm_bf16_cta(const di::RmsNormParams p) {
+  di::grid_dependency_sync();
   di::model::rms_norm_cta<uint16_t>(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads)
     di_model_rms_norm_f32_cta(const di::RmsNormParams p) {
+  di::grid_dependency_sync();
   di::model::rms_norm_cta<float>(p);
 }

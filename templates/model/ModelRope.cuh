@@ -71,8 +71,10 @@ __device__ __forceinline__ void rope_bf16_inplace(const RopeParams& p) {
 }  // namespace di
 
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_rope_f32_to_bf16(const di::RopeParams p) {
+  di::grid_dependency_sync();
   di::model::rope_f32_to_bf16(p);
 }
 extern "C" __global__ void __launch_bounds__(di::model::kCtaThreads) di_model_rope_bf16_inplace(const di::RopeParams p) {
+  di::grid_dependency_sync();
   di::model::rope_bf16_inplace(p);
 }

@@ -15,6 +15,10 @@ class DeviceGraph {
   // replay launches.
   struct Nodes {
     int64_t kernels = 0, memcpys = 0, memsets = 0, other = 0;
+    // Edges the capture made programmatic (a launch with programmatic stream serialization after
+    // a kernel of the same stream, deepinfer/ProgrammaticLaunch.h); every other edge waits for
+    // its source node to complete. -1: the driver did not report the edges.
+    int64_t programmaticEdges = 0;
   };
   // Starts capturing `stream` (relaxed mode: allocations and module loads may happen meanwhile).
   static Status beginCapture(void* stream);

@@ -13,6 +13,7 @@
 #include "deepinfer/Device.h"
 #include "deepinfer/Nvrtc.h"
 #include "deepinfer/Pipeline.h"
+#include "deepinfer/ProgrammaticLaunch.h"
 #include "deepinfer/TuningCache.h"
 
 namespace deepinfer {
@@ -38,6 +39,9 @@ struct JitOptions {
   // requested target name ("local", or e.g. "sm_80" for that PTX tuned on this GPU).
   bool useTuned = true;
   std::string tuningDir;           // "" = <cache dir>/tuning
+  // Launch kernels compiled for sm_90+ with programmatic stream serialization on a 9.0+ GPU
+  // (deepinfer/ProgrammaticLaunch.h); the model kernels follow the same switch.
+  bool programmaticLaunch = programmaticLaunchDefault();
 };
 
 class Jit {
@@ -63,6 +67,7 @@ class Jit {
   int compiles() const { return compiles_; }       // NVRTC compiles this Jit ran
   int diskHits() const { return diskHits_; }       // kernels loaded from the disk cache
   const Device& device() const { return *dev_; }
+  bool programmaticLaunch() const { return programmaticLaunch_; }  // the switch (JitOptions)
 
  private:
   std::shared_ptr<Device> dev_;
@@ -73,6 +78,7 @@ class Jit {
   std::map<std::string, std::shared_ptr<const LoadedKernel>> byRequest_;       // by op+shapes+target+config
   std::optional<BinaryCache> cache_;
   bool requireHit_ = false;
+  bool programmaticLaunch_ = true;
   std::optional<TuningCache> tuning_;
   std::atomic<int> compiles_{0};
   std::atomic<int> diskHits_{0};

@@ -27,6 +27,9 @@ Status runReferenceOnHostViews(const OpDesc& d, const TensorViewMap& hostViews);
 struct GpuRunOptions {
   std::optional<KernelConfig> config;   // default: the pass's choice for the target
   uint8_t poisonByte = 0x7F;            // bf16/f32 0x7F7F.. = 3.4e38, i32 0x7F7F7F7F: never valid
+  // The stream the plan is launched on (nullptr: the legacy default stream). On a real stream the
+  // launches use programmatic dependent launch where ProgrammaticLaunch.h allows.
+  void* stream = nullptr;
 };
 
 struct GpuRunInfo {

@@ -74,6 +74,10 @@ int GpuModel::jitCompiles() const {
   return n;
 }
 std::string GpuModel::targetName() const { return impl_->target.archName(); }
+std::string GpuModel::programmaticLaunch() const {
+  return describeProgrammaticLaunch(impl_->opts.jit.programmaticLaunch, impl_->target.arch(),
+                                    impl_->dev->info().profile.arch());
+}
 GpuDeviceLogits GpuModel::lastDeviceLogits() const { return impl_->lastLogits; }
 void GpuModel::setStream(void* stream) {
   impl_->userStream = stream;
@@ -597,6 +601,7 @@ Result<const GpuModelImpl::CachedGraph*> GpuModelImpl::runGraph(const std::strin
   g.launches.graph = true;
   g.launches.graphKernels = g.graph.nodes().kernels;
   g.launches.graphMemoryNodes = g.graph.nodes().memcpys + g.graph.nodes().memsets;
+  g.launches.graphProgrammaticEdges = g.graph.nodes().programmaticEdges;
   ++counters.graphCaptures;
   return finish(g);
 }

@@ -78,6 +78,7 @@ struct GpuCallLaunches {
   bool graph = false;
   int64_t graphKernels = -1;        // kernel nodes of the graph, cuBLAS's own included (-1: eager)
   int64_t graphMemoryNodes = -1;    // its copy and memset nodes (-1: eager)
+  int64_t graphProgrammaticEdges = -1;  // its kernel -> kernel edges captured as programmatic (-1: eager)
   LaunchTally total;                // the whole pass, embedding to head (the logits download not included)
   std::vector<LaunchTally> perLayer;  // [num_hidden_layers]: each layer's engram module, mHC steps, attention, MoE
 };
@@ -170,6 +171,8 @@ class GpuModel {
   int jitCompiles() const;
   int64_t pagesInUse() const;       // KV pages held by live requests (0 after all are released)
   std::string targetName() const;
+  // Programmatic dependent launch of the model's kernels: "on", or "off (why)" (ProgrammaticLaunch.h).
+  std::string programmaticLaunch() const;
 
   Result<int64_t> newRequest();
   Status releaseRequest(int64_t request);

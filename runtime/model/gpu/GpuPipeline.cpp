@@ -223,8 +223,9 @@ Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWi
       if (lastLaunches.graph) {
         lastLaunches.graphKernels += launches.graphKernels;
         lastLaunches.graphMemoryNodes += launches.graphMemoryNodes;
+        lastLaunches.graphProgrammaticEdges += launches.graphProgrammaticEdges;
       } else {
-        lastLaunches.graphKernels = lastLaunches.graphMemoryNodes = -1;
+        lastLaunches.graphKernels = lastLaunches.graphMemoryNodes = lastLaunches.graphProgrammaticEdges = -1;
       }
     }
   }

@@ -70,7 +70,8 @@ Result<std::unique_ptr<ModelKernels>> ModelKernels::load(std::shared_ptr<Device>
   if (native && c->cubin.empty()) return Error{fmt::format("{}: the compiled unit has no cubin", what)};
 
   const void* image = native ? static_cast<const void*>(c->cubin.data()) : static_cast<const void*>(c->ptx.c_str());
-  auto mod = DeviceModule::load(*dev, image, what);
+  // Every model kernel starts with di::grid_dependency_sync() (KernelPrologueTest scans them).
+  auto mod = DeviceModule::load(*dev, image, what, {arch, opts.programmaticLaunch});
   if (!mod.ok()) return mod.error();
   std::unique_ptr<ModelKernels> mk(new ModelKernels());
   mk->dev_ = std::move(dev);

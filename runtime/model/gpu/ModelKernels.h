@@ -31,6 +31,8 @@ class ModelKernels {
   const TargetProfile& target() const { return target_; }
   bool fromPtx() const { return fromPtx_; }
   bool compiledNow() const { return compiledNow_; }  // false: loaded from the disk cache
+  // Whether launches on a real stream use programmatic stream serialization (ProgrammaticLaunch.h).
+  bool programmaticLaunch() const { return module_.programmaticLaunch(); }
 
   // The one NVRTC unit holding every model kernel (it #includes templates/model/*.cuh), its
   // NVRTC options (the project's, with --fmad=false) and its binary-cache key (kernelContentKey

@@ -27,6 +27,14 @@ TEST(ModelKernelsCompile, EveryEntryCompilesWithoutSpillsOrContraction) {
       EXPECT_LE(it->second.smemBytes, 48 * 1024) << e << " sm_" << arch;
       EXPECT_LE(it->second.registers, 255) << e << " sm_" << arch;
     }
+    // Every entry waits for the prior grids first (programmatic dependent launch): the wait is
+    // in sm_90 code only; below, the helper compiles to nothing and the runtime launches plainly.
+    size_t waits = 0;
+    for (size_t at = c->ptx.find("griddepcontrol.wait"); at != std::string::npos;
+         at = c->ptx.find("griddepcontrol.wait", at + 1))
+      ++waits;
+    if (arch >= 90) EXPECT_GE(waits, u.entries.size()) << "sm_" << arch;
+    else EXPECT_EQ(waits, 0u) << "sm_" << arch << " PTX has griddepcontrol";
     // a * b + c must round twice like the CPU reference: no fp32 fma anywhere in the unit.
     EXPECT_EQ(c->ptx.find("fma.rn.f32"), std::string::npos) << "sm_" << arch << " PTX contracts fp32 math";
   }
