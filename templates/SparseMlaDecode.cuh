@@ -287,7 +287,29 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
   const int b = bs / p.sq;
   const int H = p.heads;
 
-  // ---- the key list of this query: swa positions [0, Ls) then extra positions [0, Le) ----
+  // ---- the key slots of this query: the swa index row [0, swa_k) then the extra row [0, extra_k),
+  //      split evenly whatever the lens, so a split's index loads need no lens: they go out
+  //      together with the lens loads instead of after them. Slots at or past their source's
+  //      lens are dead keys; tiles past the last live slot are skipped. ----
+  const int kslots = p.swa_k + p.extra_k;  // extra_k = 0 without the compressed source
+  const int per_split = (((kslots + p.num_splits - 1) / p.num_splits) + N - 1) / N * N;
+  const int kbeg = min(kslots, split * per_split);
+  const int kend = min(kslots, kbeg + per_split);
+  const int slot_tiles = (kend - kbeg + N - 1) / N;
+
+  // ---- loader role: TPK threads copy one key's 576 data bytes + 8 scale bytes per tile ----
+  const int lkey = tid / TPK, lsub = tid % TPK;
+  // The index rows' addresses are formed at each load (not kept live across the main loop).
+  auto load_index = [&](int tile) -> int {
+    const int pos = kbeg + tile * N + lkey;
+    if (tile >= slot_tiles || pos >= kend) return -1;
+    return pos < p.swa_k ? __ldg(p.swa_indices + (int64_t(bs) * p.swa_k + pos))
+                         : __ldg(p.extra_indices + (int64_t(bs) * p.extra_k + (pos - p.swa_k)));
+  };
+  int idx_pre[STAGES + 1];
+#pragma unroll
+  for (int s = 0; s <= STAGES; ++s) idx_pre[s] = load_index(s);
+
   int ls = __ldg(p.swa_lens + (p.swa_lens_per_query ? bs : b));
   ls = min(max(ls, 0), p.swa_k);
   int le = 0;
@@ -295,31 +317,20 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
     le = __ldg(p.extra_lens + (p.extra_lens_per_query ? bs : b));
     le = min(max(le, 0), p.extra_k);
   }
-  const int total = ls + le;
-  const int per_split = (((total + p.num_splits - 1) / p.num_splits) + N - 1) / N * N;
-  const int kbeg = min(total, split * per_split);
-  const int kend = min(total, kbeg + per_split);
-  const int ntiles = (kend - kbeg + N - 1) / N;
+  const int live_end = le > 0 ? p.swa_k + le : ls;  // one past the last live slot
+  const int ntiles = max(0, (min(kend, live_end) - kbeg + N - 1) / N);
 
-  // ---- loader role: TPK threads copy one key's 576 data bytes + 8 scale bytes per tile ----
-  const int lkey = tid / TPK, lsub = tid % TPK;
-  // The index rows' addresses are formed at each load (not kept live across the main loop).
-  auto load_index = [&](int tile) -> int {
-    const int pos = kbeg + tile * N + lkey;
-    if (tile >= ntiles || pos >= kend) return -1;
-    return pos < ls ? __ldg(p.swa_indices + (int64_t(bs) * p.swa_k + pos))
-                    : __ldg(p.extra_indices + (int64_t(bs) * p.extra_k + (pos - ls)));
-  };
   auto issue_tile = [&](int tile, int idx) {
     if (tile < ntiles) {
       const int pos = kbeg + tile * N + lkey;
-      const bool from_swa = pos < ls;
+      const bool from_swa = pos < p.swa_k;
+      const bool live = pos < kend && (from_swa ? pos < ls : pos - p.swa_k < le);
       const uint8_t* cache = from_swa ? p.swa_cache : p.extra_cache;
       const int64_t bsz = from_swa ? p.swa_block_size : p.extra_block_size;
       const int shift = from_swa ? p.swa_block_shift : p.extra_block_shift;
       const int64_t page_bytes = from_swa ? p.swa_page_bytes : p.extra_page_bytes;
       const int64_t slots = from_swa ? p.swa_num_slots : p.extra_num_slots;
-      const bool ok = pos < kend && idx >= 0 && int64_t(idx) < slots;
+      const bool ok = live && idx >= 0 && int64_t(idx) < slots;
       const uint8_t* data = p.swa_cache;  // any valid address: the copy zero-fills
       const uint8_t* scales = p.swa_cache;
       if (ok) {
@@ -339,10 +350,8 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
     cp_async_commit();  // one group per tile slot, empty or not, keeps the wait counts uniform
   };
 
-  // ---- prologue: index loads, then q fragments (independent of them), then the first copies ----
-  int idx_pre[STAGES + 1];
-#pragma unroll
-  for (int s = 0; s <= STAGES; ++s) idx_pre[s] = load_index(s);
+  // ---- prologue: the index loads and lens above, then q (independent of them), then the first
+  //      copies ----
 
   const int row0 = mt * 16 + g, row1 = row0 + 8;  // head rows of this thread inside the CTA
   // Register schedule: the A fragments of this warp's m-tile and dim slice. Shared schedule: the

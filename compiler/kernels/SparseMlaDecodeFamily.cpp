@@ -543,7 +543,8 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
   // The schedules the default chooses from, with their cost on an H200 (V4.1 shapes, 640 keys
   // per query, L2 flushed; fitted to the bench runs at ab938db and the tuning run of 2026-11-29,
   // within 2 us over 2-40 tiles per CTA): fixedUs (launches, merge) plus, per round of CTAs on an
-  // SM, kCtaUs (the dependent lens -> index -> row loads before the first tile, the epilogue) and
+  // SM, kCtaUs (the dependent index -> row loads before the first tile, the epilogue; fitted when the lens
+  // load came first in that chain, before 2026-12-02) and
   // tileUs per key tile the CTA streams. A tile's cost is not its instruction count: the CTA's
   // phases (dequant, QK, score exchange, softmax, PV) are separated by barriers, so fewer warps
   // per CTA leave more of each phase's latency exposed (32 heads in 4 slices: 2.7 us per 16-key
