@@ -25,6 +25,7 @@
 #pragma once
 #include "common/Mma.cuh"
 #include "common/Numerics.cuh"
+#include "common/QuantWeights.cuh"
 #include "common/Types.h"
 #include "params/SparseMlaDecodeParams.h"
 
@@ -116,18 +117,6 @@ __device__ __forceinline__ uint32_t bf16x2_zero_nan(uint32_t w) {
   return w & ~(n | (n - (n >> 15)));
 }
 
-// v * f for both bf16 halves, rounded once: fma.rn.bf16x2 has no flush-to-zero, so subnormal
-// products are kept; the -0 addend keeps a -0 product -0.
-__device__ __forceinline__ uint32_t bf16x2_scale(uint32_t v, uint32_t f) {
-#ifdef DI_SIMT_EMU
-  return di_emu::bf16x2_mul(v, f);
-#else
-  uint32_t r;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(f), "r"(0x80008000u));
-  return r;
-#endif
-}
-
 // Eight e4m3 codes (little-endian in w0, w1) times the block scale -> four bf16x2 words in dim
 // order. A byte permute puts codes 2i, 2i+1 in the high byte of each 16-bit lane, bit placement
 // makes them bf16 values times 2^-120, and the bf16x2 multiply by the power-of-two factor(s)
@@ -143,8 +132,8 @@ __device__ __forceinline__ U32x4 dequant8(uint32_t w0, uint32_t w1, uint32_t f1,
                    __byte_perm(w1, 0u, 0x3020u)};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    q[i] = bf16x2_scale(e4m3x2_hi_to_bf16x2_biased(q[i]), f1);
-    if (kTwoFactors) q[i] = bf16x2_scale(q[i], f2);
+    q[i] = qw::bf16x2_mul(e4m3x2_hi_to_bf16x2_biased(q[i]), f1);
+    if (kTwoFactors) q[i] = qw::bf16x2_mul(q[i], f2);
   }
   U32x4 r;
   r.x = q[0];
@@ -237,8 +226,12 @@ __device__ __forceinline__ void merge_rows(const SparseMlaDecodeParams& p, const
 
 // HEADS: heads per CTA (multiple of 8, <= 64); DS: head-dim slices per m-tile (4 or 8);
 // N: keys per tile (16 or 32); STAGES: raw cp.async buffers; MODE: smd::Mode (how splits merge);
-// DYN_SMEM: the layout lives in dynamic shared memory (targets whose cap exceeds 48 KB).
-template <int HEADS, int DS, int N, int STAGES, int MODE, bool DYN_SMEM>
+// DYN_SMEM: the layout lives in dynamic shared memory (targets whose cap exceeds 48 KB);
+// Q_SMEM: q is a swizzled bf16 tile in shared memory read by ldmatrix at every QK k-step instead
+// of A fragments held in registers. That frees the registers a wide CTA needs (all 64 heads of
+// a query: every key row of the split is then copied and dequantized once for all heads, not
+// once per head group); it needs HEADS to be whole m-tiles and HEADS KB of shared memory.
+template <int HEADS, int DS, int N, int STAGES, int MODE, bool DYN_SMEM, bool Q_SMEM>
 __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodeParams& p) {
   using namespace smd;
   constexpr int MT = (HEADS + 15) / 16;
@@ -247,13 +240,15 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
   constexpr int KSTEPS = SW / 16;    // QK k-steps per warp
   constexpr int NT = N / 8;          // key n-tiles per tile
   constexpr int OT = SW / 8;         // output n-tiles per warp
-  constexpr int CH = NT < 4 ? 2 : 1; // independent QK accumulator chains (latency hiding)
+  // Independent QK accumulator chains (latency hiding); one with q in shared memory, whose 16
+  // warps hide latency and whose 64 accumulator registers leave no room for a second chain.
+  constexpr int CH = NT < 4 && !Q_SMEM ? 2 : 1;
   constexpr int TPK = THREADS / N;   // loader threads per key
   // With 8 slices every warp reading all 8 partials would move twice the bytes of its ldmatrix
   // loads: reduce in two steps instead (each warp sums 1/DS of the tile, then all read the sums).
   constexpr bool kTwoStepReduce = DS == 8;
   constexpr int RED = NT * 4 / DS;   // floats each lane sums in step 1
-  constexpr SparseMlaDecodeSmem L = sparseMlaDecodeSmem(HEADS, DS, N, STAGES);
+  constexpr SparseMlaDecodeSmem L = sparseMlaDecodeSmem(HEADS, DS, N, STAGES, Q_SMEM);
   static_assert(HEADS % 8 == 0 && HEADS >= 8 && HEADS <= 64, "HEADS: multiple of 8 in 8..64");
   static_assert(DS == 4 || DS == 8, "DS: 4 or 8 head-dim slices");
   static_assert(N == 16 || N == 32, "N: 16 or 32 keys per tile");
@@ -261,6 +256,7 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
   static_assert(THREADS % N == 0 && THREADS <= 1024, "threads must split evenly over keys");
   static_assert((N * 64) % THREADS == 0, "dequant work must split evenly over threads");
   static_assert(DYN_SMEM || L.total <= 48 * 1024, "static shared memory is capped at 48 KB");
+  static_assert(!Q_SMEM || HEADS % 16 == 0, "q in shared memory: HEADS must be whole m-tiles");
   static_assert(MODE == Mode::kDirect || MODE == Mode::kMergeLaunch || MODE == Mode::kMergeLastCta, "MODE");
   constexpr bool SPLIT = MODE != Mode::kDirect;
 
@@ -280,6 +276,7 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
   uint8_t* const raw = smem + L.raw;
   float4* const spart = reinterpret_cast<float4*>(smem + L.spart);
   float* const sred = reinterpret_cast<float*>(smem + L.sred);
+  uint8_t* const qbuf = smem + L.qbuf;
   uint8_t* const valid = smem + L.valid;
 
   const int tid = threadIdx.x;
@@ -290,7 +287,29 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
   const int b = bs / p.sq;
   const int H = p.heads;
 
-  // ---- the key list of this query: swa positions [0, Ls) then extra positions [0, Le) ----
+  // ---- the key slots of this query: the swa index row [0, swa_k) then the extra row [0, extra_k),
+  //      split evenly whatever the lens, so a split's index loads need no lens: they go out
+  //      together with the lens loads instead of after them. Slots at or past their source's
+  //      lens are dead keys; tiles past the last live slot are skipped. ----
+  const int kslots = p.swa_k + p.extra_k;  // extra_k = 0 without the compressed source
+  const int per_split = (((kslots + p.num_splits - 1) / p.num_splits) + N - 1) / N * N;
+  const int kbeg = min(kslots, split * per_split);
+  const int kend = min(kslots, kbeg + per_split);
+  const int slot_tiles = (kend - kbeg + N - 1) / N;
+
+  // ---- loader role: TPK threads copy one key's 576 data bytes + 8 scale bytes per tile ----
+  const int lkey = tid / TPK, lsub = tid % TPK;
+  // The index rows' addresses are formed at each load (not kept live across the main loop).
+  auto load_index = [&](int tile) -> int {
+    const int pos = kbeg + tile * N + lkey;
+    if (tile >= slot_tiles || pos >= kend) return -1;
+    return pos < p.swa_k ? __ldg(p.swa_indices + (int64_t(bs) * p.swa_k + pos))
+                         : __ldg(p.extra_indices + (int64_t(bs) * p.extra_k + (pos - p.swa_k)));
+  };
+  int idx_pre[STAGES + 1];
+#pragma unroll
+  for (int s = 0; s <= STAGES; ++s) idx_pre[s] = load_index(s);
+
   int ls = __ldg(p.swa_lens + (p.swa_lens_per_query ? bs : b));
   ls = min(max(ls, 0), p.swa_k);
   int le = 0;
@@ -298,32 +317,20 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
     le = __ldg(p.extra_lens + (p.extra_lens_per_query ? bs : b));
     le = min(max(le, 0), p.extra_k);
   }
-  const int total = ls + le;
-  const int per_split = (((total + p.num_splits - 1) / p.num_splits) + N - 1) / N * N;
-  const int kbeg = min(total, split * per_split);
-  const int kend = min(total, kbeg + per_split);
-  const int ntiles = (kend - kbeg + N - 1) / N;
+  const int live_end = le > 0 ? p.swa_k + le : ls;  // one past the last live slot
+  const int ntiles = max(0, (min(kend, live_end) - kbeg + N - 1) / N);
 
-  // ---- loader role: TPK threads copy one key's 576 data bytes + 8 scale bytes per tile ----
-  const int lkey = tid / TPK, lsub = tid % TPK;
-  const int32_t* const swa_row = p.swa_indices + int64_t(bs) * p.swa_k;
-  const int32_t* const extra_row =
-      p.extra_indices != nullptr ? p.extra_indices + int64_t(bs) * p.extra_k : nullptr;
-  auto load_index = [&](int tile) -> int {
-    const int pos = kbeg + tile * N + lkey;
-    if (tile >= ntiles || pos >= kend) return -1;
-    return pos < ls ? __ldg(swa_row + pos) : __ldg(extra_row + (pos - ls));
-  };
   auto issue_tile = [&](int tile, int idx) {
     if (tile < ntiles) {
       const int pos = kbeg + tile * N + lkey;
-      const bool from_swa = pos < ls;
+      const bool from_swa = pos < p.swa_k;
+      const bool live = pos < kend && (from_swa ? pos < ls : pos - p.swa_k < le);
       const uint8_t* cache = from_swa ? p.swa_cache : p.extra_cache;
       const int64_t bsz = from_swa ? p.swa_block_size : p.extra_block_size;
       const int shift = from_swa ? p.swa_block_shift : p.extra_block_shift;
       const int64_t page_bytes = from_swa ? p.swa_page_bytes : p.extra_page_bytes;
       const int64_t slots = from_swa ? p.swa_num_slots : p.extra_num_slots;
-      const bool ok = pos < kend && idx >= 0 && int64_t(idx) < slots;
+      const bool ok = live && idx >= 0 && int64_t(idx) < slots;
       const uint8_t* data = p.swa_cache;  // any valid address: the copy zero-fills
       const uint8_t* scales = p.swa_cache;
       if (ok) {
@@ -343,15 +350,21 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
     cp_async_commit();  // one group per tile slot, empty or not, keeps the wait counts uniform
   };
 
-  // ---- prologue: index loads, then q fragments (independent of them), then the first copies ----
-  int idx_pre[STAGES + 1];
-#pragma unroll
-  for (int s = 0; s <= STAGES; ++s) idx_pre[s] = load_index(s);
+  // ---- prologue: the index loads and lens above, then q (independent of them), then the first
+  //      copies ----
 
   const int row0 = mt * 16 + g, row1 = row0 + 8;  // head rows of this thread inside the CTA
-  const int head0 = group * HEADS + row0, head1 = group * HEADS + row1;
-  uint32_t qa[KSTEPS][4];
-  {
+  // Register schedule: the A fragments of this warp's m-tile and dim slice. Shared schedule: the
+  // CTA's HEADS x 512 q tile, copied with the first tile's cp.async group (the first wait and
+  // barrier of the main loop publish it).
+  uint32_t qa[Q_SMEM ? 1 : KSTEPS][4];
+  if constexpr (Q_SMEM) {
+    const uint16_t* const qcta = p.q + (int64_t(bs) * H + group * HEADS) * Const::kHeadDim;
+#pragma unroll
+    for (int i = tid; i < HEADS * 64; i += THREADS)
+      cp_async_16(qbuf + kbuf_offset(i >> 6, i & 63), qcta + (i >> 6) * Const::kHeadDim + (i & 63) * 8, true);
+  } else {
+    const int head0 = group * HEADS + row0, head1 = group * HEADS + row1;
     const uint16_t* q0 = p.q + (int64_t(bs) * H + head0) * Const::kHeadDim + sl * SW + 2 * t4;
     const uint16_t* q1 = p.q + (int64_t(bs) * H + head1) * Const::kHeadDim + sl * SW + 2 * t4;
     const bool r0ok = row0 < HEADS, r1ok = row1 < HEADS;
@@ -391,6 +404,19 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
   const int qk_off[2] = {qk_row + (((lane >> 3) ^ sw) << 4), qk_row + (((4 + (lane >> 3)) ^ sw) << 4)};
   // PV: key = 16k + lane % 16, chunk = slice base + 2jp + lane / 16.
   const int pv_row = (lane & 15) * 1024 + sl * (SW / 8) * 16;
+  // q tile (Q_SMEM): lanes 0-7 / 8-15 / 16-23 / 24-31 address rows 0-7 / 8-15 / 0-7 / 8-15 of the
+  // m-tile at chunk 2k / 2k / 2k + 1 / 2k + 1 of the slice, giving the A fragment registers in
+  // mma order. Row % 8 = lane % 8, so the swizzle XORs the in-row chunk with lane % 8 again.
+  const int q_row = (mt * 16 + (lane & 15)) * 1024 + sl * (SW / 8) * 16;
+  const int q_x = (lane >> 4) ^ sw;
+  auto q_frag = [&](int k, uint32_t (&a)[4]) {
+    if constexpr (Q_SMEM) {
+      ldmatrix_x4(a, qbuf + q_row + ((2 * k) & 8) * 16 + ((((2 * k) & 7) ^ q_x) << 4));
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = qa[k][i];
+    }
+  };
 
   for (int tile = 0; tile < ntiles; ++tile) {
     cp_async_wait<STAGES - 1>();
@@ -438,13 +464,16 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
         for (int j = 0; j < NT; ++j) acc[c][j][0] = acc[c][j][1] = acc[c][j][2] = acc[c][j][3] = 0.f;
 #pragma unroll
       for (int k = 0; k < KSTEPS; k += 2) {
+        uint32_t a0[4], a1[4];
+        q_frag(k, a0);
+        q_frag(k + 1, a1);
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           uint32_t kb[4];
           ldmatrix_x4(kb, kbuf + qk_off[(k >> 1) & 1] + j * 8 * 1024 + ((2 * k) & 8) * 16);
           const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
-          mma_bf16_16816(acc[0][j], qa[k], b0, acc[0][j]);
-          mma_bf16_16816(acc[CH - 1][j], qa[k + 1], b1, acc[CH - 1][j]);
+          mma_bf16_16816(acc[0][j], a0, b0, acc[0][j]);
+          mma_bf16_16816(acc[CH - 1][j], a1, b1, acc[CH - 1][j]);
         }
       }
 #pragma unroll

@@ -11,6 +11,11 @@
 //   merge          with kv_splits > 1: 0 = a second launch merges the partials; 1 = the last CTA
 //                  of each (query, head group) to arrive merges them in the same launch (arrival
 //                  counters in the zeroed workspace); 0 with kv_splits = 1
+//   schedule       where q lives: 0 = A fragments in registers (head groups of <= 32 heads: each
+//                  group copies and dequantizes the split's key rows again); 1 = a bf16 tile in
+//                  shared memory read by ldmatrix (wide CTAs, up to 64 heads, 4 dim slices: a key
+//                  row is dequantized once for all heads of the CTA; heads_per_cta KB more shared
+//                  memory, so only targets above the 48 KB cap offer it at V4.1's 64 heads)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -43,7 +48,7 @@ std::string shapeStr(const std::vector<int64_t>& s) {
 }
 
 struct SparseMlaDecodeConfig {
-  int64_t headsPerCta = 0, threads = 0, keysPerTile = 0, stages = 0, kvSplits = 0, merge = 0;
+  int64_t headsPerCta = 0, threads = 0, keysPerTile = 0, stages = 0, kvSplits = 0, merge = 0, schedule = 0;
   static constexpr auto fields() {
     using F = ConfigField<SparseMlaDecodeConfig>;
     return std::array{F{"heads_per_cta", &SparseMlaDecodeConfig::headsPerCta},
@@ -51,7 +56,8 @@ struct SparseMlaDecodeConfig {
                       F{"keys_per_tile", &SparseMlaDecodeConfig::keysPerTile},
                       F{"stages", &SparseMlaDecodeConfig::stages},
                       F{"kv_splits", &SparseMlaDecodeConfig::kvSplits},
-                      F{"merge", &SparseMlaDecodeConfig::merge}};
+                      F{"merge", &SparseMlaDecodeConfig::merge},
+                      F{"schedule", &SparseMlaDecodeConfig::schedule}};
   }
 };
 
@@ -88,6 +94,7 @@ Dims dimsOf(const OpDesc& d) {
 struct Geometry {
   int heads = 0, mTiles = 0, dimSlices = 0, threads = 0, keys = 0, stages = 0, splits = 0;
   bool lastCtaMerge = false;  // merge = 1
+  bool qSmem = false;         // schedule = 1
   di::SparseMlaDecodeSmem smem{};
   bool dynamicSmem = false;
 };
@@ -103,7 +110,8 @@ Geometry geometryOf(const SparseMlaDecodeConfig& c) {
   g.stages = int(c.stages);
   g.splits = int(c.kvSplits);
   g.lastCtaMerge = c.merge == 1;
-  g.smem = di::sparseMlaDecodeSmem(g.heads, g.dimSlices, g.keys, g.stages);
+  g.qSmem = c.schedule == 1;
+  g.smem = di::sparseMlaDecodeSmem(g.heads, g.dimSlices, g.keys, g.stages, g.qSmem);
   g.dynamicSmem = g.smem.total > kStaticSmemCap;
   return g;
 }
@@ -112,15 +120,17 @@ Geometry geometryOf(const SparseMlaDecodeConfig& c) {
 // four, rounded up): q fragments (SW/4) + o accumulators (SW/2) + scores and addressing. 8 slices
 // run under a 128-register bound (105-122 measured); 4 slices need 165-185 (16 keys per tile)
 // or 199-222 (32).
+// q in shared memory frees the 32 (4 slices) or 16 (8 slices) registers of its fragments and
+// runs under a 128-register bound.
 int registerEstimate(const Geometry& g) {
-  if (g.dimSlices == 8) return g.keys == 16 ? 124 : 128;
+  if (g.dimSlices == 8 || g.qSmem) return g.keys == 16 ? 124 : 128;
   return g.keys == 16 ? 190 : 224;
 }
 
 // __launch_bounds__ minimum CTAs per SM: with 8 slices, cap registers at 128 (no spills
 // measured); with 4 slices leave room for the ~190 registers they need.
 int minBlocksPerSm(const Geometry& g) {
-  if (g.dimSlices == 8) return std::max(1, 512 / g.threads);
+  if (g.dimSlices == 8 || g.qSmem) return std::max(1, 512 / g.threads);
   return g.threads <= 128 ? 2 : 1;
 }
 
@@ -151,6 +161,13 @@ Status checkConfig(const SparseMlaDecodeConfig& c, const OpDesc& d) {
     return Error{fmt::format("{}: config merge={} must be 0 (merge launch) or 1 (last CTA merges)", kOp, c.merge)};
   if (c.merge == 1 && c.kvSplits == 1)
     return Error{fmt::format("{}: config merge=1 merges split partials; kv_splits=1 has none (use merge=0)", kOp)};
+  if (c.schedule != 0 && c.schedule != 1)
+    return Error{fmt::format("{}: config schedule={} must be 0 (q in registers) or 1 (q in shared memory)", kOp,
+                             c.schedule)};
+  if (c.schedule == 1 && c.headsPerCta % 16 != 0)
+    return Error{fmt::format("{}: config schedule=1 (q in shared memory) needs heads_per_cta in whole m-tiles of 16; "
+                             "heads_per_cta={} is not",
+                             kOp, c.headsPerCta)};
   return {};
 }
 
@@ -168,7 +185,7 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
 
   std::vector<std::string> templateHeaders() const override {
     return {"SparseMlaDecode.cuh", "params/SparseMlaDecodeParams.h", "common/Mma.cuh",
-            "common/Numerics.cuh", "common/Types.h"};
+            "common/Numerics.cuh", "common/QuantWeights.cuh", "common/Types.h"};
   }
 
   Status validate(const OpDesc& d) const override {
@@ -259,6 +276,27 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
         }
       }
     }
+    // q in shared memory: the widest CTAs (64 heads, else 32 or 16) in 4 dim slices, the shape
+    // whose registers q fragments would overflow; 16-key tiles only (32-key tiles spill under the
+    // 128-register bound of 512 threads).
+    for (int heads : {64, 32, 16}) {
+      if (dm.H % heads != 0) continue;
+      const int threads = 32 * (heads / 16) * 4;
+      for (int keys : {16})
+        for (int stages : {1, 2, 3}) {
+          Config c{heads, threads, keys, stages, 1, 0, 1};
+          if (resources(c, d).smemBytes > t.smemPerCtaCap) continue;
+          for (int splits : splitOptions(dm, keys)) {
+            c.kvSplits = splits;
+            for (int merge : {0, 1}) {
+              if (merge == 1 && splits == 1) continue;
+              c.merge = merge;
+              out.push_back(c);
+            }
+          }
+        }
+      break;  // only the widest that divides H
+    }
     return out;
   }
 
@@ -287,9 +325,12 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     for (const Schedule& s : kSchedules) {
       // Heads per CTA: 16 per m-tile; the padded 8 / 24 only when no multiple of 16 divides H.
       int heads = 16 * s.mTiles;
-      if (dm.H % 16 != 0) heads = s.mTiles == 1 ? 8 : 24;
+      if (dm.H % 16 != 0) {
+        if (s.qSmem) continue;
+        heads = s.mTiles == 1 ? 8 : 24;
+      }
       if (dm.H % heads != 0) continue;
-      Config c{heads, 32 * s.mTiles * s.dimSlices, s.keys, 0, 1, 0};
+      Config c{heads, 32 * s.mTiles * s.dimSlices, s.keys, 0, 1, 0, s.qSmem ? 1 : 0};
       for (int stages : {3, 2, 1}) {
         c.stages = stages;
         if (resources(c, d).smemBytes <= t.smemPerCtaCap) break;
@@ -306,7 +347,7 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     }
     // No schedule within the cap (a part below 36 KB per CTA): the smallest one, which the
     // target check then refuses with its byte count.
-    if (best.headsPerCta == 0) best = Config{dm.H % 16 == 0 ? 16 : 8, 256, 16, 1, 1, 0};
+    if (best.headsPerCta == 0) best = Config{dm.H % 16 == 0 ? 16 : 8, 256, 16, 1, 1, 0, 0};
     return best;
   }
 
@@ -320,9 +361,9 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     u.source = fmt::format(
         "#include \"SparseMlaDecode.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::SparseMlaDecodeParams p) "
-        "{{ di::grid_dependency_sync(); di::sparse_mla_decode_kernel<{}, {}, {}, {}, {}, {}>(p); }}\n",
+        "{{ di::grid_dependency_sync(); di::sparse_mla_decode_kernel<{}, {}, {}, {}, {}, {}, {}>(p); }}\n",
         g.threads, minBlocksPerSm(g), baseName, g.heads, g.dimSlices, g.keys, g.stages, mode,
-        g.dynamicSmem ? "true" : "false");
+        g.dynamicSmem ? "true" : "false", g.qSmem ? "true" : "false");
     u.entries.push_back(baseName);
     if (split && !g.lastCtaMerge) {
       u.source += fmt::format(
@@ -502,20 +543,28 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
   // The schedules the default chooses from, with their cost on an H200 (V4.1 shapes, 640 keys
   // per query, L2 flushed; fitted to the bench runs at ab938db and the tuning run of 2026-11-29,
   // within 2 us over 2-40 tiles per CTA): fixedUs (launches, merge) plus, per round of CTAs on an
-  // SM, kCtaUs (the dependent lens -> index -> row loads before the first tile, the epilogue) and
+  // SM, kCtaUs (the dependent index -> row loads before the first tile, the epilogue; fitted when the lens
+  // load came first in that chain, before 2026-12-02) and
   // tileUs per key tile the CTA streams. A tile's cost is not its instruction count: the CTA's
   // phases (dequant, QK, score exchange, softmax, PV) are separated by barriers, so fewer warps
   // per CTA leave more of each phase's latency exposed (32 heads in 4 slices: 2.7 us per 16-key
   // tile, in 8 slices: 2.3 us).
+  //
+  // The q-in-shared-memory rows (schedule = 1, 64 heads) are predictions, not fits (not measured
+  // yet): a warp does the work of a 32-head, 4-slice warp (2.7 / 3.75 us per tile) plus a q
+  // ldmatrix per k-step pair, with twice the warps sharing the SM's issue slots and the tile's
+  // copy and dequantization done once instead of once per head group.
   struct Schedule {
     int mTiles, dimSlices, keys;
     double fixedUs, tileUs;
+    bool qSmem;
   };
   static constexpr Schedule kSchedules[] = {
-      {1, 8, 16, 7.5, 1.85},   // 16 heads, 256 threads
-      {2, 8, 16, 9.0, 2.3},    // 32 heads, 512 threads
-      {2, 4, 16, 8.0, 2.7},    // 32 heads, 256 threads
-      {2, 4, 32, 10.5, 3.75},  // 32 heads, 256 threads, 32-key tiles (> 48 KB)
+      {1, 8, 16, 7.5, 1.85, false},         // 16 heads, 256 threads
+      {2, 8, 16, 9.0, 2.3, false},          // 32 heads, 512 threads
+      {2, 4, 16, 8.0, 2.7, false},          // 32 heads, 256 threads
+      {2, 4, 32, 10.5, 3.75, false},        // 32 heads, 256 threads, 32-key tiles (> 48 KB)
+      {4, 4, 16, 9.0, 3.4, true},           // 64 heads, 512 threads, q in shared memory (> 48 KB)
   };
   static constexpr double kCtaUs = 3.0;
   // Modeled time of a schedule with `splits` parts per key list: the busiest SM runs

@@ -48,26 +48,30 @@ struct SparseMlaDecodeParams {
 
 // Shared-memory layout of one CTA (bytes, in order): the dequantized bf16 key tile, the raw
 // cp.async stages, the cross-warp score partials, the reduced scores (only with 8 head-dim
-// slices, which reduce in two steps), one valid flag per key for each in-flight tile.
+// slices, which reduce in two steps), the q tile (only when q lives in shared memory), one valid
+// flag per key for each in-flight tile.
 struct SparseMlaDecodeSmem {
   int kbuf;       // keys * 1024: 512 bf16 per key, 16-byte chunks XOR-swizzled by key % 8
   int raw;        // per stage keys * 592: 576 data bytes per key, then 8 scale bytes per key
   int spart;      // m_tiles * dim_slices * keys * 64: fp32 partial scores in fragment order
   int sred;       // m_tiles * keys * 64 when dim_slices == 8, else empty
+  int qbuf;       // heads * 1024 when q is in shared memory (bf16, swizzled as kbuf), else empty
   int valid;      // (stages + 1) * keys bytes
   int total;
 };
 
 DI_SMD_HOST_DEVICE constexpr SparseMlaDecodeSmem sparseMlaDecodeSmem(int heads_per_cta,
                                                                     int dim_slices, int keys,
-                                                                    int stages) {
+                                                                    int stages,
+                                                                    bool q_in_smem = false) {
   const int m_tiles = (heads_per_cta + 15) / 16;
   SparseMlaDecodeSmem s{};
   s.kbuf = 0;
   s.raw = keys * 1024;
   s.spart = s.raw + stages * keys * 592;
   s.sred = s.spart + m_tiles * dim_slices * keys * 64;
-  s.valid = s.sred + (dim_slices == 8 ? m_tiles * keys * 64 : 0);
+  s.qbuf = s.sred + (dim_slices == 8 ? m_tiles * keys * 64 : 0);
+  s.valid = s.qbuf + (q_in_smem ? heads_per_cta * 1024 : 0);
   s.total = (s.valid + (stages + 1) * keys + 15) / 16 * 16;
   return s;
 }

@@ -1,5 +1,5 @@
-// sparse_mla_decode cases: batch 1 to 64, s_q 1 and 2, query heads 8 / 16 / 64 / 128, with and
-// without the extra (compressed) source, extra block sizes 2 / 64 / 256, odd K, fewer keys than
+// sparse_mla_decode cases: batch 1 to 64 (1, 2, 3, 4, 6, 7, 12, 24, 64), s_q 1 and 2, query
+// heads 8 / 16 / 64 / 128, with and without the extra (compressed) source, extra block sizes 2 / 64 / 256, odd K, fewer keys than
 // a tile, lens 0 and full, -1 / negative / past-the-cache indices and valid-looking junk past
 // lens, queries with no valid entry at all, NaN codes and NaN scales in key rows (they count as 0), and (large) a
 // window cache whose pages lie past byte 2^31. Caches are written by the kv_quant_insert
@@ -103,6 +103,8 @@ std::vector<OpCase> sparseMlaDecodeCases(uint64_t seed, bool large) {
       {"b64_sq1_h8_extra_bs256", 64, 1, 8, {64, 16, 128}, true, {256, 6, 512}},
       {"b7_sq2_h16_nan_odd_k", 7, 2, 16, {64, 5, 100}, true, {64, 9, 333}, true},
       {"b24_sq1_h64_swa_only", 24, 1, 64, {64, 30, 128}, false, {}},
+      // Odd K on both sources at 64 heads (all heads in one CTA with q in shared memory).
+      {"b2_sq1_h64_odd_k", 2, 1, 64, {64, 3, 77}, true, {64, 5, 201}},
       {"b4_sq2_h64_no_valid_entry", 4, 2, 64, {64, 2, 128}, true, {64, 2, 64}, false, true},
       // Fewer keys than one tile (5 window + 3 compressed): split plans have empty splits.
       {"b3_sq1_h64_few_keys", 3, 1, 64, {64, 2, 5}, true, {64, 2, 3}},

@@ -3,7 +3,7 @@
 // and the zeroed workspace checked zero after every launch (runOpOnGpu), on every decode case
 // (B = 1, fewer keys than a tile, odd K, lens 0, invalid and junk indices, no valid entry, NaN
 // codes). For every kernel geometry the target offers (heads per CTA x threads x keys per tile x
-// stages: each a distinct NVRTC unit), both split merges at 2, 5 and 11 splits, whatever the key
+// stages x schedule, q in registers or in shared memory: each a distinct NVRTC unit), both split merges at 2, 5 and 11 splits, whatever the key
 // count (so small cases have empty splits and 11 crosses the merge's load chunks), and one
 // direct (single-split) run. The one-launch merge (merge = 1) must give the same bits as the
 // merge launch (merge = 0) at the same split count: the merge sums in split order whichever CTA
@@ -43,18 +43,19 @@ TEST(SparseMlaDecodeCandidates, EveryGeometryAndMergeOnEveryTargetMatchesReferen
     for (const auto& target : targets) {
       auto spec = specialize(*d, target);
       ASSERT_TRUE(spec.ok()) << c.name << " on " << target.name << ": " << spec.error().message;
-      std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> geometries;
+      std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>> geometries;
       for (const auto& ch : spec->fitting)
         geometries.insert({ch.config.at("heads_per_cta"), ch.config.at("threads"), ch.config.at("keys_per_tile"),
-                           ch.config.at("stages")});
+                           ch.config.at("stages"), ch.config.at("schedule")});
       ASSERT_FALSE(geometries.empty()) << c.name << " on " << target.name;
-      for (const auto& [heads, threads, keys, stages] : geometries) {
+      for (const auto& [heads, threads, keys, stages, schedule] : geometries) {
         // (kv_splits, merge) in this order: each merge = 1 run follows the merge = 0 run it must equal.
         const std::pair<int64_t, int64_t> plans[] = {{1, 0}, {2, 0}, {2, 1}, {5, 0}, {5, 1}, {11, 0}, {11, 1}};
         TensorMap launchMerged;
         for (const auto& [splits, merge] : plans) {
           const KernelConfig cfg = {{"heads_per_cta", heads}, {"threads", threads}, {"keys_per_tile", keys},
-                                    {"stages", stages},       {"kv_splits", splits}, {"merge", merge}};
+                                    {"stages", stages},       {"kv_splits", splits}, {"merge", merge},
+                                    {"schedule", schedule}};
           const std::string where =
               fmt::format("{} [{}] on {} {{{}}} (seed {})", kOp, c.name, target.name, configToString(cfg), g.seed);
           TensorMap gpu = c.inputs;

@@ -146,7 +146,7 @@ TEST(TunedConfigs, PlantedWinnerThatCannotServeFallsBackToTheDefault) {
   t.medianUs = t.minUs = t.p90Us = 1;
   t.samples = 3;
   t.checked = t.checkOk = true;
-  const std::string planted = "heads_per_cta=16,keys_per_tile=16,kv_splits=4,stages=2,threads=256";
+  const std::string planted = "heads_per_cta=16,keys_per_tile=16,kv_splits=4,merge=0,schedule=0,stages=2,threads=256";
   tc->record(key, planted, t);
   ASSERT_TRUE(tc->save().ok());
   ASSERT_EQ(tc->winner(key).value_or(""), planted);

@@ -86,7 +86,7 @@ TEST(ConfigCheck, TunedDecodeWinnerForV41IsRefusedForTinyInTheLaunchsWords) {
   const TargetProfile t = *findTarget("sm_90");
   const OpDesc tiny = desc("sparse_mla_decode", {{"B", 1}, {"H", 8}, {"swa_k", 128}, {"extra_k", 512}});
   const KernelConfig winner = {{"heads_per_cta", 16}, {"keys_per_tile", 16}, {"kv_splits", 4}, {"merge", 0},
-                               {"stages", 2},       {"threads", 256}};
+                               {"schedule", 0},     {"stages", 2},        {"threads", 256}};
   ASSERT_TRUE(checkConfig(desc("sparse_mla_decode", {{"B", 1}}), t, winner).ok());
   auto r = checkConfig(tiny, t, winner);
   ASSERT_FALSE(r.ok());

@@ -1,8 +1,9 @@
 // sparse_mla_decode's default config per target at V4.1's decode shapes (64 heads, 128 window +
 // 512 compressed keys): one of the tuner's candidates (so the GPU suite's candidate sweep covers
 // it), within the target's shared-memory cap (48 KB on sm_80/sm_86), and the schedule the
-// measured costs favour: 32 heads per CTA and enough splits to fill the SMs at small batches,
-// 32-key tiles (dynamic shared memory) where the target allows them and the batch is large.
+// cost model favours: the widest CTAs the target holds (all 64 heads with q in shared memory
+// where the cap allows, else 32 heads with q in registers) and enough splits to fill the SMs at
+// small batches, 32-key tiles (dynamic shared memory) for q-in-register CTAs above 48 KB.
 #include <gtest/gtest.h>
 
 #include "deepinfer/OpShapes.h"
@@ -36,23 +37,37 @@ TEST(SparseMlaDecodeDefaults, AreFittingCandidatesWithinEachTargetsCap) {
   }
 }
 
-TEST(SparseMlaDecodeDefaults, SmallBatchesSplitOver32HeadCtasThatFillTheSms) {
+TEST(SparseMlaDecodeDefaults, SmallBatchesSplitOverTheWidestCtasThatFillTheSms) {
   for (const char* name : {"sm_80", "sm_86", "sm_90"}) {
     const TargetProfile t = *findTarget(name);
+    const bool wide = t.arch() == 90;  // 64 heads' q (64 KB) fits only above the 48 KB cap
     for (int64_t B : {6, 12}) {
       const KernelConfig c = defaultAt(B, t);
-      EXPECT_EQ(c.at("heads_per_cta"), 32) << name << " B=" << B;
+      EXPECT_EQ(c.at("heads_per_cta"), wide ? 64 : 32) << name << " B=" << B;
+      EXPECT_EQ(c.at("schedule"), wide ? 1 : 0) << name << " B=" << B;
       const int64_t ctas = B * (64 / c.at("heads_per_cta")) * c.at("kv_splits");
       EXPECT_GT(ctas, t.smCount / 2) << name << " B=" << B << ": " << configToString(c);
     }
   }
 }
 
-TEST(SparseMlaDecodeDefaults, LargeBatchesUse32KeyTilesOnlyAbove48Kb) {
-  EXPECT_EQ(defaultAt(24, *findTarget("sm_90")).at("keys_per_tile"), 32);
-  EXPECT_EQ(defaultAt(64, *findTarget("sm_90")).at("keys_per_tile"), 32);
-  for (const char* name : {"sm_80", "sm_86"})
+// sm_89's 99 KB cannot hold 64 heads' q next to a 16-key tile's buffers: 32-head CTAs with q in
+// registers and 32-key tiles there; sm_90 keeps all heads in one CTA (16-key tiles: 32-key tiles
+// spill under its 128-register bound).
+TEST(SparseMlaDecodeDefaults, LargeBatchesUse32KeyTilesOnlyAbove48KbWithQInRegisters) {
+  for (int64_t B : {24, 64}) {
+    const KernelConfig c = defaultAt(B, *findTarget("sm_90"));
+    EXPECT_EQ(c.at("schedule"), 1) << B;
+    EXPECT_EQ(c.at("heads_per_cta"), 64) << B;
+    EXPECT_EQ(c.at("keys_per_tile"), 16) << B;
+    const KernelConfig c89 = defaultAt(B, *findTarget("sm_89"));
+    EXPECT_EQ(c89.at("schedule"), 0) << B;
+    EXPECT_EQ(c89.at("keys_per_tile"), 32) << B;
+  }
+  for (const char* name : {"sm_80", "sm_86"}) {
     EXPECT_EQ(defaultAt(24, *findTarget(name)).at("keys_per_tile"), 16) << name;
+    EXPECT_EQ(defaultAt(24, *findTarget(name)).at("schedule"), 0) << name;
+  }
 }
 
 // The two split merges as plans: merge = 0 is the split launch plus a merge launch over a plain
@@ -61,8 +76,8 @@ TEST(SparseMlaDecodeDefaults, LargeBatchesUse32KeyTilesOnlyAbove48Kb) {
 TEST(SparseMlaDecodePlans, OneLaunchMergeCountsArrivalsInTheZeroedWorkspace) {
   auto d = makeOpDesc("sparse_mla_decode", {{"B", 6}, {"Sq", 2}}, {});
   ASSERT_TRUE(d.ok());
-  KernelConfig c = {{"heads_per_cta", 32}, {"threads", 256}, {"keys_per_tile", 16},
-                    {"stages", 1},         {"kv_splits", 5},  {"merge", 0}};
+  KernelConfig c = {{"heads_per_cta", 32}, {"threads", 256}, {"keys_per_tile", 16}, {"stages", 1},
+                    {"kv_splits", 5},      {"merge", 0},      {"schedule", 0}};
   auto launched = emitKernel(*d, c);
   ASSERT_TRUE(launched.ok()) << launched.error().message;
   ASSERT_EQ(launched->plan.size(), 2u);
@@ -77,6 +92,50 @@ TEST(SparseMlaDecodePlans, OneLaunchMergeCountsArrivalsInTheZeroedWorkspace) {
   EXPECT_EQ(one->workspaceBytes, launched->workspaceBytes);
   EXPECT_NE(one->unit.source.find("di::smd::Mode::kMergeLastCta"), std::string::npos);
   EXPECT_NE(launched->unit.source.find("di::smd::Mode::kMergeLaunch"), std::string::npos);
+}
+
+// schedule = 1 (q in shared memory): one CTA column per query when the CTA takes all 64 heads,
+// the q tile's 64 KB in the dynamic shared memory the launch asks for, the template told so;
+// offered only where that fits the cap; refused for CTAs that are not whole 16-head m-tiles.
+TEST(SparseMlaDecodePlans, QInSharedMemoryTakesAllHeadsInOneCtaWhereTheCapAllows) {
+  auto d = makeOpDesc("sparse_mla_decode", {{"B", 6}}, {});
+  ASSERT_TRUE(d.ok());
+  const KernelConfig c = {{"heads_per_cta", 64}, {"threads", 512}, {"keys_per_tile", 16}, {"stages", 2},
+                          {"kv_splits", 20},     {"merge", 0},     {"schedule", 1}};
+  auto k = emitKernel(*d, c);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  ASSERT_EQ(k->plan.size(), 2u);
+  EXPECT_EQ(k->plan[0].grid[0], 20u);
+  EXPECT_EQ(k->plan[0].grid[1], 1u);
+  EXPECT_EQ(k->plan[0].grid[2], 6u);
+  EXPECT_EQ(int64_t(k->plan[0].dynamicSmem), int64_t(16 * 1024 + 2 * 16 * 592 + 4 * 4 * 16 * 64 + 64 * 1024 + 48));
+  EXPECT_NE(k->unit.source.find("sparse_mla_decode_kernel<64, 4, 16, 2, di::smd::Mode::kMergeLaunch, true, true>"),
+            std::string::npos)
+      << k->unit.source;
+
+  for (const char* name : {"sm_80", "sm_86", "sm_89", "sm_90"}) {
+    auto spec = specialize(*d, *findTarget(name));
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    int wide = 0;
+    for (const ConfigChoice& ch : spec->fitting) wide += ch.config.at("schedule") == 1;
+    if (std::string(name) == "sm_90") EXPECT_GT(wide, 0) << name;
+    else EXPECT_EQ(wide, 0) << name << ": 64 heads' q does not fit the cap";
+  }
+
+  KernelConfig padded = c;
+  padded["heads_per_cta"] = 32;
+  padded["threads"] = 256;
+  EXPECT_TRUE(emitKernel(*d, padded).ok());
+  auto tiny = makeOpDesc("sparse_mla_decode", {{"B", 2}, {"H", 24}}, {});
+  ASSERT_TRUE(tiny.ok());
+  KernelConfig odd = c;
+  odd["heads_per_cta"] = 24;
+  odd["threads"] = 256;
+  auto r = emitKernel(*tiny, odd);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("schedule=1 (q in shared memory) needs heads_per_cta in whole m-tiles of 16"),
+            std::string::npos)
+      << r.error().message;
 }
 
 }  // namespace

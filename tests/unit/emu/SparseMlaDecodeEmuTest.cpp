@@ -1,13 +1,15 @@
 // templates/SparseMlaDecode.cuh executed on the CPU by the SIMT emulator (SimtEmu.h) through the
 // family's own plans (poisoned outputs and workspace, the zeroed region checked zero afterwards)
 // and compared with the C++ reference by the GPU tests' rule, on the decode cases with B = 1,
-// fewer keys than a tile (empty splits), and odd K with NaN codes at Sq = 2: the direct plan, the
-// merge launch and the one-launch merge (the last CTA of each head group merges) at 3 and 11
-// splits (past the merge's load chunks), for 16- and 32-head CTAs with 16- and 32-key tiles. The
-// one-launch merge runs with its CTAs in grid order and in permutations (the hardware may finish
-// them in any order) and must give the merge launch's bits every time. This checks the
-// data flow (ldmatrix fragments, the dequantized tile, the split bookkeeping and the arrival
-// counters) where no GPU is available; the GPU tests check the compiled kernels.
+// fewer keys than a tile (empty splits), odd K at 64 heads, and odd K with NaN codes at Sq = 2:
+// the direct plan, the merge launch and the one-launch merge (the last CTA of each head group
+// merges) at 3 and 11 splits (past the merge's load chunks), for 16- and 32-head CTAs with 16-
+// and 32-key tiles, and with q in shared memory (schedule 1) for 64-head CTAs (all heads of a
+// query) and 16-head ones. The one-launch merge runs with its CTAs in grid order and in
+// permutations (the hardware may finish them in any order) and must give the merge launch's bits
+// every time. This checks the data flow (ldmatrix fragments, the dequantized tile, the split
+// bookkeeping and the arrival counters) where no GPU is available; the GPU tests check the
+// compiled kernels.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -35,18 +37,22 @@ using emu_test::templateArgs;
 constexpr const char* kOp = "sparse_mla_decode";
 using DecodeFn = void (*)(const di::SparseMlaDecodeParams&);
 
-template <int HEADS, int DS, int N, int STAGES, int MODE, bool DYN>
+template <int HEADS, int DS, int N, int STAGES, int MODE, bool DYN, bool QS>
 void decode(const di::SparseMlaDecodeParams& p) {
-  di::sparse_mla_decode_kernel<HEADS, DS, N, STAGES, MODE, DYN>(p);
+  di::sparse_mla_decode_kernel<HEADS, DS, N, STAGES, MODE, DYN, QS>(p);
 }
 void merge(const di::SparseMlaDecodeParams& p) { di::sparse_mla_decode_merge_kernel(p); }
 
 // The instantiations the configs below emit, by the template arguments the unit spells.
-#define DI_SMD(H, D, N, S, M, Y) {#H ", " #D ", " #N ", " #S ", di::smd::Mode::" #M ", " #Y, &decode<H, D, N, S, di::smd::Mode::M, Y>}
-#define DI_SMD_MODES(H, D, N, S, Y) DI_SMD(H, D, N, S, kDirect, Y), DI_SMD(H, D, N, S, kMergeLaunch, Y), DI_SMD(H, D, N, S, kMergeLastCta, Y)
+#define DI_SMD(H, D, N, S, M, Y, Q) \
+  {#H ", " #D ", " #N ", " #S ", di::smd::Mode::" #M ", " #Y ", " #Q, &decode<H, D, N, S, di::smd::Mode::M, Y, Q>}
+#define DI_SMD_MODES(H, D, N, S, Y, Q) \
+  DI_SMD(H, D, N, S, kDirect, Y, Q), DI_SMD(H, D, N, S, kMergeLaunch, Y, Q), DI_SMD(H, D, N, S, kMergeLastCta, Y, Q)
 const std::map<std::string, DecodeFn>& kernels() {
   static const std::map<std::string, DecodeFn> m = {
-      DI_SMD_MODES(16, 8, 16, 2, false), DI_SMD_MODES(32, 4, 16, 1, false), DI_SMD_MODES(32, 4, 32, 2, true)};
+      DI_SMD_MODES(16, 8, 16, 2, false, false), DI_SMD_MODES(32, 4, 16, 1, false, false),
+      DI_SMD_MODES(32, 4, 32, 2, true, false),  DI_SMD_MODES(64, 4, 16, 2, true, true),
+      DI_SMD_MODES(16, 4, 16, 1, false, true)};
   return m;
 }
 
@@ -70,13 +76,18 @@ uint64_t seed() {
   return s ? std::strtoull(s, nullptr, 0) : 20261202;
 }
 
-KernelConfig config(int64_t heads, int64_t threads, int64_t keys, int64_t stages, int64_t splits, int64_t merge) {
-  return {{"heads_per_cta", heads}, {"threads", threads}, {"keys_per_tile", keys},
-          {"stages", stages},       {"kv_splits", splits}, {"merge", merge}};
+struct Geometry {
+  int64_t heads, threads, keys, stages, schedule;
+};
+
+KernelConfig config(const Geometry& g, int64_t splits, int64_t merge) {
+  return {{"heads_per_cta", g.heads}, {"threads", g.threads}, {"keys_per_tile", g.keys}, {"stages", g.stages},
+          {"kv_splits", splits},      {"merge", merge},       {"schedule", g.schedule}};
 }
 
 TEST(SparseMlaDecodeEmu, DirectLaunchAndLastCtaMergesMatchReferenceAndEachOther) {
-  const std::set<std::string> names = {"b1_sq1_h64_swa_only", "b3_sq1_h64_few_keys", "b7_sq2_h16_nan_odd_k"};
+  const std::set<std::string> names = {"b1_sq1_h64_swa_only", "b2_sq1_h64_odd_k", "b3_sq1_h64_few_keys",
+                                       "b7_sq2_h16_nan_odd_k"};
   int compared = 0, sameBits = 0, seen = 0;
   for (const auto& c : deepinfer::testing::casesFor(kOp, seed(), false)) {
     if (!names.count(c.name)) continue;
@@ -84,9 +95,10 @@ TEST(SparseMlaDecodeEmu, DirectLaunchAndLastCtaMergesMatchReferenceAndEachOther)
     TensorMap ref = c.inputs;
     ASSERT_TRUE(runReference(kOp, c.attrs, ref).ok()) << c.name;
     const int64_t H = c.inputs.at("q").dim(2);
-    std::vector<std::array<int64_t, 4>> geometries = {{16, 256, 16, 2}};
-    if (H % 32 == 0) geometries.push_back({32, 256, 16, 1}), geometries.push_back({32, 256, 32, 2});
-    for (const auto& [heads, threads, keys, stages] : geometries) {
+    std::vector<Geometry> geometries = {{16, 256, 16, 2, 0}};
+    if (H % 32 == 0) geometries.push_back({32, 256, 16, 1, 0}), geometries.push_back({32, 256, 32, 2, 0});
+    geometries.push_back(H % 64 == 0 ? Geometry{64, 512, 16, 2, 1} : Geometry{16, 128, 16, 1, 1});
+    for (const Geometry& geo : geometries) {
       auto check = [&](const KernelConfig& cfg, uint64_t order) -> TensorMap {
         const std::string where =
             fmt::format("{} [{}] {{{}}} CTA order {} (seed {})", kOp, c.name, configToString(cfg), order, seed());
@@ -101,17 +113,17 @@ TEST(SparseMlaDecodeEmu, DirectLaunchAndLastCtaMergesMatchReferenceAndEachOther)
         }
         return got.tensors;
       };
-      check(config(heads, threads, keys, stages, 1, 0), 0);
+      check(config(geo, 1, 0), 0);
       // 3 splits in grid order and a permutation; 11 in another permutation.
       for (const auto& [splits, orders] : {std::pair<int64_t, std::vector<uint64_t>>{3, {0, 7}}, {11, {1234567}}}) {
-        const TensorMap launched = check(config(heads, threads, keys, stages, splits, 0), 0);
+        const TensorMap launched = check(config(geo, splits, 0), 0);
         if (launched.empty()) continue;
         for (uint64_t order : orders) {
-          const TensorMap oneLaunch = check(config(heads, threads, keys, stages, splits, 1), order);
+          const TensorMap oneLaunch = check(config(geo, splits, 1), order);
           if (oneLaunch.empty()) continue;
           for (const auto& out : deepinfer::testing::outputNames(kOp)) {
             EXPECT_EQ(launched.at(out).bytes, oneLaunch.at(out).bytes)
-                << c.name << " {" << configToString(config(heads, threads, keys, stages, splits, 1)) << "} CTA order "
+                << c.name << " {" << configToString(config(geo, splits, 1)) << "} CTA order "
                 << order << " '" << out << "': not the merge launch's bits";
             ++sameBits;
           }
