@@ -222,7 +222,8 @@ TEST(GpuViews, GatherKcacheIntoStridedView) {
 // target: the sm_80 and sm_86 specializations as PTX and the native one. For the ops whose
 // schedules depend on the shape (gather_kcache's row-count regimes, topk's bisection and radix
 // plans, combine_topk_swa's thread counts, indexer_logits' one, two or four m16 query tiles per
-// warp and token groups split by requests); the > 2 GiB gather case is left to MatchesReference.
+// warp and token groups split by requests, gather_kcache_combine's gather schedules with the row
+// CTAs after them); the > 2 GiB gather case is left to MatchesReference.
 class GpuCandidates : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuCandidates, EveryFittingConfigOnEveryTargetMatchesReference) {
@@ -295,7 +296,8 @@ INSTANTIATE_TEST_SUITE_P(QuantGemm, GpuStreaming,
 
 INSTANTIATE_TEST_SUITE_P(ScheduledOps, GpuCandidates,
                          ::testing::Values(std::string("gather_kcache"), std::string("topk"),
-                                           std::string("combine_topk_swa"), std::string("indexer_logits")),
+                                           std::string("combine_topk_swa"), std::string("indexer_logits"),
+                                           std::string("gather_kcache_combine")),
                          [](const auto& info) { return info.param; });
 
 // Every op with a reference (all the kernel ops), by name.
