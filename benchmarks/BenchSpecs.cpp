@@ -44,6 +44,9 @@ const std::vector<BenchSpec>& benchSpecs() {
     // 32K compressed rows of a ratio-2 source (GpuForwardAttention.cpp attendPrefill).
     s.push_back({"gather_kcache", "64K last 1663",
                  {{"R", 1}, {"context", 65536}, {"gather", 1663}, {"ring_rows", 1664}, {"offset", 32768}}, 4, 53.4});
+    // The same window gather with the chunk's index rows (combine_topk_swa T=1536) in one launch
+    // (di-fuse-gather-combine): the target is the two rows' targets together (4 + 2.5 us).
+    s.push_back({"gather_kcache_combine", "T=1536 64K", {{"T", 1536}, {"context", 65536}}, 6.5, 0});
     s.push_back({"kv_quant_insert", "T=1536", {{"T", 1536}}, 0, 0});
     for (const char* op : {"mhc_fused_post_pre", "mhc_pre"}) {
       for (int64_t T : {6, 12, 16, 64, 1536}) {
@@ -88,6 +91,7 @@ const std::vector<BenchSpec>& benchSpecs() {
 std::vector<BenchSpec> selfTestSpecs() {
   return {
       {"combine_topk_swa", "T=96 R=2", {{"T", 96}, {"R", 2}, {"context", 3000}, {"max_model_len", 8192}}},
+      {"gather_kcache_combine", "T=96 R=2", {{"T", 96}, {"R", 2}, {"context", 3000}, {"max_model_len", 8192}}},
       {"gather_kcache", "300 x3", {{"R", 3}, {"context", 300}}},
       {"gather_kcache", "700 last 77 ring",
        {{"R", 2}, {"context", 700}, {"gather", 77}, {"ring_rows", 128}, {"offset", 40}}},

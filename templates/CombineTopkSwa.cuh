@@ -54,8 +54,10 @@ __device__ __forceinline__ int32_t row_entry(int k, int32_t topk_val, const RowP
 
 }  // namespace cts
 
+// The row of token t, built by one CTA (combine_topk_swa_kernel: CTA t; gather_kcache_combine:
+// the CTAs after the gather's).
 template <int TOPK, int WINDOW, int THREADS>
-__device__ __forceinline__ void combine_topk_swa_kernel(const CombineTopkSwaParams& p) {
+__device__ __forceinline__ void combine_topk_swa_token(const CombineTopkSwaParams& p, int t) {
   using namespace cts;
   static_assert(TOPK >= 1 && WINDOW >= 1, "topk and window must be positive");
   static_assert(THREADS % 32 == 0, "whole warps");
@@ -67,7 +69,6 @@ __device__ __forceinline__ void combine_topk_swa_kernel(const CombineTopkSwaPara
   __shared__ int32_t s_req;
   __shared__ int32_t s_info[4];  // start (relative), query length, seq_len, gather_len of s_req
 
-  const int t = int(blockIdx.x);
   const int tid = int(threadIdx.x);
   if (t >= p.num_tokens) return;  // whole CTA
   const int32_t* topk_row = p.topk_indices + int64_t(t) * TOPK;
@@ -152,6 +153,11 @@ __device__ __forceinline__ void combine_topk_swa_kernel(const CombineTopkSwaPara
 #pragma unroll 1
   for (int q = tid + PREFETCH * THREADS; q < CHUNKS; q += THREADS)
     store_chunk(q, load_topk4<TOPK>(topk_row, 4 * q));
+}
+
+template <int TOPK, int WINDOW, int THREADS>
+__device__ __forceinline__ void combine_topk_swa_kernel(const CombineTopkSwaParams& p) {
+  combine_topk_swa_token<TOPK, WINDOW, THREADS>(p, int(blockIdx.x));
 }
 
 }  // namespace di

@@ -206,8 +206,10 @@ __device__ __forceinline__ void kv_quant_insert_kernel(const KvQuantInsertParams
 // covers one contiguous span. Output rows are placed by the caller's strides (p.out_req_stride,
 // p.out_row_stride), so a strided view of a larger workspace is written in place.
 // ---------------------------------------------------------------------------------------------
+// The gather on CTAs [0, nctas) of a launch, this one being `cta` (gather_kcache_kernel: the whole
+// grid; gather_kcache_combine: the first CTAs, the rest build index rows).
 template <int BS, int WARPS, int TPW>
-__device__ __forceinline__ void gather_kcache_kernel(const GatherKcacheParams& p) {
+__device__ __forceinline__ void gather_kcache_ctas(const GatherKcacheParams& p, int cta, int nctas) {
   using namespace kvc;
   static_assert(TPW >= 1 && TPW <= 32, "tokens per warp step must be in 1..32");
   constexpr int THREADS = WARPS * 32;
@@ -224,8 +226,8 @@ __device__ __forceinline__ void gather_kcache_kernel(const GatherKcacheParams& p
   __shared__ __align__(16) int32_t s_warp_sum[kWarpSumSlots];
 
   const int lane = int(threadIdx.x & 31u), warp = int(threadIdx.x >> 5);
-  const int gwarp = int(blockIdx.x) * WARPS + warp;
-  const int nwarps = int(gridDim.x) * WARPS;
+  const int gwarp = cta * WARPS + warp;
+  const int nwarps = nctas * WARPS;
   const int room = p.rows - p.offset;  // rows a request may write without reaching the next one
 
   // Row Lk (chunk-local) -> slot; called by lanes < TPW only.
@@ -333,6 +335,11 @@ __device__ __forceinline__ void gather_kcache_kernel(const GatherKcacheParams& p
     flat0 += total;
     __syncthreads();  // the next chunk rewrites the prefix
   }
+}
+
+template <int BS, int WARPS, int TPW>
+__device__ __forceinline__ void gather_kcache_kernel(const GatherKcacheParams& p) {
+  gather_kcache_ctas<BS, WARPS, TPW>(p, int(blockIdx.x), int(gridDim.x));
 }
 
 }  // namespace di

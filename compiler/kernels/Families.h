@@ -6,6 +6,7 @@ namespace deepinfer {
 const KernelFamily& kvQuantInsertFamily();
 const KernelFamily& gatherKcacheFamily();
 const KernelFamily& combineTopkSwaFamily();
+const KernelFamily& gatherKcacheCombineFamily();
 const KernelFamily& sparseMlaPrefillFamily();
 const KernelFamily& sparseMlaDecodeFamily();
 const KernelFamily& indexerLogitsFamily();

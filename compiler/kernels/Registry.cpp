@@ -14,7 +14,7 @@ std::vector<const KernelFamily*> allKernelFamilies() {
       &sparseMlaPrefillFamily(), &sparseMlaDecodeFamily(), &indexerLogitsFamily(),
       &topkFamily(),             &mhcPreFamily(),          &mhcPostFamily(),
       &mhcFusedPostPreFamily(),  &mhcCollapseFamily(),     &weightGemmFamily(),
-      &moeExpertsFamily(),
+      &moeExpertsFamily(),       &gatherKcacheCombineFamily(),
   };
   return all;
 }

@@ -3,6 +3,22 @@
 
 include "mlir/Pass/PassBase.td"
 
+def DiFuseGatherCombine : Pass<"di-fuse-gather-combine", "::mlir::ModuleOp"> {
+  let summary = "Fold combine_topk_swa into the window gather_kcache it indexes";
+  let description = [{
+    Rewrites a `di.gather_kcache` and a `di.combine_topk_swa` of one block into one
+    `di.gather_kcache_combine` (one launch), when the rows index exactly the rows the gather
+    writes: both read the same `seq_lens` and `gather_lens` values, the gather's `offset` is
+    the combine's `N`, and the combine's `M` is the rows per request of the gather's `out`.
+    The combine reads none of the gather's results, so the pair is independent work; the fused
+    op takes the place of the later of the two, and the pair is left alone when that would
+    reorder anything: a use of the earlier op's results before the later op, or (gather first)
+    another use of the gather's `out` operand between them. Ops that already carry a
+    `di.config` (chosen for the op alone) are not fused. Run before di-specialize-target.
+  }];
+  let dependentDialects = ["::mlir::di::DiDialect"];
+}
+
 def DiSpecializeTarget : Pass<"di-specialize-target", "::mlir::ModuleOp"> {
   let summary = "Choose kernel configs that fit the module's target";
   let description = [{

@@ -1,6 +1,7 @@
 #include "DiOps.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "CudaDriver.h"
 #include "deepinfer/KernelFamily.h"
@@ -64,6 +65,41 @@ Status DiOps::run(const std::string& op, const OpAttrs& attrs, const std::map<st
   }
   Status st = jit_.launch(**k, addrs, stream);
   if (!st.ok()) return Error{fmt::format("forward: {}: {}", op, st.error().message)};
+  return {};
+}
+
+Status DiOps::runSequence(const std::vector<DiOpCall>& calls, void* stream) {
+  OpSequence seq;
+  std::vector<uint64_t> addrs;  // of each buffer id
+  std::string key;
+  for (const DiOpCall& c : calls) {
+    SequenceOp s{c.op, c.attrs, {}};
+    key += c.op;
+    for (const auto& [n, v] : c.attrs.all()) key += fmt::format(",{}={}", n, v.isInt ? double(v.i) : v.f);
+    for (const auto& [name, t] : c.tensors) {
+      int id = 0;
+      while (size_t(id) < addrs.size() && (addrs[size_t(id)] != t.addr || seq.buffers[size_t(id)] != t.shape)) ++id;
+      if (size_t(id) == addrs.size()) {
+        addrs.push_back(t.addr);
+        seq.buffers.push_back(t.shape);
+      }
+      s.tensors[name] = id;
+      key += fmt::format(",{}#{}[{}]", name, id, fmt::join(t.shape, "x"));
+    }
+    key += ';';
+    seq.ops.push_back(std::move(s));
+  }
+  auto it = fused_.find(key);
+  if (it == fused_.end()) {
+    auto f = fuseOpSequence(seq);
+    if (!f.ok()) return Error{fmt::format("forward: {}", f.error().message)};
+    it = fused_.emplace(key, std::move(*f)).first;
+  }
+  for (const SequenceOp& s : it->second.ops) {
+    std::map<std::string, DiTensor> tensors;
+    for (const auto& [name, id] : s.tensors) tensors[name] = DiTensor{addrs[size_t(id)], seq.buffers[size_t(id)]};
+    DI_TRY(run(s.op, s.attrs, tensors, stream));
+  }
   return {};
 }
 

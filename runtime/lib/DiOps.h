@@ -11,6 +11,7 @@
 
 #include "deepinfer/Device.h"
 #include "deepinfer/Jit.h"
+#include "deepinfer/OpSequence.h"
 
 namespace deepinfer {
 
@@ -19,12 +20,23 @@ struct DiTensor {
   std::vector<int64_t> shape;
 };
 
+// One op of a sequence: its tensors by canonical name (inputs, in/out and outputs).
+struct DiOpCall {
+  std::string op;
+  OpAttrs attrs;
+  std::map<std::string, DiTensor> tensors;
+};
+
 class DiOps {
  public:
   DiOps(Jit& jit, TargetProfile target) : jit_(jit), target_(std::move(target)) {}
   // Runs `op` with tensors by canonical name (inputs, in/out and outputs) on `stream`.
   Status run(const std::string& op, const OpAttrs& attrs, const std::map<std::string, DiTensor>& tensors,
              void* stream);
+  // Runs `calls` as the fusion passes rewrite them (deepinfer/OpSequence.h): a tensor is one
+  // buffer wherever its address and shape recur, and the ops the passes leave run in order.
+  // The rewrite is memoized per sequence of ops, attributes, shapes and buffer sharing.
+  Status runSequence(const std::vector<DiOpCall>& calls, void* stream);
   uint64_t workspaceGeneration() const { return workspaceGen_; }  // changes when a workspace moves
 
  private:
@@ -35,6 +47,7 @@ class DiOps {
   // so launches in stream order (and graph replays) share it.
   DeviceBuffer zeroed_;
   uint64_t workspaceGen_ = 0;
+  std::map<std::string, OpSequence> fused_;  // runSequence's rewrites, by sequence key
 };
 
 }  // namespace deepinfer

@@ -17,6 +17,7 @@ const std::vector<std::pair<std::string, RefFn>>& refTable() {
       {"kv_quant_insert", ref::kvQuantInsert},
       {"gather_kcache", ref::gatherKcache},
       {"combine_topk_swa", ref::combineTopkSwa},
+      {"gather_kcache_combine", ref::gatherKcacheCombine},
       {"sparse_mla_prefill", ref::sparseMlaPrefill},
       {"sparse_mla_decode", ref::sparseMlaDecode},
       {"indexer_logits", ref::indexerLogits},

@@ -8,6 +8,7 @@ namespace deepinfer::ref {
 Status kvQuantInsert(RefArgs& a);     // KvCacheRef.cpp
 Status gatherKcache(RefArgs& a);      // KvCacheRef.cpp
 Status combineTopkSwa(RefArgs& a);    // CombineRef.cpp
+Status gatherKcacheCombine(RefArgs& a);  // GatherCombineRef.cpp
 Status sparseMlaPrefill(RefArgs& a);  // SparseMlaRef.cpp
 Status sparseMlaDecode(RefArgs& a);   // SparseMlaRef.cpp
 Status indexerLogits(RefArgs& a);     // IndexerRef.cpp

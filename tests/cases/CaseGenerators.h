@@ -7,6 +7,7 @@ namespace deepinfer::testing {
 std::vector<OpCase> kvQuantInsertCases(uint64_t seed, bool large);     // KvQuantInsertCases.cpp
 std::vector<OpCase> gatherKcacheCases(uint64_t seed, bool large);      // GatherKcacheCases.cpp
 std::vector<OpCase> combineTopkSwaCases(uint64_t seed, bool large);    // CombineTopkSwaCases.cpp
+std::vector<OpCase> gatherKcacheCombineCases(uint64_t seed, bool large);  // GatherKcacheCombineCases.cpp
 std::vector<OpCase> sparseMlaPrefillCases(uint64_t seed, bool large);  // SparseMlaPrefillCases.cpp
 std::vector<OpCase> sparseMlaDecodeCases(uint64_t seed, bool large);   // SparseMlaDecodeCases.cpp
 std::vector<OpCase> indexerLogitsCases(uint64_t seed, bool large);     // IndexerLogitsCases.cpp

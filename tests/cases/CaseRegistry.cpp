@@ -15,6 +15,7 @@ const std::vector<std::pair<std::string, Generator>>& generators() {
       {"kv_quant_insert", kvQuantInsertCases},
       {"gather_kcache", gatherKcacheCases},
       {"combine_topk_swa", combineTopkSwaCases},
+      {"gather_kcache_combine", gatherKcacheCombineCases},
       {"sparse_mla_prefill", sparseMlaPrefillCases},
       {"sparse_mla_decode", sparseMlaDecodeCases},
       {"indexer_logits", indexerLogitsCases},

@@ -235,7 +235,8 @@ TEST(GpuViews, GatherKcacheIntoStridedView) {
 // target: the sm_80 and sm_86 specializations as PTX and the native one. For the ops whose
 // schedules depend on the shape (gather_kcache's row-count regimes, topk's bisection and radix
 // plans, combine_topk_swa's thread counts, indexer_logits' one, two or four m16 query tiles per
-// warp and token groups split by requests); the > 2 GiB gather case is left to MatchesReference.
+// warp and token groups split by requests, gather_kcache_combine's gather schedules with the row
+// CTAs after them); the > 2 GiB gather case is left to MatchesReference.
 class GpuCandidates : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuCandidates, EveryFittingConfigOnEveryTargetMatchesReference) {
@@ -263,6 +264,43 @@ TEST_P(GpuCandidates, EveryFittingConfigOnEveryTargetMatchesReference) {
   }
   fmt::print("{}: {} comparisons of {} (case, target, config) runs, {} cases x {} targets (seed {})\n", op, compared,
              configs, cases.size(), targets().size(), e.seed);
+}
+
+// The fused op against the two kernels it replaces, each run as its own launch on the same
+// inputs (gather_kcache at offset N, then combine_topk_swa with M = out's rows): every output
+// byte-identical, on every target, for every case (docs/ops.md §4a: the pair, by definition).
+TEST(GpuFusion, GatherKcacheCombineEqualsThePairOfKernelsBitForBit) {
+  Env& e = env();
+  if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
+  int compared = 0;
+  for (const auto& target : targets()) {
+    for (const auto& c : deepinfer::testing::casesFor("gather_kcache_combine", e.seed, false)) {
+      TensorMap fused = c.inputs;
+      auto rf = runOpOnGpu(*e.jit, "gather_kcache_combine", c.attrs, target, fused);
+      ASSERT_TRUE(rf.ok()) << c.name << " on " << target.name << ": " << rf.error().message;
+
+      TensorMap g;
+      for (const char* n : {"k_cache", "seq_lens", "gather_lens", "block_table", "out"}) g[n] = c.inputs.at(n);
+      OpAttrs ga;
+      ga.setInt("block_size", c.attrs.getInt("block_size", 0));
+      ga.setInt("offset", c.attrs.getInt("N", 0));
+      auto rg = runOpOnGpu(*e.jit, "gather_kcache", ga, target, g);
+      ASSERT_TRUE(rg.ok()) << c.name << " on " << target.name << ": " << rg.error().message;
+      TensorMap r;
+      for (const char* n : {"topk_indices", "query_start_loc", "seq_lens", "gather_lens"}) r[n] = c.inputs.at(n);
+      OpAttrs ra;
+      for (const char* n : {"window", "ratio", "topk", "N"}) ra.setInt(n, c.attrs.getInt(n, 0));
+      ra.setInt("M", c.inputs.at("out").dim(1));
+      auto rr = runOpOnGpu(*e.jit, "combine_topk_swa", ra, target, r);
+      ASSERT_TRUE(rr.ok()) << c.name << " on " << target.name << ": " << rr.error().message;
+
+      EXPECT_TRUE(fused.at("out").bytes == g.at("out").bytes) << c.name << " on " << target.name << ": out";
+      EXPECT_TRUE(fused.at("rows").bytes == r.at("rows").bytes) << c.name << " on " << target.name << ": rows";
+      EXPECT_TRUE(fused.at("lens").bytes == r.at("lens").bytes) << c.name << " on " << target.name << ": lens";
+      compared += 3;
+    }
+  }
+  fmt::print("gather_kcache_combine vs the pair of kernels: {} outputs compared (seed {})\n", compared, e.seed);
 }
 
 // The weight-streaming schedules (stream = 1: templates/WeightStream.cuh, MoeStream.cuh): every
@@ -320,7 +358,8 @@ INSTANTIATE_TEST_SUITE_P(QuantGemm, GpuStreaming,
 
 INSTANTIATE_TEST_SUITE_P(ScheduledOps, GpuCandidates,
                          ::testing::Values(std::string("gather_kcache"), std::string("topk"),
-                                           std::string("combine_topk_swa"), std::string("indexer_logits")),
+                                           std::string("combine_topk_swa"), std::string("indexer_logits"),
+                                           std::string("gather_kcache_combine")),
                          [](const auto& info) { return info.param; });
 
 // Every op with a reference (all the kernel ops), by name.

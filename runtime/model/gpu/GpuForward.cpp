@@ -82,6 +82,17 @@ Status GpuForwardPass::runOp(const std::string& op, const OpAttrs& attrs,
   return ops.run(op, attrs, tensors, st);
 }
 
+Status GpuForwardPass::runOps(const std::vector<DiOpCall>& calls, void* st) {
+  for (const DiOpCall& c : calls) {
+    sig += c.op;
+    for (const auto& [n, v] : c.attrs.all()) sig += fmt::format(",{}={}", n, v.isInt ? double(v.i) : v.f);
+    for (const auto& [n, t] : c.tensors) sig += fmt::format(",{}[{}]", n, fmt::join(t.shape, "x"));
+    sig += ';';
+  }
+  if (!launching()) return {};
+  return ops.runSequence(calls, st);
+}
+
 int64_t GpuForwardPass::windowSlot(const GpuRequest& rq, int layer, int64_t pos) const {
   const int64_t row = pos % m.ringRows;
   return int64_t(rq.windowPages[size_t(layer)][size_t(row / kGpuPageTokens)]) * kGpuPageTokens +

@@ -260,6 +260,8 @@ struct GpuForwardPass {
   bool launching() const { return mode != Mode::Refresh; }
   Status runOp(const std::string& op, const OpAttrs& attrs, const std::map<std::string, DiTensor>& tensors,
                void* stream);
+  // The ops as the fusion passes rewrite their sequence (DiOps::runSequence).
+  Status runOps(const std::vector<DiOpCall>& calls, void* stream);
 
   // Per-forward shared decisions (YOCO, docs/model.md §2): selections of index sources, the
   // candidate source's kept blocks, the gathered compressed workspace of each kv source.

@@ -195,6 +195,10 @@ Status GpuForwardPass::attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t
   const std::vector<int64_t> winCacheShape{m.windowPool->numPages(), pageBytes};
 
   // The workspace of this layer's kv source (ratio 0: a window-only workspace, key -1).
+  // Its gathers and the index rows run as one op sequence through the fusion passes
+  // (deepinfer/OpSequence.h): when the rows are rebuilt, di-fuse-gather-combine folds them into
+  // the window gather, whose rows they index.
+  std::vector<DiOpCall> calls;
   const int src = role.ratio > 0 ? role.kvSourceLayer : -1;
   SourceWorkspace& sw = sources[src];
   if (sw.ws == 0) {
@@ -217,23 +221,29 @@ Status GpuForwardPass::attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t
       OpAttrs ga;
       ga.setInt("block_size", kGpuPageTokens);
       ga.setInt("offset", 0);
-      DI_TRY(runOp("gather_kcache", ga,
-                     {{"k_cache", {m.compPool->baseAddr(), {m.compPool->numPages(), pageBytes}}},
-                      {"seq_lens", {lens, {R}}}, {"gather_lens", {lens, {R}}},
-                      {"block_table", {*bt, {R, width}}}, {"out", {sw.ws, {R, sw.M, kGpuKvDim}}}},
-                     stream));
+      calls.push_back({"gather_kcache", ga,
+                       {{"k_cache", {m.compPool->baseAddr(), {m.compPool->numPages(), pageBytes}}},
+                        {"seq_lens", {lens, {R}}}, {"gather_lens", {lens, {R}}},
+                        {"block_table", {*bt, {R, width}}}, {"out", {sw.ws, {R, sw.M, kGpuKvDim}}}}});
       ++m.counters.kvMetadataBuilds;
     }
   }
 
   // This layer's window rows: sequence b's positions end - g .. end - 1 into its rows [N, N + g).
-  std::vector<int32_t> ends, gathered;
+  // One upload of query_start_loc [R + 1], seq_lens [R] (the ends) and gather_lens [R]: the
+  // gather and the index rows read the same lengths (what lets the passes fuse them).
+  std::vector<int32_t> meta;
   int64_t maxEnd = 0;
+  for (const GpuSeq& sq : seqs) meta.push_back(int32_t(sq.offset));
+  meta.push_back(int32_t(T));
   for (const GpuSeq& sq : seqs) {
-    ends.push_back(int32_t(sq.end()));
-    gathered.push_back(int32_t(std::min(sq.end(), W - 1 + sq.T)));
+    meta.push_back(int32_t(sq.end()));
     maxEnd = std::max(maxEnd, sq.end());
   }
+  for (const GpuSeq& sq : seqs) meta.push_back(int32_t(std::min(sq.end(), W - 1 + sq.T)));
+  DI_ASSIGN(metaDev, upload("winMeta", meta.data(), meta.size() * 4));
+  const DiTensor qslDev{metaDev, {R + 1}}, endsDev{metaDev + uint64_t(4 * (R + 1)), {R}},
+      gatheredDev{metaDev + uint64_t(4 * (2 * R + 1)), {R}};
   {
     const int64_t width = bucketUp((maxEnd - 1) / kGpuPageTokens + 1, 1);
     auto bt = pageTable("winTable", width,
@@ -242,17 +252,13 @@ Status GpuForwardPass::attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t
                           return seqs[size_t(b)].rq->windowPages[size_t(layer)][size_t(p % m.ringPages)];
                         });
     if (!bt.ok()) return bt.error();
-    std::vector<int32_t> lens(ends);
-    lens.insert(lens.end(), gathered.begin(), gathered.end());
-    DI_ASSIGN(lensDev, upload("winLens", lens.data(), lens.size() * 4));
     OpAttrs ga;
     ga.setInt("block_size", kGpuPageTokens);
     ga.setInt("offset", sw.N);
-    DI_TRY(runOp("gather_kcache", ga,
-                   {{"k_cache", {m.windowPool->baseAddr(), winCacheShape}}, {"seq_lens", {lensDev, {R}}},
-                    {"gather_lens", {lensDev + uint64_t(4 * R), {R}}}, {"block_table", {*bt, {R, width}}},
-                    {"out", {sw.ws, {R, sw.M, kGpuKvDim}}}},
-                   stream));
+    calls.push_back({"gather_kcache", ga,
+                     {{"k_cache", {m.windowPool->baseAddr(), winCacheShape}}, {"seq_lens", endsDev},
+                      {"gather_lens", gatheredDev}, {"block_table", {*bt, {R, width}}},
+                      {"out", {sw.ws, {R, sw.M, kGpuKvDim}}}}});
   }
 
   // Combined index rows (top-k entries + window rows) per reading index source.
@@ -269,29 +275,21 @@ Status GpuForwardPass::attendPrefill(int layer, uint64_t q, uint64_t o, uint64_t
       DI_LAUNCH(fillDevice8(none, 0xFF, size_t(T * K * 4), stream));
       topk = none;
     }
-    std::vector<int32_t> meta;  // query_start_loc [R + 1], seq_lens [R], gather_lens [R]
-    for (const GpuSeq& sq : seqs) meta.push_back(int32_t(sq.offset));
-    meta.push_back(int32_t(T));
-    meta.insert(meta.end(), ends.begin(), ends.end());
-    meta.insert(meta.end(), gathered.begin(), gathered.end());
-    DI_ASSIGN(metaDev, upload(fmt::format("rowMeta.{}", src), meta.data(), meta.size() * 4));
     OpAttrs ca;
     ca.setInt("window", W);
     ca.setInt("ratio", std::max(role.ratio, 0));
     ca.setInt("topk", K);
     ca.setInt("M", sw.M);
     ca.setInt("N", sw.N);
-    DI_TRY(runOp("combine_topk_swa", ca,
-                   {{"topk_indices", {topk, {T, K}}}, {"query_start_loc", {metaDev, {R + 1}}},
-                    {"seq_lens", {metaDev + uint64_t(4 * (R + 1)), {R}}},
-                    {"gather_lens", {metaDev + uint64_t(4 * (2 * R + 1)), {R}}},
-                    {"rows", {rows, {T, rowW}}}, {"lens", {lens, {T}}}},
-                   stream));
+    calls.push_back({"combine_topk_swa", ca,
+                     {{"topk_indices", {topk, {T, K}}}, {"query_start_loc", qslDev}, {"seq_lens", endsDev},
+                      {"gather_lens", gatheredDev}, {"rows", {rows, {T, rowW}}}, {"lens", {lens, {T}}}}});
     sw.rows = rows;
     sw.lens = lens;
     sw.rowsFor = idxSrc;
     ++m.counters.indexRowBuilds;
   }
+  DI_TRY(runOps(calls, stream));
 
   // One softmax over window rows and selected compressed rows, sink in the denominator.
   OpAttrs pa;

@@ -42,6 +42,10 @@ const std::map<std::string, std::vector<BenchSpec>>& smallSpecs() {
                                            {"max_model_len", 256}});
     add("combine_topk_swa", "T=3 R=3", {{"T", 3}, {"R", 3}, {"topk", 8}, {"context", 64}, {"ratio", 4},
                                         {"max_model_len", 256}});
+    add("gather_kcache_combine", "T=96 R=2", {{"T", 96}, {"R", 2}, {"context", 3000}, {"max_model_len", 8192}});
+    // A whole prompt shorter than the window, ratio 0 (window rows only), block size 2.
+    add("gather_kcache_combine", "T=5 whole r0 bs=2", {{"T", 5}, {"topk", 8}, {"window", 16}, {"context", 5},
+                                                       {"ratio", 0}, {"max_model_len", 64}, {"block_size", 2}});
     add("sparse_mla_decode", "B=3 H=16", {{"B", 3}, {"H", 16}, {"context_min", 1100}, {"context_max", 2500}});
     add("sparse_mla_decode", "B=1 H=16 exact",
         {{"B", 1}, {"H", 16}, {"swa_k", 64}, {"extra_k", 64}, {"context_min", 128}, {"context_max", 128}});
@@ -192,6 +196,50 @@ const std::map<std::string, Check>& constraintChecks() {
            }
          }
          EXPECT_EQ(c.attrs.getInt("M", 0), N + window + maxQ) << where(c.spec);
+       }},
+      {"gather_kcache_combine",
+       [](const BenchCase& c) {
+         // Every gathered position is a token the writer wrote, on a page of the table; the rows'
+         // lengths are attendPrefill's (the window of each chunk's first token), and the top-k rows
+         // hold sorted distinct visible positions, -1 padded at their end.
+         const int64_t bs = c.attrs.getInt("block_size", 0), N = c.attrs.getInt("N", 0),
+                       ratio = c.attrs.getInt("ratio", 0), window = c.attrs.getInt("window", 0);
+         const HostTensor& kc = c.inputs.at("k_cache");
+         const auto table = valuesOf<int32_t>(c.inputs.at("block_table"));
+         const int64_t maxPages = c.inputs.at("block_table").dim(1);
+         const auto qsl = valuesOf<int32_t>(c.inputs.at("query_start_loc"));
+         const auto seq = valuesOf<int32_t>(c.inputs.at("seq_lens"));
+         const auto gather = valuesOf<int32_t>(c.inputs.at("gather_lens"));
+         const HostTensor& tk = c.inputs.at("topk_indices");
+         const int64_t K = tk.dim(1);
+         ASSERT_EQ(qsl.front(), 0) << where(c.spec);
+         ASSERT_EQ(qsl.back(), tk.dim(0)) << where(c.spec);
+         int64_t maxQ = 0;
+         for (size_t b = 0; b + 1 < qsl.size(); ++b) {
+           const int64_t q = qsl[b + 1] - qsl[b];
+           maxQ = std::max(maxQ, q);
+           ASSERT_GE(q, 1) << where(c.spec);
+           ASSERT_GE(seq[b], q) << where(c.spec);
+           ASSERT_EQ(gather[b], std::min<int64_t>(seq[b], q + window - 1)) << where(c.spec);
+           for (int64_t pos = seq[b] - gather[b]; pos < seq[b]; ++pos) {
+             const int32_t page = table[b * size_t(maxPages) + size_t(pos / bs)];
+             ASSERT_TRUE(page >= 0 && page < kc.dim(0)) << where(c.spec) << " request " << b << " position " << pos;
+             if (!writtenToken(kc, bs, page, pos % bs))
+               return ADD_FAILURE() << where(c.spec) << ": request " << b << " reads unwritten position " << pos;
+           }
+           for (int64_t j = 0; j < q; ++j) {
+             const int32_t* row = tk.ptr<int32_t>() + (qsl[b] + j) * K;
+             const int64_t visible = ratio > 0 ? std::min<int64_t>((seq[b] - q + j + 1) / ratio, N) : 0;
+             int64_t n = 0;
+             while (n < K && row[n] != -1) ++n;
+             EXPECT_EQ(n, std::min(visible, K)) << where(c.spec) << " token " << qsl[b] + j;
+             for (int64_t i = 0; i < n; ++i)
+               if (row[i] < 0 || row[i] >= visible || (i > 0 && row[i] <= row[i - 1]))
+                 return ADD_FAILURE() << where(c.spec) << ": token " << qsl[b] + j << " entry " << i << " = "
+                                      << row[i] << " is not sorted and distinct in [0, " << visible << ")";
+           }
+         }
+         EXPECT_EQ(c.inputs.at("out").dim(1), N + window + maxQ) << where(c.spec);
        }},
       {"sparse_mla_decode",
        [](const BenchCase& c) {
@@ -390,8 +438,8 @@ TEST(BenchInputs, HoldTheOpsConstraints) {
 
 // The model's default shapes of the cheaper ops hold the constraints too (the families' defaults).
 TEST(BenchInputs, DefaultShapesHoldTheConstraints) {
-  for (const char* op : {"kv_quant_insert", "gather_kcache", "combine_topk_swa", "sparse_mla_decode", "topk",
-                         "indexer_logits", "mhc_fused_post_pre", "weight_gemm"}) {
+  for (const char* op : {"kv_quant_insert", "gather_kcache", "combine_topk_swa", "gather_kcache_combine",
+                         "sparse_mla_decode", "topk", "indexer_logits", "mhc_fused_post_pre", "weight_gemm"}) {
     auto c = buildCase({op, "default", {}}, 1);
     ASSERT_TRUE(c.ok()) << op << ": " << c.error().message;
     SCOPED_TRACE(op);

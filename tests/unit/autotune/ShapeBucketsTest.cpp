@@ -74,7 +74,7 @@ TEST(ShapeBuckets, ContextAndCandidateBoundaries) {
 TEST(ShapeBuckets, BucketsCoverEveryValueOnce) {
   for (const char* op : {"sparse_mla_decode", "sparse_mla_prefill", "combine_topk_swa", "kv_quant_insert", "mhc_pre",
                          "mhc_post", "mhc_collapse", "mhc_fused_post_pre", "gather_kcache", "indexer_logits", "topk",
-                         "weight_gemm", "moe_experts"}) {
+                         "weight_gemm", "moe_experts", "gather_kcache_combine"}) {
     const auto bs = shapeBuckets(op);
     ASSERT_FALSE(bs.empty()) << op;
     EXPECT_EQ(bs.front().lo, 1) << op;
@@ -93,7 +93,7 @@ TEST(ShapeBuckets, DescriptionsAtRepresentativesLandInTheirBucket) {
       {"sparse_mla_decode", "B"}, {"sparse_mla_prefill", "T"}, {"combine_topk_swa", "T"}, {"kv_quant_insert", "T"},
       {"mhc_pre", "T"},           {"mhc_post", "T"},           {"mhc_collapse", "T"},     {"mhc_fused_post_pre", "T"},
       {"gather_kcache", "context"}, {"indexer_logits", "context"}, {"topk", "N"}, {"weight_gemm", "M"},
-      {"moe_experts", "T"}};
+      {"moe_experts", "T"}, {"gather_kcache_combine", "T"}};
   for (const auto& [op, p] : param) {
     for (const ShapeBucket& b : shapeBuckets(op)) {
       for (int64_t v : {b.lo, b.representative}) {

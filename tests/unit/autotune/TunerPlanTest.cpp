@@ -21,14 +21,15 @@ TEST(TunerPlan, EveryTunableOpOverEveryBucket) {
     size_t n = 0;
     for (const auto& it : items) n += it.op == fam->opName();
     // One row of buckets per shape the model runs the op at: weight_gemm's 8 projections,
-    // combine_topk_swa's 2 compress ratios, one for the others.
+    // combine_topk_swa's and gather_kcache_combine's 2 compress ratios, one for the others.
     const size_t shapes = fam->tuneShapes(ModelDims{}, 1).size();
-    EXPECT_EQ(shapes, fam->opName() == "weight_gemm" ? 8u : fam->opName() == "combine_topk_swa" ? 2u : 1u);
+    const bool perRatio = fam->opName() == "combine_topk_swa" || fam->opName() == "gather_kcache_combine";
+    EXPECT_EQ(shapes, fam->opName() == "weight_gemm" ? 8u : perRatio ? 2u : 1u);
     EXPECT_EQ(n, shapes * shapeBuckets(fam->opName()).size()) << fam->opName();
     seen.insert(fam->opName());
   }
-  EXPECT_EQ(seen.size(), 13u);
-  EXPECT_EQ(items.size(), 154u);
+  EXPECT_EQ(seen.size(), 14u);
+  EXPECT_EQ(items.size(), 164u);
   for (const auto& it : items) {
     // The description the family builds for the bucket lies in that bucket.
     auto d = makeOpDesc(it.op, it.shape, {});

@@ -82,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(AllOps, RunOpCli,
                          ::testing::Values("kv_quant_insert", "gather_kcache", "combine_topk_swa",
                                            "sparse_mla_prefill", "sparse_mla_decode", "indexer_logits", "topk",
                                            "mhc_pre", "mhc_post", "mhc_fused_post_pre", "mhc_collapse",
-                                           "weight_gemm", "moe_experts"),
+                                           "weight_gemm", "moe_experts", "gather_kcache_combine"),
                          [](const auto& info) { return info.param; });
 
 TEST(RunOpCli, VerifierRunsBeforeEitherBackend) {

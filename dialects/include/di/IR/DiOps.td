@@ -110,6 +110,42 @@ def Di_CombineTopkSwaOp : Di_KernelOp<"combine_topk_swa"> {
   }];
 }
 
+// gather_kcache (the window rows, at offset N) and combine_topk_swa over the same lengths in one
+// launch; di-fuse-gather-combine builds it from the pair.
+def Di_GatherKcacheCombineOp : Di_KernelOp<"gather_kcache_combine", [],
+    [Di_UpdatesInPlace<"out_updated", "out">]> {
+  let summary = "Gather the window rows and build the index rows into them, in one launch (docs/ops.md §4a)";
+  let arguments = (ins
+    Di_U8<[2]>:$k_cache,
+    Di_I32<[1]>:$seq_lens,
+    Di_I32<[1]>:$gather_lens,
+    Di_I32<[2]>:$block_table,
+    Di_BF16<[3]>:$out,
+    Di_I32<[2]>:$topk_indices,
+    Di_I32<[1]>:$query_start_loc,
+    I64Attr:$block_size,
+    I64Attr:$window,
+    I64Attr:$ratio,
+    I64Attr:$topk,
+    I64Attr:$N
+  );
+  let results = (outs
+    Di_BF16<[3]>:$out_updated,
+    Di_I32<[2]>:$rows,
+    Di_I32<[1]>:$lens
+  );
+  let assemblyFormat = [{
+    `k_cache` `(` $k_cache `:` type($k_cache) `)`
+    `seq_lens` `(` $seq_lens `:` type($seq_lens) `)`
+    `gather_lens` `(` $gather_lens `:` type($gather_lens) `)`
+    `block_table` `(` $block_table `:` type($block_table) `)`
+    `out` `(` $out `:` type($out) `)`
+    `topk_indices` `(` $topk_indices `:` type($topk_indices) `)`
+    `query_start_loc` `(` $query_start_loc `:` type($query_start_loc) `)`
+    attr-dict `->` type(results)
+  }];
+}
+
 def Di_SparseMlaPrefillOp : Di_KernelOp<"sparse_mla_prefill"> {
   let summary = "Sparse MQA attention over gathered bf16 KV (docs/ops.md §5)";
   let arguments = (ins
