@@ -161,6 +161,7 @@ class GatherKcacheCombineFamily final : public TypedKernelFamily<GatherKcacheCom
     u.source = fmt::format(
         "#include \"GatherKcacheCombine.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::GatherKcacheCombineParams p) {{\n"
+        "  di::grid_dependency_sync();\n"
         "  di::gather_kcache_combine_kernel<{}, {}, {}, {}, {}>(p);\n"
         "}}\n",
         32 * c.warps, c.ctasPerSm, baseName, d.attrs.getInt("block_size", 0), c.warps, c.tokensPerWarp,
