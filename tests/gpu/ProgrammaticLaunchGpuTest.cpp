@@ -126,7 +126,7 @@ TEST(ProgrammaticLaunchGpu, ModelDecodeGraphsWithPdlMatchWithoutBitForBit) {
     auto pz = m.off->forward(woff, true);
     ASSERT_TRUE(pa.ok()) << pa.error().message;
     ASSERT_TRUE(pz.ok()) << pz.error().message;
-    std::vector<int32_t> next(size_t(batch));
+    std::vector<int32_t> next(static_cast<size_t>(batch));
     for (int b = 0; b < batch; ++b) {
       differing += std::memcmp((*pa)[size_t(b)].ptr<float>(), (*pz)[size_t(b)].ptr<float>(), size_t(V) * 4) != 0;
       ++rows;
