@@ -18,11 +18,11 @@ namespace deepinfer::cuda {
   X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8)        \
   X(cuMemsetD32) X(cuMemsetD8Async) X(cuMemGetInfo) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)     \
   X(cuMemcpyDtoDAsync) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)               \
-  X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernelEx) X(cuStreamCreate)  \
+  X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernelEx) X(cuStreamCreate)               \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)   \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture)       \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)       \
-  X(cuGraphNodeGetType) X(cuGraphGetEdges) X(cuMemAllocHost)                                      \
+  X(cuGraphNodeGetType) X(cuGraphGetEdges) X(cuMemAllocHost)                                       \
   X(cuMemFreeHost) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemcpyPeerAsync) X(cuStreamWaitEvent)
 
 struct Driver {

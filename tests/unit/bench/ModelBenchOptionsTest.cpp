@@ -87,3 +87,18 @@ TEST(ModelBenchOptions, UsageDescribesTheDraftAndTheOracle) {
 }
 
 }  // namespace
+
+TEST(ModelBenchOptions, PdlSwitch) {
+  auto on = parse({"--synthetic", "proxy", "--pdl", "on"});
+  ASSERT_TRUE(on.ok()) << on.error().message;
+  EXPECT_TRUE(on->pdl);
+  auto off = parse({"--synthetic", "proxy", "--pdl", "off"});
+  ASSERT_TRUE(off.ok()) << off.error().message;
+  EXPECT_FALSE(off->pdl);
+  auto dflt = parse({"--synthetic", "proxy"});
+  ASSERT_TRUE(dflt.ok());
+  EXPECT_EQ(dflt->pdl, programmaticLaunchDefault());  // DEEPINFER_PDL, else on
+  auto bad = parse({"--synthetic", "proxy", "--pdl", "maybe"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("--pdl 'maybe'"), std::string::npos) << bad.error().message;
+}

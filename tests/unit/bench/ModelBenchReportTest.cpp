@@ -28,6 +28,7 @@ GpuCallLaunches call(bool graph) {
   if (graph) {
     l.graphKernels = 170;
     l.graphMemoryNodes = 18;
+    l.graphProgrammaticEdges = 150;
   }
   return l;
 }
@@ -99,6 +100,7 @@ TEST(ModelBenchReport, LaunchesJsonSplitsLayersAndOutside) {
   const llvm::json::Object& o = *v->getAsObject();
   EXPECT_EQ(o.getBoolean("graph"), true);
   EXPECT_EQ(*o.getInteger("graph_kernel_nodes"), 170);
+  EXPECT_EQ(*o.getInteger("graph_programmatic_edges"), 150);
   EXPECT_EQ(*obj(o.get("total")).getInteger("launches"), 142 + 22);
   EXPECT_EQ(*obj(o.get("outside_layers")).getInteger("kernels"), 2);
   EXPECT_EQ(*obj(o.get("outside_layers")).getInteger("cublas_calls"), 1);
@@ -108,8 +110,12 @@ TEST(ModelBenchReport, LaunchesJsonSplitsLayersAndOutside) {
   v = llvm::json::parse(launchesJson(call(false)));
   ASSERT_TRUE(bool(v));
   EXPECT_TRUE(v->getAsObject()->get("graph_kernel_nodes")->getAsNull());
-  EXPECT_EQ(launchesText(call(true)),
-            "164 launches (142 kernels + 22 cuBLAS) + 18 copies/fills, one graph of 170 kernel nodes");
+  EXPECT_TRUE(v->getAsObject()->get("graph_programmatic_edges")->getAsNull());
+  EXPECT_EQ(launchesText(call(true)), "164 launches (142 kernels + 22 cuBLAS) + 18 copies/fills, one graph of 170 "
+                                      "kernel nodes (150 programmatic edges)");
+  GpuCallLaunches unknown = call(true);
+  unknown.graphProgrammaticEdges = -1;  // the driver did not report the edges
+  EXPECT_NE(launchesText(unknown).find("(? programmatic edges)"), std::string::npos);
 }
 
 TEST(ModelBenchReport, LongContextJson) {
