@@ -46,6 +46,9 @@ __device__ __forceinline__ U32x4 ld_cached_v4(const void* p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
 __device__ __forceinline__ void st_global_v2(void* p, U32x2 v) {
   asm volatile("st.global.v2.u32 [%0], {%1,%2};\n" ::"l"(p), "r"(v.x), "r"(v.y));
 }
@@ -256,6 +259,17 @@ __device__ __forceinline__ void gather_kcache_ctas(const GatherKcacheParams& p, 
     s.dst16 = uint32_t((int64_t(req) * p.out_req_stride + int64_t(p.offset + i) * p.out_row_stride) >> 3);
     return s;
   };
+
+  // The block table is read once the lengths are known: a second memory latency in every
+  // warp's chain (lengths, table, cache row, store). Pull the whole table into L2 while the
+  // lengths load, one 128-byte line per thread spread over the grid, so that read hits L2.
+  // Every prefetched address lies inside the table; a prefetch writes nothing.
+  {
+    const int64_t table_bytes = int64_t(p.num_reqs) * p.max_pages * 4;
+    const int64_t stride = int64_t(nctas) * THREADS * 128;
+    for (int64_t off = (int64_t(cta) * THREADS + int64_t(threadIdx.x)) * 128; off < table_bytes; off += stride)
+      prefetch_l2(reinterpret_cast<const uint8_t*>(p.block_table) + off);
+  }
 
   int flat0 = 0;  // flat index of the chunk's first gathered row
   for (int r0 = 0; r0 < p.num_reqs; r0 += THREADS) {
