@@ -400,18 +400,21 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
   // and the swizzle reduces to XOR-ing the in-row chunk with lane % 8. QK: chunk = slice base +
   // 2k + lane / 8 for k-pairs starting at 2k in {0, 4, 8, 12}: two XOR patterns (2k % 8 in {0, 4}).
   const int sw = lane & 7;
-  const int qk_row = (lane & 7) * 1024 + sl * (SW / 8) * 16;
-  const int qk_off[2] = {qk_row + (((lane >> 3) ^ sw) << 4), qk_row + (((4 + (lane >> 3)) ^ sw) << 4)};
-  // PV: key = 16k + lane % 16, chunk = slice base + 2jp + lane / 16.
-  const int pv_row = (lane & 15) * 1024 + sl * (SW / 8) * 16;
+  // The second pattern is the first with chunk bit 2 flipped (offset bit 6: the row and slice
+  // bases are multiples of 128 bytes), so only the first is kept in a register.
+  const int qk_off0 = (lane & 7) * 1024 + sl * (SW / 8) * 16 + (((lane >> 3) ^ sw) << 4);
+  // PV: key = 16k + lane % 16, chunk c = slice base + 2jp + lane / 16. (c % 8) ^ sw is
+  // (2jp % 8) ^ (lane / 16 ^ sw) (2jp is even): one register holds the row, slice and lane part
+  // (bits 4-6 of the offset; the rest of the offset is a multiple of 128), each jp XORs its own.
+  const int hx = (lane >> 4) ^ sw;
+  const int pv_off0 = (lane & 15) * 1024 + sl * (SW / 8) * 16 + (hx << 4);
   // q tile (Q_SMEM): lanes 0-7 / 8-15 / 16-23 / 24-31 address rows 0-7 / 8-15 / 0-7 / 8-15 of the
   // m-tile at chunk 2k / 2k / 2k + 1 / 2k + 1 of the slice, giving the A fragment registers in
-  // mma order. Row % 8 = lane % 8, so the swizzle XORs the in-row chunk with lane % 8 again.
-  const int q_row = (mt * 16 + (lane & 15)) * 1024 + sl * (SW / 8) * 16;
-  const int q_x = (lane >> 4) ^ sw;
+  // mma order. Row % 8 = lane % 8, so the swizzle is PV's again.
+  const int q_off0 = (mt * 16 + (lane & 15)) * 1024 + sl * (SW / 8) * 16 + (hx << 4);
   auto q_frag = [&](int k, uint32_t (&a)[4]) {
     if constexpr (Q_SMEM) {
-      ldmatrix_x4(a, qbuf + q_row + ((2 * k) & 8) * 16 + ((((2 * k) & 7) ^ q_x) << 4));
+      ldmatrix_x4(a, qbuf + (q_off0 ^ (((2 * k) & 7) << 4)) + ((2 * k) & 8) * 16);
     } else {
 #pragma unroll
       for (int i = 0; i < 4; ++i) a[i] = qa[k][i];
@@ -470,7 +473,7 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           uint32_t kb[4];
-          ldmatrix_x4(kb, kbuf + qk_off[(k >> 1) & 1] + j * 8 * 1024 + ((2 * k) & 8) * 16);
+          ldmatrix_x4(kb, kbuf + (((k >> 1) & 1) ? qk_off0 ^ 64 : qk_off0) + j * 8 * 1024 + ((2 * k) & 8) * 16);
           const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
           mma_bf16_16816(acc[0][j], a0, b0, acc[0][j]);
           mma_bf16_16816(acc[CH - 1][j], a1, b1, acc[CH - 1][j]);
@@ -589,9 +592,8 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
       }
 #pragma unroll
       for (int jp = 0; jp < OT / 2; ++jp) {
-        const int c = 2 * jp + (lane >> 4);  // chunk within the slice; 16 * k keeps key % 8
-        uint32_t vb[4];
-        ldmatrix_x4_trans(vb, kbuf + pv_row + k * 16 * 1024 + ((c & 8) << 4) + (((c & 7) ^ sw) << 4));
+        uint32_t vb[4];  // 16 * k keeps key % 8
+        ldmatrix_x4_trans(vb, kbuf + (pv_off0 ^ (((2 * jp) & 7) << 4)) + k * 16 * 1024 + ((2 * jp) & 8) * 16);
         const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
         mma_bf16_16816(o[2 * jp], pa_lo, b0, o[2 * jp]);
         mma_bf16_16816(o[2 * jp + 1], pa_lo, b1, o[2 * jp + 1]);

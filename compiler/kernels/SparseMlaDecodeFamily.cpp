@@ -276,26 +276,27 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
         }
       }
     }
-    // q in shared memory: the widest CTAs (64 heads, else 32 or 16) in 4 dim slices, the shape
-    // whose registers q fragments would overflow; 16-key tiles only (32-key tiles spill under the
-    // 128-register bound of 512 threads).
+    // q in shared memory: the two widest CTAs of 64 / 32 / 16 heads that divide H (64 heads: one
+    // CTA per query and split; 32: two CTAs of 256 threads fit an SM, so one's barrier phases
+    // can overlap the other's), 4 dim slices; 16-key tiles only (32-key tiles spill under the
+    // 128-register bound).
+    int wideOffered = 0;
     for (int heads : {64, 32, 16}) {
-      if (dm.H % heads != 0) continue;
+      if (dm.H % heads != 0 || wideOffered == 2) continue;
+      ++wideOffered;
       const int threads = 32 * (heads / 16) * 4;
-      for (int keys : {16})
-        for (int stages : {1, 2, 3}) {
-          Config c{heads, threads, keys, stages, 1, 0, 1};
-          if (resources(c, d).smemBytes > t.smemPerCtaCap) continue;
-          for (int splits : splitOptions(dm, keys)) {
-            c.kvSplits = splits;
-            for (int merge : {0, 1}) {
-              if (merge == 1 && splits == 1) continue;
-              c.merge = merge;
-              out.push_back(c);
-            }
+      for (int stages : {1, 2, 3}) {
+        Config c{heads, threads, 16, stages, 1, 0, 1};
+        if (resources(c, d).smemBytes > t.smemPerCtaCap) continue;
+        for (int splits : splitOptions(dm, 16)) {
+          c.kvSplits = splits;
+          for (int merge : {0, 1}) {
+            if (merge == 1 && splits == 1) continue;
+            c.merge = merge;
+            out.push_back(c);
           }
         }
-      break;  // only the widest that divides H
+      }
     }
     return out;
   }
@@ -337,6 +338,8 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
       }
       if (resources(c, d).smemBytes > t.smemPerCtaCap) continue;
       for (int splits : splitOptions(dm, s.keys)) {
+        // Schedule 1's direct plan (one split) spills 4 bytes under its 128-register bound.
+        if (s.qSmem && splits == 1) continue;
         c.kvSplits = splits;
         const double us = modelTimeUs(dm, s, heads, splits, t);
         if (best.headsPerCta == 0 || us < bestUs) {
@@ -543,17 +546,17 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
   // The schedules the default chooses from, with their cost on an H200 (V4.1 shapes, 640 keys
   // per query, L2 flushed; fitted to the bench runs at ab938db and the tuning run of 2026-11-29,
   // within 2 us over 2-40 tiles per CTA): fixedUs (launches, merge) plus, per round of CTAs on an
-  // SM, kCtaUs (the dependent index -> row loads before the first tile, the epilogue; fitted when the lens
-  // load came first in that chain, before 2026-12-02) and
-  // tileUs per key tile the CTA streams. A tile's cost is not its instruction count: the CTA's
-  // phases (dequant, QK, score exchange, softmax, PV) are separated by barriers, so fewer warps
-  // per CTA leave more of each phase's latency exposed (32 heads in 4 slices: 2.7 us per 16-key
-  // tile, in 8 slices: 2.3 us).
+  // SM, kCtaUs (the dependent index -> row loads before the first tile, the epilogue; fitted
+  // while the lens load still came first in that chain) and tileUs per key tile the CTA streams.
+  // A tile's cost is not its instruction count: the CTA's phases (dequant, QK, score exchange,
+  // softmax, PV) are separated by barriers, so fewer warps per CTA leave more of each phase's
+  // latency exposed (32 heads in 4 slices: 2.7 us per 16-key tile, in 8 slices: 2.3 us).
   //
-  // The q-in-shared-memory rows (schedule = 1, 64 heads) are predictions, not fits (not measured
-  // yet): a warp does the work of a 32-head, 4-slice warp (2.7 / 3.75 us per tile) plus a q
+  // The q-in-shared-memory row (schedule = 1, 64 heads) is a prediction, not a fit (not measured
+  // yet): a warp does the work of a 32-head, 4-slice warp (2.7 us per 16-key tile) plus a q
   // ldmatrix per k-step pair, with twice the warps sharing the SM's issue slots and the tile's
-  // copy and dequantization done once instead of once per head group.
+  // copy and dequantization done once instead of once per head group. The 32-head schedule = 1
+  // candidates (two CTAs per SM) have no row: the tuner times them.
   struct Schedule {
     int mTiles, dimSlices, keys;
     double fixedUs, tileUs;

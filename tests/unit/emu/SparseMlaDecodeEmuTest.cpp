@@ -5,7 +5,7 @@
 // the direct plan, the merge launch and the one-launch merge (the last CTA of each head group
 // merges) at 3 and 11 splits (past the merge's load chunks), for 16- and 32-head CTAs with 16-
 // and 32-key tiles, and with q in shared memory (schedule 1) for 64-head CTAs (all heads of a
-// query) and 16-head ones. The one-launch merge runs with its CTAs in grid order and in
+// query), 32-head and 16-head ones. The one-launch merge runs with its CTAs in grid order and in
 // permutations (the hardware may finish them in any order) and must give the merge launch's bits
 // every time. This checks the data flow (ldmatrix fragments, the dequantized tile, the split
 // bookkeeping and the arrival counters) where no GPU is available; the GPU tests check the
@@ -52,7 +52,7 @@ const std::map<std::string, DecodeFn>& kernels() {
   static const std::map<std::string, DecodeFn> m = {
       DI_SMD_MODES(16, 8, 16, 2, false, false), DI_SMD_MODES(32, 4, 16, 1, false, false),
       DI_SMD_MODES(32, 4, 32, 2, true, false),  DI_SMD_MODES(64, 4, 16, 2, true, true),
-      DI_SMD_MODES(16, 4, 16, 1, false, true)};
+      DI_SMD_MODES(32, 4, 16, 3, true, true),   DI_SMD_MODES(16, 4, 16, 1, false, true)};
   return m;
 }
 
@@ -97,7 +97,8 @@ TEST(SparseMlaDecodeEmu, DirectLaunchAndLastCtaMergesMatchReferenceAndEachOther)
     const int64_t H = c.inputs.at("q").dim(2);
     std::vector<Geometry> geometries = {{16, 256, 16, 2, 0}};
     if (H % 32 == 0) geometries.push_back({32, 256, 16, 1, 0}), geometries.push_back({32, 256, 32, 2, 0});
-    geometries.push_back(H % 64 == 0 ? Geometry{64, 512, 16, 2, 1} : Geometry{16, 128, 16, 1, 1});
+    if (H % 64 == 0) geometries.push_back({64, 512, 16, 2, 1}), geometries.push_back({32, 256, 16, 3, 1});
+    else geometries.push_back({16, 128, 16, 1, 1});
     for (const Geometry& geo : geometries) {
       auto check = [&](const KernelConfig& cfg, uint64_t order) -> TensorMap {
         const std::string where =
