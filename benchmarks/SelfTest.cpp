@@ -65,6 +65,22 @@ void checkWorkDone(const BenchCase& c, const Expected& e, Failures& f) {
       for (int64_t i = (r * M + offset) * kGatherRowElems; i < (r * M + offset + g) * kGatherRowElems; ++i)
         if ((out.ptr<uint16_t>()[i] & 0x7F80) == 0x7F80)
           return f.add(where + ": a gathered row holds NaN/inf (a page that was never written?)");
+  } else if (op == "gather_kcache_combine") {
+    // Every token's row full (top-k + window), and the window rows each request gathers (at N)
+    // finite: out's other rows keep their random contents.
+    const int64_t full = c.attrs.getInt("topk", 0) + c.attrs.getInt("window", 0);
+    const HostTensor& lens = t.at("lens");
+    for (int64_t i = 0; i < lens.numel(); ++i)
+      if (lens.ptr<int32_t>()[i] != full)
+        return f.add(fmt::format("{}: token {} has {} entries, not a full row of {}", where, i, lens.ptr<int32_t>()[i], full));
+    const HostTensor& out = t.at("out");
+    const int64_t M = out.dim(1), N = c.attrs.getInt("N", 0);
+    for (int64_t r = 0; r < out.dim(0); ++r) {
+      const int64_t g = c.inputs.at("gather_lens").ptr<int32_t>()[r];
+      for (int64_t i = (r * M + N) * kGatherRowElems; i < (r * M + N + g) * kGatherRowElems; ++i)
+        if ((out.ptr<uint16_t>()[i] & 0x7F80) == 0x7F80)
+          return f.add(where + ": a gathered row holds NaN/inf (a page that was never written?)");
+    }
   } else if (op == "kv_quant_insert") {
     const HostTensor& s = t.at("slot_mapping");
     for (int64_t i = 0; i < s.numel(); ++i)
