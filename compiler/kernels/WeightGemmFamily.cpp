@@ -16,8 +16,8 @@
 //    keeps a whole round, warps_n up to 4 warps per CTA, and K split over
 //    CTAs while the SMs hold the warps and warps still have more than one pass of the ring (wq_a,
 //    wkv). One launch; a workspace only when split. The candidates add half the steps, twice /
-//    half the warps over K, one warp tile per CTA row, a deeper ring (6 steps; 5 for e4m3 with
-//    16 rows), twice the splits or none, and the cp.async tile schedule's decode tiles below.
+//    half the warps over K, one warp tile per CTA row, twice the splits or none, and the cp.async
+//    tile schedule's decode tiles below.
 //  - stream = 0: the cp.async CTA tile (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages)
 //    and `splits`, the number of CTAs that share one output tile's K (their fp32 partials go to
 //    the workspace and the last CTA of the tile to arrive, counted in the zeroed workspace, sums
@@ -126,8 +126,8 @@ struct Geometry {
 bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 // The streaming schedule's knobs: block_m 8 or 16 (x rows per CTA), block_n = 16 x warps_n,
-// warps_k a power of two, warps_n x warps_k <= 16, block_k = 1..8 times the step (64 e4m3 / 128
-// e2m1 columns: the register ring's slots), splits 1..32 (CTAs over K), warps_m = stages = 1.
+// warps_k a power of two, warps_n x warps_k <= 16, block_k = a power of two 1..8 times the step
+// (64 e4m3 / 128 e2m1 columns), splits 1..32 (CTAs over K), warps_m = stages = 1.
 Result<Geometry> streamGeometry(const WeightGemmConfig& c, const Shape& s, const std::string& cfg) {
   auto bad = [&](const std::string& what) { return Error{fmt::format("{}: stream = 1: {} ({})", kOp, what, cfg)}; };
   if (c.stream != 1) return bad(fmt::format("stream = {} must be 0 or 1", c.stream));
@@ -145,8 +145,8 @@ Result<Geometry> streamGeometry(const WeightGemmConfig& c, const Shape& s, const
   t.wn = int(c.warpsN);
   t.wk = int(c.warpsK);
   const int64_t unroll = c.blockK / t.stepCols();
-  if (c.blockK % t.stepCols() != 0 || unroll < 1 || unroll > 8)
-    return bad(fmt::format("block_k = {} must be 1 to 8 steps of {} columns", c.blockK, t.stepCols()));
+  if (c.blockK % t.stepCols() != 0 || !pow2(unroll) || unroll > 8)
+    return bad(fmt::format("block_k = {} must be 1, 2, 4 or 8 steps of {} columns", c.blockK, t.stepCols()));
   t.unroll = int(unroll);
   if (c.warpsM != 1 || c.stages != 1)
     return bad(fmt::format("warps_m = {} and stages = {} must both be 1", c.warpsM, c.stages));
@@ -397,13 +397,6 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       StreamTile narrow = st0;
       narrow.wn = 1;
       addStream(narrow);
-      // A deeper ring where the registers allow it without spilling: 6 steps with 8 rows of x,
-      // 5 with 16 (e4m3); 1.5x the bytes in flight per warp for shapes with few warps per SM.
-      if (!s.gated() && (st0.nt8 == 1 || !s.fp4)) {
-        StreamTile deep = st0;
-        deep.unroll = st0.nt8 == 1 ? 6 : 5;
-        addStream(deep);
-      }
       // K split over twice the CTAs, or none.
       StreamTile split = st0;
       split.splits = std::min(kMaxSplits, 2 * st0.splits);

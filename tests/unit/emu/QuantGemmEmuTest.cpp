@@ -147,8 +147,6 @@ const std::map<std::string, WgFn>& wgStreams() {
       DI_WSS(2, 1, 8, 4), DI_WSS(1, 1, 4, 2), DI_WSS(1, 1, 2, 1), DI_WS(1, 1, 2, 1), DI_WSS(2, 2, 1, 2),
       DI_WSS(1, 4, 1, 4),
       DI_WSS(2, 4, 1, 4), DI_WSS(1, 2, 1, 4), DI_WSS(2, 2, 1, 4),
-      // deeper rings (not a power of two)
-      DI_WS(1, 4, 1, 6), DI_WS(2, 1, 2, 5), DI_WSS(1, 1, 4, 6), DI_WS(1, 1, 4, 6),
   };
   return m;
 }
@@ -340,10 +338,6 @@ TEST(QuantGemmEmu, WeightGemmMatchesReference) {
       v.push_back(stream(8, 1, 2, 1, fp4, 3));
       v.push_back(stream(16, 2, 1, 2, fp4, 2));
       v.push_back(stream(8, 4, 1, 4, fp4, 5));
-      // Deeper rings of 6 and 5 slots (6 also over 3 splits: a ring deeper than a split's steps).
-      v.push_back(stream(8, 4, 1, 6, fp4));
-      v.push_back(stream(16, 1, 2, 5, fp4));
-      v.push_back(stream(8, 1, 4, 6, fp4, 3));
     }
     if (epi == 0 && !fp4) {
       v.push_back(tile(2, 32, 128, 1, 1, 4, 4, 3));   // 2-row tiles (several per M), split-K
