@@ -29,7 +29,7 @@ __device__ __forceinline__ void w13_stream(const MoeExpertsParams& p) {
     xrow[nt] = r < rb.rows ? p.x + int64_t(p.row_token[rb.start + r]) * p.C : nullptr;
   }
   float acc[2][NT8][4];
-  if (!ws::stream_core<true, NT8, WN, WK, U, 2>(mats, nw, p.I, p.C, 0, (p.C + 127) / 128, xrow, acc)) return;
+  if (!ws::stream_core<true, NT8, WN, WK, U, 2>(mats, nw, p.I, p.C, xrow, acc)) return;
 #pragma unroll
   for (int nt = 0; nt < NT8; ++nt)
 #pragma unroll
@@ -57,7 +57,7 @@ __device__ __forceinline__ void w2_stream(const MoeExpertsParams& p) {
     xrow[nt] = r < rb.rows ? p.h + int64_t(rb.start + r) * p.I : nullptr;
   }
   float acc[1][NT8][4];
-  if (!ws::stream_core<true, NT8, WN, WK, U, 1>(mats, nw, p.C, p.I, 0, (p.I + 127) / 128, xrow, acc)) return;
+  if (!ws::stream_core<true, NT8, WN, WK, U, 1>(mats, nw, p.C, p.I, xrow, acc)) return;
 #pragma unroll
   for (int nt = 0; nt < NT8; ++nt)
 #pragma unroll

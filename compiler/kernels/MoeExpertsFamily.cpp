@@ -7,8 +7,8 @@
 // gathered rows; block_m 8 or 16 (rows per row block), block_n = 16 x warps_n (weight rows per
 // CTA, w13 and w2 alike), warps_k (K split inside the CTA), block_k = w13's steps of 128 columns
 // per round (w2 keeps twice that, at most 4); warps_m = stages = 1. Default: 8-row blocks, 4 warps
-// over N, 2 steps, warps over K doubled while the active experts' warp tiles leave SMs at most
-// 16 warps. stream = 0: the cp.async tile below.
+// over N, 2 steps, warps over K doubled while the active experts' warp tiles leave SMs short of
+// ~12 warps. stream = 0: the cp.async tile below.
 // Knobs: the CTA tile of the w1/w3 GEMM (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages;
 // block_n counts h columns, so a CTA multiplies 2 * block_n weight rows); the w2 GEMM uses the
 // same tile with 2 * block_n output columns (the same weight bytes per stage). Default heuristic,
@@ -228,8 +228,8 @@ MoeExpertsConfig configOf(const StreamGemms& q) {
 
 // The streaming default at decode sizes: 8-row blocks (a decode step's experts get a row or two),
 // 2 steps per w13 round (4 for w2), 4 warps over the weight rows of a CTA; warps over K doubled
-// while the active experts' 16-row tiles would still give the SMs at most 16 warps each (the
-// most 128 registers a thread allow) and every warp keeps two rounds of w13 (at most 8).
+// while the active experts' 16-row tiles would give the SMs fewer than ~12 warps each and every
+// warp keeps two rounds of w13 (at most 8).
 StreamGemms streamDefault(const Shape& s, const TargetProfile& t) {
   StreamGemms q;
   q.nt8 = 1;
@@ -238,7 +238,7 @@ StreamGemms streamDefault(const Shape& s, const TargetProfile& t) {
   q.wk = 1;
   const int64_t active = std::max<int64_t>(1, std::min(s.E, s.entries()));
   const int64_t tiles = active * cdiv(s.I, 16), steps = cdiv(s.C, 128);
-  const int64_t want = 16 * int64_t(std::max(1, t.smCount));
+  const int64_t want = 12 * int64_t(std::max(1, t.smCount));
   while (q.wk < 8 && q.wn * q.wk * 2 <= 16 && tiles * q.wk * 2 <= want && steps >= int64_t(4 * q.wk) * q.u13) q.wk *= 2;
   return q;
 }

@@ -3,21 +3,18 @@
 //
 // Two schedules, picked by the knob `stream`:
 //  - stream = 1 (templates/WeightStream.cuh), the default for decode rows (M <= 16, weight-
-//    bandwidth bound), grouped weights included: the weights go from global memory straight
-//    into a ring of registers and are
+//    bandwidth bound) of ungrouped weights (grouped ones, wo_a's form, keep the tile: measured
+//    faster there): the weights go from global memory straight into registers and are
 //    multiplied with the roles swapped (16 weight rows as the mma's A, the x rows as B). Knobs:
 //    block_m 8 or 16 (x rows per CTA row), warps_n (16-row warp tiles side by side, block_n =
 //    16 x warps_n), warps_k (warps splitting K inside the CTA, summed in a fixed order),
 //    block_k = the K columns a warp has in flight per round (1..8 steps of 64 weight bytes per
-//    row: 64 e4m3 / 128 e2m1 columns), splits (CTAs over K, their fp32 partials summed in split
-//    order by the last to arrive, as below); warps_m = stages = 1. Default: block_m = M
-//    rounded up to 8 or 16, 4 steps in the register ring (2 for a SwiGLU pair: more spill),
-//    warps_k doubled (up to 8) while the SMs would hold at most 16 warps each and every warp
-//    keeps a whole round, warps_n up to 4 warps per CTA, and K split over
-//    CTAs while the SMs hold the warps and warps still have more than one pass of the ring (wq_a,
-//    wkv). One launch; a workspace only when split. The candidates add half the steps, twice /
-//    half the warps over K, one warp tile per CTA row, twice the splits or none, and the cp.async
-//    tile schedule's decode tiles below.
+//    row: 64 e4m3 / 128 e2m1 columns); warps_m = stages = splits = 1. Default: block_m = M
+//    rounded up to 8 or 16, 4 steps per round (2 for a SwiGLU pair, 1 for an e2m1 pair with 16
+//    rows: more spill), warps_k doubled (up to 8) while the SMs would hold fewer than ~12 warps
+//    each and every warp keeps a whole round, warps_n up to 4 warps per CTA. One launch, no
+//    workspace; the candidates add half the steps, twice / half the warps over K, one warp tile
+//    per CTA row, and the cp.async tile schedule's decode tiles below.
 //  - stream = 0: the cp.async CTA tile (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages)
 //    and `splits`, the number of CTAs that share one output tile's K (their fp32 partials go to
 //    the workspace and the last CTA of the tile to arrive, counted in the zeroed workspace, sums
@@ -93,20 +90,16 @@ struct WeightGemmConfig : QuantTileKnobs {
 struct StreamTile {
   bool fp4 = false, gated = false;
   int nt8 = 1, wn = 1, wk = 1, unroll = 4;
-  int splits = 1;  // CTAs over K per output tile (blockIdx.z)
   int threads() const { return 32 * wn * wk; }
   int rows() const { return 8 * nt8; }
   int stepCols() const { return fp4 ? 128 : 64; }
-  // Mirrors ws::stream_smem_bytes (the wk partial tiles), then the split's arrival verdict.
-  int64_t smemBytes() const {
-    return int64_t(wk - 1) * wn * (gated ? 2 : 1) * nt8 * 4 * 32 * 4 + (splits > 1 ? 16 : 0);
-  }
+  // Mirrors ws::stream_smem_bytes: the wk partial tiles.
+  int64_t smemBytes() const { return int64_t(wk - 1) * wn * (gated ? 2 : 1) * nt8 * 4 * 32 * 4; }
   // 128 registers a thread: the loads of a round (8 per chunk) and the decoded fragments fit.
   int minBlocks() const { return std::max(1, 65536 / (threads() * 128)); }
   int regsCap() const { return std::min(255, 65536 / (threads() * minBlocks()) / 8 * 8); }
   std::string templateArgs(int epilogue) const {
-    return fmt::format("{}, {}, {}, {}, {}, {}, {}", fp4 ? "true" : "false", nt8, wn, wk, unroll, epilogue,
-                       splits > 1 ? "true" : "false");
+    return fmt::format("{}, {}, {}, {}, {}, {}", fp4 ? "true" : "false", nt8, wn, wk, unroll, epilogue);
   }
 };
 
@@ -127,7 +120,7 @@ bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 // The streaming schedule's knobs: block_m 8 or 16 (x rows per CTA), block_n = 16 x warps_n,
 // warps_k a power of two, warps_n x warps_k <= 16, block_k = a power of two 1..8 times the step
-// (64 e4m3 / 128 e2m1 columns), splits 1..32 (CTAs over K), warps_m = stages = 1.
+// (64 e4m3 / 128 e2m1 columns), warps_m = stages = splits = 1.
 Result<Geometry> streamGeometry(const WeightGemmConfig& c, const Shape& s, const std::string& cfg) {
   auto bad = [&](const std::string& what) { return Error{fmt::format("{}: stream = 1: {} ({})", kOp, what, cfg)}; };
   if (c.stream != 1) return bad(fmt::format("stream = {} must be 0 or 1", c.stream));
@@ -148,22 +141,15 @@ Result<Geometry> streamGeometry(const WeightGemmConfig& c, const Shape& s, const
   if (c.blockK % t.stepCols() != 0 || !pow2(unroll) || unroll > 8)
     return bad(fmt::format("block_k = {} must be 1, 2, 4 or 8 steps of {} columns", c.blockK, t.stepCols()));
   t.unroll = int(unroll);
-  if (c.warpsM != 1 || c.stages != 1)
-    return bad(fmt::format("warps_m = {} and stages = {} must both be 1", c.warpsM, c.stages));
-  if (c.splits < 1 || c.splits > kMaxSplits)
-    return bad(fmt::format("splits = {} must be in 1..{}", c.splits, kMaxSplits));
+  if (c.warpsM != 1 || c.stages != 1 || c.splits != 1)
+    return bad(fmt::format("warps_m = {}, stages = {}, splits = {} must all be 1", c.warpsM, c.stages, c.splits));
   g.tilesPerGroup = cdiv(s.Ng, 16 * t.wn);
   g.mTiles = cdiv(s.M, t.rows());
   if (g.mTiles > 65535)
     return Error{fmt::format("{}: M = {} gives {} row tiles of block_m = {}; at most 65535", kOp, s.M, g.mTiles,
                              t.rows())};
   g.kBlocks = cdiv(s.Kg, 32);
-  // Splits take whole steps (kbPerSplit counts steps here: the kernel's kb_per_split); every
-  // split has at least one.
-  const int64_t steps = cdiv(s.Kg, t.stepCols());
-  g.kbPerSplit = cdiv(steps, c.splits);
-  g.splits = int(cdiv(steps, g.kbPerSplit));
-  t.splits = g.splits;
+  g.kbPerSplit = g.kBlocks;
   return g;
 }
 
@@ -254,36 +240,27 @@ WeightGemmConfig configOf(const StreamTile& q) {
   c.warpsN = q.wn;
   c.warpsK = q.wk;
   c.stages = 1;
-  c.splits = q.splits;
+  c.splits = 1;
   c.stream = 1;
   return c;
 }
 
 // The streaming default: every x row in one CTA row (8 or 16), 4 steps (256 weight bytes of each
-// of a thread's two rows; 2 for a SwiGLU pair's two matrices) in the register ring; warps over K
-// doubled while the SMs would still hold at most 16 warps each (the most that 128 registers a
-// thread allow: 4 CTAs of 4 warps) and every warp still gets a whole round (at most 8); warps
-// over N so that a CTA has 4 warps where the tile count allows. Grouped weights (wo_a) count
-// every group's warp tiles: at the earlier bound of 12 warps per SM wo_a got warps_k = 2, 1,024
-// warps for 132 SMs (7.8 each, half of wq_b's), and streamed slower than the tile.
+// of a thread's two rows; 2 for a SwiGLU pair's two matrices) per round; warps over K doubled while the SMs hold fewer than about 12
+// warps each and every warp still gets a whole round (at most 8); warps over N so that a CTA has
+// 4 warps where the tile count allows.
 StreamTile streamTile(const Shape& s, const TargetProfile& t) {
   StreamTile q;
   q.fp4 = s.fp4;
   q.gated = s.gated();
   q.nt8 = s.M <= 8 ? 1 : 2;
-  // A SwiGLU pair loads two matrices per step: 4 steps spill, as do 8 of one matrix.
-  q.unroll = s.gated() ? 2 : 4;
+  // A SwiGLU pair loads two matrices per step: 4 steps spill (e2m1 with 16 rows already at 2).
+  q.unroll = !s.gated() ? 4 : (s.fp4 && q.nt8 == 2) ? 1 : 2;
   const int64_t warpTiles = s.G * cdiv(s.Ng, 16);
   const int64_t steps = cdiv(s.Kg, q.stepCols());
-  const int64_t want = 16 * int64_t(std::max(1, t.smCount));
+  const int64_t want = 12 * int64_t(std::max(1, t.smCount));
   while (q.wk < 8 && warpTiles * q.wk * 2 <= want && steps >= int64_t(2 * q.wk) * q.unroll) q.wk *= 2;
   while (q.wn * q.wk < 4 && 2 * q.wn * 16 <= s.Ng) q.wn *= 2;
-  // Few weight rows (wq_a, wkv: 80 and 32 warp tiles) leave SMs idle and each warp several ring
-  // passes over K: split K over CTAs as far as the SMs hold the warps (16 each), and no further
-  // than one pass per warp.
-  const int64_t warps = warpTiles * q.wk * cdiv(s.M, q.rows());
-  const int64_t passes = cdiv(steps, int64_t(q.wk) * q.unroll);
-  q.splits = int(std::clamp<int64_t>(std::min(want / std::max<int64_t>(warps, 1), passes), 1, kMaxSplits));
   return q;
 }
 
@@ -397,15 +374,6 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       StreamTile narrow = st0;
       narrow.wn = 1;
       addStream(narrow);
-      // K split over twice the CTAs, or none.
-      StreamTile split = st0;
-      split.splits = std::min(kMaxSplits, 2 * st0.splits);
-      addStream(split);
-      if (st0.splits > 1) {
-        StreamTile whole = st0;
-        whole.splits = 1;
-        addStream(whole);
-      }
     }
     // The cp.async tile schedule: the default for prefill rows, the alternative for decode rows.
     const QuantTile tile0 = s.M <= 16 ? decodeTile(s, t) : prefillTile(s, t);
@@ -518,7 +486,14 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
 
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Shape s = shapeOf(d);
-    if (s.M <= 16) return configOf(streamTile(s, t));
+    // Grouped decode (wo_a's form) keeps the tile schedule: measured on the H200 at 11f5c23,
+    // wo_a (8 groups of 1024 x 4096) took 21.3 us at M = 1 and 24.5 at M = 12 streamed, against
+    // 19.5 and 20.0 with the tile (db9e463).
+    if (s.M <= 16 && s.G == 1) return configOf(streamTile(s, t));
+    if (s.M <= 16) {
+      const QuantTile q = decodeTile(s, t);
+      return configOf(q, splitsFor(q, s, t));
+    }
     const QuantTile q = prefillTile(s, t);
     return configOf(q, splitsFor(q, s, t));
   }

@@ -182,17 +182,15 @@ TEST(QuantGemmOps, MoeExpertsReplaysAsACudaGraph) {
 // Split-K in one launch (the last CTA of each tile reduces, counted in DiOps' zeroed workspace):
 // captured in a CUDA graph and replayed; every replay must find the counters zero again and give
 // the eager launch's bytes (no dependence on which CTA arrives last).
-// The default config of `name` is split over K (one launch, arrival counters in the zeroed
-// workspace): eager and three graph replays give the reference's bits and each other's.
-void splitKReplaysAsACudaGraph(const std::string& name, GemmEpilogue epilogue) {
+TEST(QuantGemmOps, WeightGemmSplitKReplaysAsACudaGraph) {
   Env& e = env();
   if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
   ASSERT_TRUE(e.dev->use().ok());
   const deepinfer::testing::OpCase* found = nullptr;
   auto cases = deepinfer::testing::casesFor("weight_gemm", e.seed, false);
   for (const auto& c : cases)
-    if (c.name == name) found = &c;
-  ASSERT_NE(found, nullptr) << name;
+    if (c.name == "fp8_m300_n256_k1024") found = &c;  // 6 prefill tiles: split-K by default
+  ASSERT_NE(found, nullptr);
   const auto& c = *found;
   TensorMap want = c.inputs;
   ASSERT_TRUE(runReference("weight_gemm", c.attrs, want).ok());
@@ -223,7 +221,7 @@ void splitKReplaysAsACudaGraph(const std::string& name, GemmEpilogue epilogue) {
     const DeviceQuantWeight w = quantWeight(b.at("w"), b.at("w_scale"), N, K, 8);
     auto stream = Stream::create();
     ASSERT_TRUE(stream.ok());
-    auto run = [&] { return weightGemm(ops, b.at("x").addr(), M, w, y->addr(), epilogue, stream->handle()); };
+    auto run = [&] { return weightGemm(ops, b.at("x").addr(), M, w, y->addr(), GemmEpilogue::F32, stream->handle()); };
     ASSERT_TRUE(run().ok()) << where;
     ASSERT_TRUE(stream->synchronize().ok());
     const HostTensor eager = download(*y, y0.dtype, y0.shape);
@@ -243,16 +241,6 @@ void splitKReplaysAsACudaGraph(const std::string& name, GemmEpilogue epilogue) {
       EXPECT_TRUE(got.bytes == eager.bytes) << where << ": replay " << replay << " differs from the eager launch";
     }
   }
-}
-
-TEST(QuantGemmOps, WeightGemmSplitKReplaysAsACudaGraph) {
-  splitKReplaysAsACudaGraph("fp8_m300_n256_k1024", GemmEpilogue::F32);  // 6 prefill tiles: split-K by default
-}
-
-// Decode rows of few weight rows and a long K stream split over CTAs by default (32 warp tiles,
-// 80 steps: 3 splits on every target).
-TEST(QuantGemmOps, WeightGemmStreamedSplitKReplaysAsACudaGraph) {
-  splitKReplaysAsACudaGraph("fp8_m16_n512_k5120_bf16", GemmEpilogue::Bf16);
 }
 
 // x a column slice of [M, K + 24] and y a column slice of [M, N + 6].

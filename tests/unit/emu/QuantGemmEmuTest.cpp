@@ -117,19 +117,15 @@ const std::map<std::string, WgFn>& wgTiles() {
   };
   return m;
 }
-template <bool F, int NT8, int WN, int WK, int U, int E, bool S>
+template <bool F, int NT8, int WN, int WK, int U, int E>
 void wgStream(const di::WeightGemmParams& p) {
-  di::weight_gemm_stream<F, NT8, WN, WK, U, E, S>(p);
+  di::weight_gemm_stream<F, NT8, WN, WK, U, E>(p);
 }
-// The streaming schedule's instantiations: both formats and every epilogue of one geometry,
-// without (DI_WS) or with (DI_WSS) a K split over CTAs.
-#define DI_WS1(F, NT8, WN, WK, U, E, S) \
-  {#F ", " #NT8 ", " #WN ", " #WK ", " #U ", " #E ", " #S, &wgStream<F, NT8, WN, WK, U, E, S>}
-#define DI_WS2(NT8, WN, WK, U, S)                                                                            \
-  DI_WS1(false, NT8, WN, WK, U, 0, S), DI_WS1(false, NT8, WN, WK, U, 1, S), DI_WS1(false, NT8, WN, WK, U, 2, S), \
-      DI_WS1(true, NT8, WN, WK, U, 0, S), DI_WS1(true, NT8, WN, WK, U, 1, S), DI_WS1(true, NT8, WN, WK, U, 2, S)
-#define DI_WS(NT8, WN, WK, U) DI_WS2(NT8, WN, WK, U, false)
-#define DI_WSS(NT8, WN, WK, U) DI_WS2(NT8, WN, WK, U, true)
+// The streaming schedule's instantiations: both formats and every epilogue of one geometry.
+#define DI_WS1(F, NT8, WN, WK, U, E) {#F ", " #NT8 ", " #WN ", " #WK ", " #U ", " #E, &wgStream<F, NT8, WN, WK, U, E>}
+#define DI_WS(NT8, WN, WK, U)                                                                         \
+  DI_WS1(false, NT8, WN, WK, U, 0), DI_WS1(false, NT8, WN, WK, U, 1), DI_WS1(false, NT8, WN, WK, U, 2), \
+      DI_WS1(true, NT8, WN, WK, U, 0), DI_WS1(true, NT8, WN, WK, U, 1), DI_WS1(true, NT8, WN, WK, U, 2)
 const std::map<std::string, WgFn>& wgStreams() {
   static const std::map<std::string, WgFn> m = {
       // the sm_80 defaults of the cases (8 or 16 rows of x; 4 warps over N, or fewer over N and
@@ -141,12 +137,6 @@ const std::map<std::string, WgFn>& wgStreams() {
       // SwiGLU pairs: 2 steps per round (e4m3, or 8 rows), 1 (e2m1 with 16 rows)
       DI_WS(1, 2, 2, 2), DI_WS(1, 1, 4, 2), DI_WS(2, 2, 2, 1), DI_WS(1, 4, 1, 2), DI_WS(2, 4, 1, 1),
       DI_WS(1, 1, 8, 2), DI_WS(2, 1, 8, 1), DI_WS(2, 1, 4, 1), DI_WS(2, 2, 2, 2), DI_WS(2, 1, 4, 2),
-      DI_WS(2, 2, 1, 2), DI_WS(2, 1, 8, 2),
-      // K split over CTAs: the default of fp8_m16_n512_k5120 (3 splits) and the alternatives the
-      // tests name (or their one-split form where K has too few steps)
-      DI_WSS(2, 1, 8, 4), DI_WSS(1, 1, 4, 2), DI_WSS(1, 1, 2, 1), DI_WS(1, 1, 2, 1), DI_WSS(2, 2, 1, 2),
-      DI_WSS(1, 4, 1, 4),
-      DI_WSS(2, 4, 1, 4), DI_WSS(1, 2, 1, 4), DI_WSS(2, 2, 1, 4),
   };
   return m;
 }
@@ -307,11 +297,10 @@ KernelConfig tile(int bm, int bn, int bk, int wm, int wn, int wk, int stages, in
   return c;
 }
 
-// weight_gemm's streaming schedule: rows of x per CTA (8, 16), warps over N and K, steps per round,
-// CTAs over K.
-KernelConfig stream(int rows, int wn, int wk, int unroll, bool fp4, int splits = 1) {
+// weight_gemm's streaming schedule: rows of x per CTA (8, 16), warps over N and K, steps per round.
+KernelConfig stream(int rows, int wn, int wk, int unroll, bool fp4) {
   return {{"block_m", rows}, {"block_n", 16 * wn}, {"block_k", unroll * (fp4 ? 128 : 64)}, {"warps_m", 1},
-          {"warps_n", wn},   {"warps_k", wk},      {"stages", 1},                             {"splits", splits},
+          {"warps_n", wn},   {"warps_k", wk},      {"stages", 1},                             {"splits", 1},
           {"stream", 1}};
 }
 
@@ -332,12 +321,6 @@ TEST(QuantGemmEmu, WeightGemmMatchesReference) {
       v.push_back(stream(8, 4, 2, 8, fp4));
       v.push_back(stream(16, 2, 4, 2, fp4));
       v.push_back(stream(8, 4, 4, 2, fp4));
-      // K split over CTAs: 3 splits of 1-step rounds on 2 warps over K (uneven last split where
-      // the steps are not a multiple of 3), 2 splits of a SwiGLU-sized ring, 5 splits on 4 warps
-      // over N (more splits than some cases' steps: fewer effective).
-      v.push_back(stream(8, 1, 2, 1, fp4, 3));
-      v.push_back(stream(16, 2, 1, 2, fp4, 2));
-      v.push_back(stream(8, 4, 1, 4, fp4, 5));
     }
     if (epi == 0 && !fp4) {
       v.push_back(tile(2, 32, 128, 1, 1, 4, 4, 3));   // 2-row tiles (several per M), split-K
