@@ -552,11 +552,12 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
   // softmax, PV) are separated by barriers, so fewer warps per CTA leave more of each phase's
   // latency exposed (32 heads in 4 slices: 2.7 us per 16-key tile, in 8 slices: 2.3 us).
   //
-  // The q-in-shared-memory row (schedule = 1, 64 heads) is a prediction, not a fit (not measured
-  // yet): a warp does the work of a 32-head, 4-slice warp (2.7 us per 16-key tile) plus a q
-  // ldmatrix per k-step pair, with twice the warps sharing the SM's issue slots and the tile's
-  // copy and dequantization done once instead of once per head group. The 32-head schedule = 1
-  // candidates (two CTAs per SM) have no row: the tuner times them.
+  // The q-in-shared-memory row (schedule = 1, 64 heads) is fitted to its first H200 measurement
+  // (72da531, quick bench: B = 6 with 20 splits of 2 tiles 22.3 us, B = 24 with 5 splits of 8
+  // tiles 42.2 us): 3.3 us per 16-key tile, and a fixed cost of 12.7 us (it was predicted at 9.0:
+  // the 20-way split's fp32 partials, 15.7 MB at B = 6, make the merge dearer). So it wins only
+  // from B ~ 16 on. The 32-head schedule = 1 candidates (two CTAs per SM) have no row: the tuner
+  // times them.
   struct Schedule {
     int mTiles, dimSlices, keys;
     double fixedUs, tileUs;
@@ -567,7 +568,7 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
       {2, 8, 16, 9.0, 2.3, false},          // 32 heads, 512 threads
       {2, 4, 16, 8.0, 2.7, false},          // 32 heads, 256 threads
       {2, 4, 32, 10.5, 3.75, false},        // 32 heads, 256 threads, 32-key tiles (> 48 KB)
-      {4, 4, 16, 9.0, 3.4, true},           // 64 heads, 512 threads, q in shared memory (> 48 KB)
+      {4, 4, 16, 12.7, 3.3, true},          // 64 heads, 512 threads, q in shared memory (> 48 KB)
   };
   static constexpr double kCtaUs = 3.0;
   // Modeled time of a schedule with `splits` parts per key list: the busiest SM runs
