@@ -98,6 +98,21 @@ void stratifiedSorted(Rng& rng, int64_t range, int64_t count, int32_t* out) {
   }
 }
 
+void prefillTopkRows(Rng& rng, const std::vector<int32_t>& qsl, int64_t context, int64_t ratio, int64_t N,
+                     int64_t K, int32_t* out) {
+  for (size_t b = 0; b + 1 < qsl.size(); ++b) {
+    const int64_t q = qsl[b + 1] - qsl[b];
+    for (int64_t j = 0; j < q; ++j) {
+      int32_t* row = out + (qsl[b] + j) * K;
+      const int64_t pos = context - q + j;
+      const int64_t visible = ratio > 0 ? std::min((pos + 1) / ratio, N) : 0;
+      const int64_t n = std::min(visible, K);
+      stratifiedSorted(rng, visible, n, row);
+      std::fill(row + n, row + K, -1);
+    }
+  }
+}
+
 ValuePool<uint16_t> bf16NormalPool(Rng& rng, double sigma, double mean) {
   std::vector<uint16_t> v(static_cast<size_t>(kPoolSize));
   for (auto& x : v) x = floatToBf16(float(mean + sigma * rng.normal()));

@@ -227,18 +227,7 @@ class CombineTopkSwaFamily final : public TypedKernelFamily<CombineTopkSwaConfig
       maxQ = std::max(maxQ, q);
     }
     HostTensor topk(DType::I32, {T, K});
-    int32_t* tk = topk.ptr<int32_t>();
-    for (int64_t b = 0; b < R; ++b) {
-      const int64_t q = qsl[size_t(b) + 1] - qsl[size_t(b)];
-      for (int64_t j = 0; j < q; ++j) {
-        int32_t* row = tk + (qsl[size_t(b)] + j) * K;
-        const int64_t pos = context - q + j;
-        const int64_t visible = ratio > 0 ? std::min((pos + 1) / ratio, N) : 0;
-        const int64_t n = std::min(visible, K);
-        stratifiedSorted(rng, visible, n, row);
-        std::fill(row + n, row + K, -1);
-      }
-    }
+    prefillTopkRows(rng, qsl, context, ratio, N, K, topk.ptr<int32_t>());
     BenchInputs in;
     in.attrs.setInt("window", window);
     in.attrs.setInt("ratio", ratio);

@@ -304,18 +304,7 @@ class GatherKcacheCombineFamily final : public TypedKernelFamily<GatherKcacheCom
     for (int64_t r = 0; r < R; ++r)
       for (int64_t lp = 0; lp < maxPages; ++lp) table[size_t(r * maxPages + lp)] = int32_t(order[size_t(r * ring + lp % ring)]);
     HostTensor topk(DType::I32, {T, K});
-    int32_t* tk = topk.ptr<int32_t>();
-    for (int64_t b = 0; b < R; ++b) {
-      const int64_t q = qsl[size_t(b) + 1] - qsl[size_t(b)];
-      for (int64_t j = 0; j < q; ++j) {
-        int32_t* row = tk + (qsl[size_t(b)] + j) * K;
-        const int64_t pos = context - q + j;
-        const int64_t visible = ratio > 0 ? std::min((pos + 1) / ratio, N) : 0;
-        const int64_t n = std::min(visible, K);
-        stratifiedSorted(rng, visible, n, row);
-        std::fill(row + n, row + K, -1);
-      }
-    }
+    prefillTopkRows(rng, qsl, context, ratio, N, K, topk.ptr<int32_t>());
     BenchInputs in;
     in.attrs.setInt("block_size", bs);
     in.attrs.setInt("window", window);

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "deepinfer/OpSignature.h"
+#include "DiTypes.h"
 #include "ir/DiBridge.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -17,17 +18,6 @@ namespace deepinfer {
 namespace {
 
 using namespace mlir;
-
-Type elementType(OpBuilder& b, DType t) {
-  switch (t) {
-    case DType::BF16: return b.getBF16Type();
-    case DType::F32: return b.getF32Type();
-    case DType::I32: return b.getI32Type();
-    case DType::I64: return b.getI64Type();
-    case DType::U8: return b.getIntegerType(8, /*isSigned=*/false);
-  }
-  return {};
-}
 
 // The function of the sequence: an argument for each buffer read before anything writes it, one
 // op per step reading each buffer's current value, and every op result returned (so the
@@ -75,7 +65,7 @@ Result<Built> build(OpBuilder& b, ModuleOp module, const OpSequence& seq) {
       d.shapes[in.name] = shape;
       auto it = current.find(*buf);
       if (it == current.end()) {
-        out.fn.insertArgument(body->getNumArguments(), RankedTensorType::get(shape, elementType(b, in.dtype)), {}, loc);
+        out.fn.insertArgument(body->getNumArguments(), RankedTensorType::get(shape, diElementType(b, in.dtype)), {}, loc);
         out.argBuffer.push_back(*buf);
         it = current.emplace(*buf, body->getArgument(body->getNumArguments() - 1)).first;
       }
@@ -103,7 +93,7 @@ Result<Built> build(OpBuilder& b, ModuleOp module, const OpSequence& seq) {
       if (seq.buffers[size_t(*buf)] != it->second.second)
         return Error{fmt::format("op sequence: {} output '{}' has shape [{}]; its buffer is [{}]", s.op, o.name,
                                  fmt::join(it->second.second, ", "), fmt::join(seq.buffers[size_t(*buf)], ", "))};
-      st.addTypes(RankedTensorType::get(it->second.second, elementType(b, it->second.first)));
+      st.addTypes(RankedTensorType::get(it->second.second, diElementType(b, it->second.first)));
       resultBufs.push_back(*buf);
     }
     Operation* op = b.create(st);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "deepinfer/OpSignature.h"
+#include "DiTypes.h"
 #include "ir/DiBridge.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -16,17 +17,6 @@ namespace deepinfer {
 namespace {
 
 using namespace mlir;
-
-Type elementType(OpBuilder& b, DType t) {
-  switch (t) {
-    case DType::BF16: return b.getBF16Type();
-    case DType::F32: return b.getF32Type();
-    case DType::I32: return b.getI32Type();
-    case DType::I64: return b.getI64Type();
-    case DType::U8: return b.getIntegerType(8, /*isSigned=*/false);
-  }
-  return {};
-}
 
 std::string print(Operation* op) {
   std::string s;
@@ -49,7 +39,7 @@ ModuleOp buildModule(OpBuilder& b, const OpDesc& d, const OpSignature& sig, cons
   for (const TensorSig& in : sig.inputs) {
     auto it = d.shapes.find(in.name);
     segments.push_back(it == d.shapes.end() ? 0 : 1);
-    if (it != d.shapes.end()) args.push_back(RankedTensorType::get(it->second, elementType(b, in.dtype)));
+    if (it != d.shapes.end()) args.push_back(RankedTensorType::get(it->second, diElementType(b, in.dtype)));
   }
   const KernelFamily* fam = findKernelFamily(d.op);
   const bool valid = fam->validate(d).ok();
@@ -59,7 +49,7 @@ ModuleOp buildModule(OpBuilder& b, const OpDesc& d, const OpSignature& sig, cons
     SmallVector<int64_t> shape(o.ranks.empty() ? 1 : o.ranks.front(), ShapedType::kDynamic);
     if (it != outs.end()) shape.assign(it->second.second.begin(), it->second.second.end());
     // The family gives the dtype where it depends on attributes (weight_gemm's `y`).
-    results.push_back(RankedTensorType::get(shape, elementType(b, it != outs.end() ? it->second.first : o.dtype)));
+    results.push_back(RankedTensorType::get(shape, diElementType(b, it != outs.end() ? it->second.first : o.dtype)));
   }
 
   auto fn = b.create<func::FuncOp>(loc, d.op, b.getFunctionType(args, results));

@@ -44,6 +44,13 @@ std::vector<int64_t> shuffledRange(Rng& rng, int64_t n);
 // equal strata, the shape of an indexer's sorted top-k.
 void stratifiedSorted(Rng& rng, int64_t range, int64_t count, int32_t* out);
 
+// A prefill's indexer top-k rows [T, K] (T = qsl.back()): request b's tokens are the last
+// qsl[b+1] - qsl[b] positions of a `context`-token prompt; a token at position pos sees
+// min((pos + 1) / ratio, N) compressed entries (none when ratio == 0) and selects up to K of them
+// (stratifiedSorted), the rest of its row -1.
+void prefillTopkRows(Rng& rng, const std::vector<int32_t>& qsl, int64_t context, int64_t ratio, int64_t N,
+                     int64_t K, int32_t* out);
+
 template <class T>
 class ValuePool {
  public:
