@@ -54,8 +54,11 @@ OpCase makeCase(Rng& rng, const FusedSpec& s) {
     for (int64_t pi = 0; pi * bs < seq; ++pi) {
       const int64_t page = order[next++];
       const bool read = (pi + 1) * bs > seq - g;
-      table[size_t(b * maxPages + pi)] = (s.unreadPagesMinusOne && !read) ? -1 : int32_t(page);
-      used.push_back(page);
+      const bool inTable = read || !s.unreadPagesMinusOne;
+      table[size_t(b * maxPages + pi)] = inTable ? int32_t(page) : -1;
+      // Pages no table entry names stay zero: writing tokens into them (quantized normals) was
+      // most of the 300-request case's cost, for bytes no kernel may read.
+      if (inTable) used.push_back(page);
     }
   }
   std::vector<int32_t> topk(size_t(T * s.K));

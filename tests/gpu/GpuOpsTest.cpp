@@ -17,6 +17,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <tuple>
 
 #include "GpuTestDevice.h"
 #include "PrecompileKernels.h"
@@ -65,12 +66,7 @@ void record(const std::string& row) {
   f << row << "\n";
 }
 
-std::vector<TargetProfile> targets() {
-  std::vector<TargetProfile> t = {env().dev->info().profile};
-  for (const char* n : {"sm_80", "sm_86"})
-    if (t[0].arch() != std::atoi(n + 3)) t.push_back(*findTarget(n));
-  return t;
-}
+std::vector<TargetProfile> targets() { return testing_util::testTargets(*env().dev); }
 
 // Runs `op` on case `c` for `target` with `cfg` (nullopt: the default) on inputs poisoned by the
 // case (outputs arrive as random bits) and compares every output with `ref`, the reference's.
@@ -113,22 +109,14 @@ TEST_P(GpuOps, MatchesReference) {
   ASSERT_FALSE(cases.empty());
   // Every target's default kernel for every case, compiled side by side first (the suite is
   // compile-bound).
-  std::vector<testing_util::KernelToCompile> kernels;
-  for (const auto& target : targets())
-    for (const auto& c : cases) {
-      auto d = describeOp(op, c.attrs, c.inputs);
-      ASSERT_TRUE(d.ok()) << c.name << ": " << d.error().message;
-      auto spec = specialize(*d, target);
-      ASSERT_TRUE(spec.ok()) << c.name << ": " << spec.error().message;
-      kernels.push_back({*d, target, spec->chosen.config});
-    }
-  testing_util::precompileKernels(*e.jit, kernels);
+  testing_util::precompileKernels(*e.jit, testing_util::defaultKernels(op, cases, targets()));
   int compared = 0;
-  for (const auto& target : targets()) {
-    for (const auto& c : cases) {
-      TensorMap ref = c.inputs;
-      auto rs = runReference(op, c.attrs, ref);
-      ASSERT_TRUE(rs.ok()) << c.name << ": reference failed: " << rs.error().message;
+  for (const auto& c : cases) {
+    // One reference per case, shared by the targets (the model-shape cases' take seconds).
+    TensorMap ref = c.inputs;
+    auto rs = runReference(op, c.attrs, ref);
+    ASSERT_TRUE(rs.ok()) << c.name << ": reference failed: " << rs.error().message;
+    for (const auto& target : targets()) {
       // The default config, plus (on the local arch, when asked) every other candidate.
       std::vector<std::optional<KernelConfig>> configs = {std::nullopt};
       if (allConfigs && target.name == "local") {
@@ -232,38 +220,64 @@ TEST(GpuViews, GatherKcacheIntoStridedView) {
 }
 
 // Every candidate the tuner may pick (every fitting config, not only the default) on every
-// target: the sm_80 and sm_86 specializations as PTX and the native one. For the ops whose
-// schedules depend on the shape (gather_kcache's row-count regimes, topk's bisection and radix
-// plans, combine_topk_swa's thread counts, indexer_logits' one, two or four m16 query tiles per
-// warp and token groups split by requests, gather_kcache_combine's gather schedules with the row
-// CTAs after them); the > 2 GiB gather case is left to MatchesReference.
-class GpuCandidates : public ::testing::TestWithParam<std::string> {};
+// target: the sm_80 and sm_86 specializations as PTX and the native one, one test per (op,
+// target) so that the shards run them side by side. For the ops whose schedules depend on the
+// shape (gather_kcache's row-count regimes, topk's bisection and radix plans, combine_topk_swa's
+// thread counts, indexer_logits' one, two or four m16 query tiles per warp and token groups split
+// by requests, gather_kcache_combine's gather schedules with the row CTAs after them); the > 2 GiB
+// gather case is left to MatchesReference.
+class GpuCandidates : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
-TEST_P(GpuCandidates, EveryFittingConfigOnEveryTargetMatchesReference) {
+TEST_P(GpuCandidates, EveryFittingConfigMatchesReference) {
   Env& e = env();
   if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
-  const std::string op = GetParam();
+  const auto& [op, targetName] = GetParam();
+  const auto target = testing_util::namedTestTarget(*e.dev, targetName);
+  if (!target) GTEST_SKIP() << targetName << " is this GPU's own arch: the native instance covers it";
   auto cases = deepinfer::testing::casesFor(op, e.seed, false);
   ASSERT_FALSE(cases.empty());
+  // Every candidate kernel compiled side by side first (the suite is compile-bound).
+  testing_util::precompileKernels(
+      *e.jit, testing_util::candidateKernels(op, cases, {*target}, [](const KernelConfig&, const auto&) { return true; }));
   int compared = 0, configs = 0;
-  for (const auto& target : targets()) {
-    for (const auto& c : cases) {
-      TensorMap ref = c.inputs;
-      auto rs = runReference(op, c.attrs, ref);
-      ASSERT_TRUE(rs.ok()) << c.name << ": reference failed: " << rs.error().message;
-      auto d = describeOp(op, c.attrs, c.inputs);
-      ASSERT_TRUE(d.ok()) << d.error().message;
-      auto spec = specialize(*d, target);
-      ASSERT_TRUE(spec.ok()) << spec.error().message;
-      ASSERT_FALSE(spec->fitting.empty()) << op << " [" << c.name << "] on " << target.name;
-      for (const auto& ch : spec->fitting) {
-        runAndCompare(op, c, target, ch.config, ref, compared);
-        ++configs;
-      }
+  for (const auto& c : cases) {
+    TensorMap ref = c.inputs;
+    auto rs = runReference(op, c.attrs, ref);
+    ASSERT_TRUE(rs.ok()) << c.name << ": reference failed: " << rs.error().message;
+    auto d = describeOp(op, c.attrs, c.inputs);
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    auto spec = specialize(*d, *target);
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    ASSERT_FALSE(spec->fitting.empty()) << op << " [" << c.name << "] on " << target->name;
+    for (const auto& ch : spec->fitting) {
+      runAndCompare(op, c, *target, ch.config, ref, compared);
+      ++configs;
     }
   }
-  fmt::print("{}: {} comparisons of {} (case, target, config) runs, {} cases x {} targets (seed {})\n", op, compared,
-             configs, cases.size(), targets().size(), e.seed);
+  fmt::print("{} on {}: {} comparisons of {} (case, config) runs over {} cases (seed {})\n", op, target->name,
+             compared, configs, cases.size(), e.seed);
+}
+
+// The two ops a gather_kcache_combine case stands for (docs/ops.md §4a): gather_kcache at offset N,
+// and combine_topk_swa with M = out's rows, on the same tensors.
+deepinfer::testing::OpCase gatherOfFused(const deepinfer::testing::OpCase& c) {
+  deepinfer::testing::OpCase g;
+  g.name = c.name;
+  g.op = "gather_kcache";
+  for (const char* n : {"k_cache", "seq_lens", "gather_lens", "block_table", "out"}) g.inputs[n] = c.inputs.at(n);
+  g.attrs.setInt("block_size", c.attrs.getInt("block_size", 0));
+  g.attrs.setInt("offset", c.attrs.getInt("N", 0));
+  return g;
+}
+
+deepinfer::testing::OpCase combineOfFused(const deepinfer::testing::OpCase& c) {
+  deepinfer::testing::OpCase r;
+  r.name = c.name;
+  r.op = "combine_topk_swa";
+  for (const char* n : {"topk_indices", "query_start_loc", "seq_lens", "gather_lens"}) r.inputs[n] = c.inputs.at(n);
+  for (const char* n : {"window", "ratio", "topk", "N"}) r.attrs.setInt(n, c.attrs.getInt(n, 0));
+  r.attrs.setInt("M", c.inputs.at("out").dim(1));
+  return r;
 }
 
 // The fused op against the two kernels it replaces, each run as its own launch on the same
@@ -272,26 +286,33 @@ TEST_P(GpuCandidates, EveryFittingConfigOnEveryTargetMatchesReference) {
 TEST(GpuFusion, GatherKcacheCombineEqualsThePairOfKernelsBitForBit) {
   Env& e = env();
   if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
+  const auto cases = deepinfer::testing::casesFor("gather_kcache_combine", e.seed, false);
+  {  // the three ops' defaults for every case and target, compiled side by side first
+    std::vector<testing_util::KernelToCompile> kernels =
+        testing_util::defaultKernels("gather_kcache_combine", cases, targets());
+    std::vector<deepinfer::testing::OpCase> gathers, combines;
+    for (const auto& c : cases) {
+      gathers.push_back(gatherOfFused(c));
+      combines.push_back(combineOfFused(c));
+    }
+    for (const auto& k : testing_util::defaultKernels("gather_kcache", gathers, targets())) kernels.push_back(k);
+    for (const auto& k : testing_util::defaultKernels("combine_topk_swa", combines, targets())) kernels.push_back(k);
+    testing_util::precompileKernels(*e.jit, kernels);
+  }
   int compared = 0;
   for (const auto& target : targets()) {
-    for (const auto& c : deepinfer::testing::casesFor("gather_kcache_combine", e.seed, false)) {
+    for (const auto& c : cases) {
       TensorMap fused = c.inputs;
       auto rf = runOpOnGpu(*e.jit, "gather_kcache_combine", c.attrs, target, fused);
       ASSERT_TRUE(rf.ok()) << c.name << " on " << target.name << ": " << rf.error().message;
 
-      TensorMap g;
-      for (const char* n : {"k_cache", "seq_lens", "gather_lens", "block_table", "out"}) g[n] = c.inputs.at(n);
-      OpAttrs ga;
-      ga.setInt("block_size", c.attrs.getInt("block_size", 0));
-      ga.setInt("offset", c.attrs.getInt("N", 0));
-      auto rg = runOpOnGpu(*e.jit, "gather_kcache", ga, target, g);
+      auto gc = gatherOfFused(c);
+      TensorMap& g = gc.inputs;
+      auto rg = runOpOnGpu(*e.jit, "gather_kcache", gc.attrs, target, g);
       ASSERT_TRUE(rg.ok()) << c.name << " on " << target.name << ": " << rg.error().message;
-      TensorMap r;
-      for (const char* n : {"topk_indices", "query_start_loc", "seq_lens", "gather_lens"}) r[n] = c.inputs.at(n);
-      OpAttrs ra;
-      for (const char* n : {"window", "ratio", "topk", "N"}) ra.setInt(n, c.attrs.getInt(n, 0));
-      ra.setInt("M", c.inputs.at("out").dim(1));
-      auto rr = runOpOnGpu(*e.jit, "combine_topk_swa", ra, target, r);
+      auto rc = combineOfFused(c);
+      TensorMap& r = rc.inputs;
+      auto rr = runOpOnGpu(*e.jit, "combine_topk_swa", rc.attrs, target, r);
       ASSERT_TRUE(rr.ok()) << c.name << " on " << target.name << ": " << rr.error().message;
 
       EXPECT_TRUE(fused.at("out").bytes == g.at("out").bytes) << c.name << " on " << target.name << ": out";
@@ -314,34 +335,28 @@ TEST_P(GpuStreaming, EveryStreamingCandidateOnEveryTargetMatchesReference) {
   Env& e = env();
   if (!e.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << e.why;
   const std::string op = GetParam();
-  {  // every streaming kernel compiled side by side first (the suite is compile-bound)
-    std::vector<testing_util::KernelToCompile> kernels;
-    for (const auto& target : targets())
-      for (const auto& c : deepinfer::testing::casesFor(op, e.seed, false)) {
-        auto d = describeOp(op, c.attrs, c.inputs);
-        auto spec = d.ok() ? specialize(*d, target) : Result<Specialization>(d.error());
-        if (!spec.ok()) continue;  // reported by the loop below
-        for (const auto& ch : spec->fitting)
-          if (ch.config.count("stream") && ch.config.at("stream") == 1) kernels.push_back({*d, target, ch.config});
-      }
-    testing_util::precompileKernels(*e.jit, kernels);
-  }
+  const auto opCases = deepinfer::testing::casesFor(op, e.seed, false);
+  auto streamed = [](const KernelConfig& cfg) { return cfg.count("stream") && cfg.at("stream") == 1; };
+  // Every streaming kernel compiled side by side first (the suite is compile-bound).
+  testing_util::precompileKernels(
+      *e.jit, testing_util::candidateKernels(op, opCases, targets(),
+                                             [&](const KernelConfig& cfg, const auto&) { return streamed(cfg); }));
   int compared = 0, configs = 0, cases = 0;
   for (const auto& target : targets()) {
-    for (const auto& c : deepinfer::testing::casesFor(op, e.seed, false)) {
+    for (const auto& c : opCases) {
       auto d = describeOp(op, c.attrs, c.inputs);
       ASSERT_TRUE(d.ok()) << d.error().message;
       auto spec = specialize(*d, target);
       ASSERT_TRUE(spec.ok()) << spec.error().message;
-      std::vector<KernelConfig> streamed;
+      std::vector<KernelConfig> picked;
       for (const auto& ch : spec->fitting)
-        if (ch.config.count("stream") && ch.config.at("stream") == 1) streamed.push_back(ch.config);
-      if (streamed.empty()) continue;
+        if (streamed(ch.config)) picked.push_back(ch.config);
+      if (picked.empty()) continue;
       ++cases;
       TensorMap ref = c.inputs;
       auto rs = runReference(op, c.attrs, ref);
       ASSERT_TRUE(rs.ok()) << c.name << ": reference failed: " << rs.error().message;
-      for (const auto& cfg : streamed) {
+      for (const auto& cfg : picked) {
         runAndCompare(op, c, target, cfg, ref, compared);
         ++configs;
       }
@@ -357,10 +372,12 @@ INSTANTIATE_TEST_SUITE_P(QuantGemm, GpuStreaming,
                          [](const auto& info) { return info.param; });
 
 INSTANTIATE_TEST_SUITE_P(ScheduledOps, GpuCandidates,
-                         ::testing::Values(std::string("gather_kcache"), std::string("topk"),
-                                           std::string("combine_topk_swa"), std::string("indexer_logits"),
-                                           std::string("gather_kcache_combine")),
-                         [](const auto& info) { return info.param; });
+                         ::testing::Combine(::testing::Values(std::string("gather_kcache"), std::string("topk"),
+                                                              std::string("combine_topk_swa"),
+                                                              std::string("indexer_logits"),
+                                                              std::string("gather_kcache_combine")),
+                                            ::testing::ValuesIn(testing_util::testTargetNames())),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // Every op with a reference (all the kernel ops), by name.
 INSTANTIATE_TEST_SUITE_P(AllOps, GpuOps, ::testing::ValuesIn(deepinfer::referenceOps()),

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "GpuTestDevice.h"
+#include "PrecompileKernels.h"
 #include "cases/OpCases.h"
 #include "deepinfer/OpRunner.h"
 #include "deepinfer/Reference.h"
@@ -27,16 +28,20 @@ TEST_P(MhcCandidates, EveryCandidateOnEveryTargetMatchesReference) {
   if (!g.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << g.why;
   static Jit jit(g.dev);
   const std::string op = GetParam();
-  std::vector<TargetProfile> targets = {g.dev->info().profile};
-  for (const char* n : {"sm_80", "sm_86"})
-    if (targets[0].arch() != std::atoi(n + 3)) targets.push_back(*findTarget(n));
+  const std::vector<TargetProfile> targets = testing_util::testTargets(*g.dev);
+  // The C = 256 cases; the model-size cases run their defaults in GpuOps.
+  std::vector<deepinfer::testing::OpCase> cases;
+  for (auto& c : deepinfer::testing::casesFor(op, g.seed, false))
+    if (c.inputs.at(c.inputs.count("residual") ? "residual" : "x").dim(2) == 256) cases.push_back(std::move(c));
+  // Every candidate kernel compiled side by side first (the suite is compile-bound).
+  testing_util::precompileKernels(
+      jit, testing_util::candidateKernels(op, cases, targets, [](const KernelConfig&, const auto&) { return true; }));
   int compared = 0, runs = 0;
   std::set<int64_t> tokens;
-  for (const auto& c : deepinfer::testing::casesFor(op, g.seed, false)) {
+  for (const auto& c : cases) {
     auto d = describeOp(op, c.attrs, c.inputs);
     ASSERT_TRUE(d.ok()) << c.name << ": " << d.error().message;
     const std::string res = d->hasTensor("residual") ? "residual" : "x";
-    if (d->dim(res, 2) != 256) continue;  // the model-size cases run their defaults in GpuOps
     tokens.insert(d->dim(res, 0));
     TensorMap ref = c.inputs;
     ASSERT_TRUE(runReference(op, c.attrs, ref).ok()) << c.name;

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "GpuTestDevice.h"
+#include "PrecompileKernels.h"
 #include "cases/OpCases.h"
 #include "deepinfer/OpRunner.h"
 #include "deepinfer/Reference.h"
@@ -27,15 +28,38 @@ namespace {
 
 const char* kOp = "sparse_mla_decode";
 
-TEST(SparseMlaDecodeCandidates, EveryGeometryAndMergeOnEveryTargetMatchesReference) {
+// (kv_splits, merge) in this order: each merge = 1 run follows the merge = 0 run it must equal.
+constexpr std::pair<int64_t, int64_t> kPlans[] = {{1, 0}, {2, 0}, {2, 1}, {5, 0}, {5, 1}, {11, 0}, {11, 1}};
+
+// A geometry of the fitting candidates with one of kPlans.
+KernelConfig withPlan(const KernelConfig& geometry, std::pair<int64_t, int64_t> plan) {
+  KernelConfig cfg;
+  for (const char* k : {"heads_per_cta", "threads", "keys_per_tile", "stages", "schedule"}) cfg[k] = geometry.at(k);
+  cfg["kv_splits"] = plan.first;
+  cfg["merge"] = plan.second;
+  return cfg;
+}
+
+// One test per target ("native", "sm_80", "sm_86"), so that the shards run them side by side.
+class SparseMlaDecodeCandidates : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SparseMlaDecodeCandidates, EveryGeometryAndMergeMatchesReference) {
   const auto& g = testing_util::gpuTestDevice();
   if (!g.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << g.why;
   static Jit jit(g.dev);
-  std::vector<TargetProfile> targets = {g.dev->info().profile};
-  for (const char* n : {"sm_80", "sm_86"})
-    if (targets[0].arch() != std::atoi(n + 3)) targets.push_back(*findTarget(n));
+  const auto only = testing_util::namedTestTarget(*g.dev, GetParam());
+  if (!only) GTEST_SKIP() << GetParam() << " is this GPU's own arch: the native instance covers it";
+  const std::vector<TargetProfile> targets = {*only};
+  const auto cases = deepinfer::testing::casesFor(kOp, g.seed, false);
+  {  // every geometry with every plan, compiled side by side first (the suite is compile-bound)
+    std::vector<testing_util::KernelToCompile> kernels;
+    for (const auto& k : testing_util::candidateKernels(kOp, cases, targets,
+                                                        [](const KernelConfig&, const auto&) { return true; }))
+      for (const auto& plan : kPlans) kernels.push_back({k.desc, k.target, withPlan(k.config, plan)});
+    testing_util::precompileKernels(jit, kernels);
+  }
   int compared = 0, runs = 0, sameBits = 0;
-  for (const auto& c : deepinfer::testing::casesFor(kOp, g.seed, false)) {
+  for (const auto& c : cases) {
     auto d = describeOp(kOp, c.attrs, c.inputs);
     ASSERT_TRUE(d.ok()) << c.name << ": " << d.error().message;
     TensorMap ref = c.inputs;
@@ -49,10 +73,8 @@ TEST(SparseMlaDecodeCandidates, EveryGeometryAndMergeOnEveryTargetMatchesReferen
                            ch.config.at("stages"), ch.config.at("schedule")});
       ASSERT_FALSE(geometries.empty()) << c.name << " on " << target.name;
       for (const auto& [heads, threads, keys, stages, schedule] : geometries) {
-        // (kv_splits, merge) in this order: each merge = 1 run follows the merge = 0 run it must equal.
-        const std::pair<int64_t, int64_t> plans[] = {{1, 0}, {2, 0}, {2, 1}, {5, 0}, {5, 1}, {11, 0}, {11, 1}};
         TensorMap launchMerged;
-        for (const auto& [splits, merge] : plans) {
+        for (const auto& [splits, merge] : kPlans) {
           const KernelConfig cfg = {{"heads_per_cta", heads}, {"threads", threads}, {"keys_per_tile", keys},
                                     {"stages", stages},       {"kv_splits", splits}, {"merge", merge},
                                     {"schedule", schedule}};
@@ -89,5 +111,8 @@ TEST(SparseMlaDecodeCandidates, EveryGeometryAndMergeOnEveryTargetMatchesReferen
              "compiles\n",
              kOp, compared, runs, targets.size(), sameBits, g.seed, jit.compiles());
 }
+
+INSTANTIATE_TEST_SUITE_P(Targets, SparseMlaDecodeCandidates, ::testing::ValuesIn(testing_util::testTargetNames()),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
