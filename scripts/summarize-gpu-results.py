@@ -1,7 +1,98 @@
 #!/usr/bin/env python3
 """Summarize a GPU test run (gpu-results.jsonl + logs from scripts/gpu-check.sh) into one JSON:
-per op and target, the cases/shapes covered, comparisons, failures and the largest error seen."""
-import json, re, sys, os, datetime
+per op and target, the cases/shapes covered, comparisons, failures and the largest error seen.
+
+`--suite DIR` summarizes a scripts/gpu-suite.sh run instead: per seed, passed / failed / skipped,
+the tests cut by the time limit (started, never finished) and those never started (in
+tests-list.txt, the --gtest_list_tests of the run, but in no shard's log), each shard's total
+time, and the slowest 15 tests. Writes DIR/suite-summary.json; exits 1 unless every seed
+finished every test and none failed."""
+import json, re, sys, os, datetime, glob
+
+RESULT = re.compile(r"^\[\s+(OK|FAILED|SKIPPED)\s+\] (\S+) \((\d+) ms\)")
+STARTED = re.compile(r"^\[ RUN\s+\] (\S+)")
+
+
+def listed_tests(path):
+    """The test names of a --gtest_list_tests output (parameterized ones with their suffix)."""
+    tests, suite = [], None
+    for line in open(path, errors="replace"):
+        line = line.rstrip("\n")
+        if not line.strip() or line.startswith(("Running main", "Note:")):
+            continue
+        if not line.startswith(" "):
+            suite = line.split("#")[0].strip()
+        elif suite:
+            tests.append(suite + line.split("#")[0].strip())
+    return tests
+
+
+def parse_log(path):
+    """(results: name -> (status, ms), started: names in order, last started without a result)."""
+    results, started = {}, []
+    for line in open(path, errors="replace"):
+        m = RESULT.match(line)
+        if m:
+            results[m.group(2)] = (m.group(1), int(m.group(3)))
+            continue
+        m = STARTED.match(line)
+        if m:
+            started.append(m.group(1))
+    cut = [t for t in started if t not in results]
+    return results, started, cut
+
+
+def suite(run_dir):
+    listed = listed_tests(os.path.join(run_dir, "tests-list.txt"))
+    logs = glob.glob(os.path.join(run_dir, "gpu-tests-seed-*-shard-*.log"))
+    seeds = sorted({re.search(r"seed-(\d+)-shard", p).group(1) for p in logs}, key=int)
+    summary, times, ok = {"listed": len(listed), "seeds": {}}, {}, True
+    for seed in seeds:
+        results, started, cut, shards = {}, set(), [], []
+        shard_logs = sorted(glob.glob(os.path.join(run_dir, f"gpu-tests-seed-{seed}-shard-*.log")),
+                            key=lambda p: int(re.search(r"shard-(\d+)", p).group(1)))
+        for p in shard_logs:
+            r, s, c = parse_log(p)
+            shard = int(re.search(r"shard-(\d+)", p).group(1))
+            results.update(r)
+            started.update(s)
+            cut += c
+            shards.append({"shard": shard, "tests": len(r), "seconds": round(sum(ms for _, ms in r.values()) / 1000, 1),
+                           "cut": c})
+            for name, (_, ms) in r.items():
+                times.setdefault(name, {"shard": shard, "ms": {}})["ms"][seed] = ms
+        not_started = [t for t in listed if t not in started]
+        count = lambda st: sum(1 for v in results.values() if v[0] == st)
+        row = {"passed": count("OK"), "failed": count("FAILED"), "skipped": count("SKIPPED"), "cut": cut,
+               "not_started": not_started, "failed_tests": sorted(t for t, v in results.items() if v[0] == "FAILED"),
+               "shards": shards}
+        noleak = os.path.join(run_dir, f"gpu-tests-noleak-seed-{seed}.log")
+        if os.path.exists(noleak):
+            r, _, c = parse_log(noleak)
+            row["noleak"] = next(iter(r.values()))[0] if r else ("cut" if c else "not started")
+            ok = ok and row["noleak"] == "OK"
+        ok = ok and row["failed"] == 0 and not cut and not not_started
+        summary["seeds"][seed] = row
+        print(f"seed {seed}: {row['passed']} passed, {row['failed']} failed, {row['skipped']} skipped, "
+              f"{len(cut)} cut by the limit, {len(not_started)} not started (of {len(listed)} listed)"
+              + (f"; NoLeak {row['noleak']}" if "noleak" in row else ""))
+        for t in row["failed_tests"]:
+            print(f"  FAILED       {t}")
+        for t in cut:
+            print(f"  cut          {t}")
+        for t in not_started:
+            print(f"  not started  {t}")
+        print("  shards (s):  " + "  ".join(f"{s['shard']}: {s['seconds']:.0f}" + ("+cut" if s["cut"] else "")
+                                           for s in shards))
+    slowest = sorted(times.items(), key=lambda kv: -max(kv[1]["ms"].values()))[:15]
+    summary["slowest"] = [{"test": t, "shard": v["shard"], "ms": v["ms"]} for t, v in slowest]
+    print("slowest tests (ms per seed" + (": " + ", ".join(seeds) if seeds else "") + "):")
+    for t, v in slowest:
+        cols = " ".join(f"{v['ms'].get(s, 0):>7}" for s in seeds)
+        print(f"  {cols}  shard {v['shard']}  {t}")
+    json.dump(summary, open(os.path.join(run_dir, "suite-summary.json"), "w"), indent=1)
+    return 0 if ok and seeds else 1
+
 
 def main(run_dir, commit, out):
     all_rows = [json.loads(l) for l in open(os.path.join(run_dir, "gpu-results.jsonl"))]
@@ -49,4 +140,8 @@ def main(run_dir, commit, out):
         print(f"compute-sanitizer {k}: {v['summary']} {v['kernels_reported']}")
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--suite":
+        sys.exit(suite(sys.argv[2]))
+    if len(sys.argv) != 4:
+        sys.exit("usage: summarize-gpu-results.py RUN_DIR COMMIT OUT.json | --suite SUITE_DIR")
     main(sys.argv[1], sys.argv[2], sys.argv[3])
