@@ -1,7 +1,9 @@
 #include "DiOps.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <tuple>
 
 #include "CudaDriver.h"
 #include "deepinfer/KernelFamily.h"
@@ -68,14 +70,35 @@ Status DiOps::run(const std::string& op, const OpAttrs& attrs, const std::map<st
   return {};
 }
 
+namespace {
+
+bool attrsLess(const OpAttrs& a, const OpAttrs& b) {
+  return std::lexicographical_compare(
+      a.all().begin(), a.all().end(), b.all().begin(), b.all().end(), [](const auto& x, const auto& y) {
+        return std::tie(x.first, x.second.isInt, x.second.i, x.second.f) <
+               std::tie(y.first, y.second.isInt, y.second.i, y.second.f);
+      });
+}
+
+bool opLess(const SequenceOp& a, const SequenceOp& b) {
+  if (a.op != b.op) return a.op < b.op;
+  if (attrsLess(a.attrs, b.attrs)) return true;
+  if (attrsLess(b.attrs, a.attrs)) return false;
+  return a.tensors < b.tensors;
+}
+
+}  // namespace
+
+bool DiOps::SequenceOrder::operator()(const OpSequence& a, const OpSequence& b) const {
+  if (a.buffers != b.buffers) return a.buffers < b.buffers;
+  return std::lexicographical_compare(a.ops.begin(), a.ops.end(), b.ops.begin(), b.ops.end(), opLess);
+}
+
 Status DiOps::runSequence(const std::vector<DiOpCall>& calls, void* stream) {
   OpSequence seq;
   std::vector<uint64_t> addrs;  // of each buffer id
-  std::string key;
   for (const DiOpCall& c : calls) {
     SequenceOp s{c.op, c.attrs, {}};
-    key += c.op;
-    for (const auto& [n, v] : c.attrs.all()) key += fmt::format(",{}={}", n, v.isInt ? double(v.i) : v.f);
     for (const auto& [name, t] : c.tensors) {
       int id = 0;
       while (size_t(id) < addrs.size() && (addrs[size_t(id)] != t.addr || seq.buffers[size_t(id)] != t.shape)) ++id;
@@ -84,16 +107,14 @@ Status DiOps::runSequence(const std::vector<DiOpCall>& calls, void* stream) {
         seq.buffers.push_back(t.shape);
       }
       s.tensors[name] = id;
-      key += fmt::format(",{}#{}[{}]", name, id, fmt::join(t.shape, "x"));
     }
-    key += ';';
     seq.ops.push_back(std::move(s));
   }
-  auto it = fused_.find(key);
+  auto it = fused_.find(seq);
   if (it == fused_.end()) {
     auto f = fuseOpSequence(seq);
     if (!f.ok()) return Error{fmt::format("forward: {}", f.error().message)};
-    it = fused_.emplace(key, std::move(*f)).first;
+    it = fused_.emplace(seq, std::move(*f)).first;
   }
   for (const SequenceOp& s : it->second.ops) {
     std::map<std::string, DiTensor> tensors;

@@ -47,7 +47,12 @@ class DiOps {
   // so launches in stream order (and graph replays) share it.
   DeviceBuffer zeroed_;
   uint64_t workspaceGen_ = 0;
-  std::map<std::string, OpSequence> fused_;  // runSequence's rewrites, by sequence key
+  // Orders sequences by what their rewrite depends on (buffer shapes, ops, attributes, buffer
+  // ids), so the sequence a call builds is its own memo key: no key string per call.
+  struct SequenceOrder {
+    bool operator()(const OpSequence& a, const OpSequence& b) const;
+  };
+  std::map<OpSequence, OpSequence, SequenceOrder> fused_;  // runSequence's rewrites
 };
 
 }  // namespace deepinfer

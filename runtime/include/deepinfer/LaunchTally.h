@@ -10,7 +10,7 @@
 namespace deepinfer {
 
 struct LaunchTally {
-  int64_t kernels = 0;      // cuLaunchKernel calls
+  int64_t kernels = 0;      // cuLaunchKernelEx calls
   int64_t cublasCalls = 0;  // cuBLAS GEMM calls
   int64_t memoryOps = 0;    // async copies (host <-> device, device -> device) and memsets
   // Kernel launches, counting each cuBLAS call as one (it may launch more).
