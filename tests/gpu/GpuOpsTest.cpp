@@ -19,6 +19,7 @@
 #include <random>
 #include <tuple>
 
+#include "CompareOnGpu.h"
 #include "GpuTestDevice.h"
 #include "PrecompileKernels.h"
 #include "cases/OpCases.h"
@@ -68,33 +69,21 @@ void record(const std::string& row) {
 
 std::vector<TargetProfile> targets() { return testing_util::testTargets(*env().dev); }
 
-// Runs `op` on case `c` for `target` with `cfg` (nullopt: the default) on inputs poisoned by the
-// case (outputs arrive as random bits) and compares every output with `ref`, the reference's.
+// Runs `op` on case `c` for `target` with `cfg` (nullopt: the default) and compares every output
+// with `ref` (CompareOnGpu.h), one results row per comparison.
 void runAndCompare(const std::string& op, const deepinfer::testing::OpCase& c, const TargetProfile& target,
                    const std::optional<KernelConfig>& cfg, const TensorMap& ref, int& compared) {
-  Env& e = env();
-  TensorMap gpu = c.inputs;
   GpuRunOptions opts;
   opts.config = cfg;
-  auto run = runOpOnGpu(*e.jit, op, c.attrs, target, gpu, opts);
-  ASSERT_TRUE(run.ok()) << op << " [" << c.name << "] on " << target.name << ": " << run.error().message;
-  const std::string cfgStr = configToString(run->kernel->config.config);
-  // Outputs defined on another output of the kernel (mhc_fused_post_pre's next-sublayer
-  // outputs are mhc_pre of the op's own bf16 residual) are expected from that output.
-  auto fromKernel = deepinfer::testing::expectedFromKernelOutputs(op, c.attrs, c.inputs, gpu);
-  ASSERT_TRUE(fromKernel.ok()) << c.name << ": " << fromKernel.error().message;
-  for (const auto& out : deepinfer::testing::outputNames(op)) {
-    const HostTensor& want = fromKernel->count(out) ? fromKernel->at(out) : ref.at(out);
-    auto rep = deepinfer::testing::compareOutputs(op, out, want, gpu.at(out), c.attrs, c.inputs);
-    ++compared;
-    record(fmt::format(
-        "{{\"op\": \"{}\", \"case\": \"{}\", \"target\": \"{}\", \"arch\": {}, \"ptx\": {}, \"config\": \"{}\", "
-        "\"output\": \"{}\", \"shape\": \"{}\", \"ok\": {}, \"max_err\": {:.6g}, \"metric\": \"{}\"}}",
-        op, c.name, target.name, target.arch(), run->kernel->fromPtx, cfgStr, out, ref.at(out).shapeString(),
-        rep.ok, rep.maxErr, rep.metric));
-    EXPECT_TRUE(rep.ok) << op << " [" << c.name << "] on " << target.name << " {" << cfgStr << "} output '" << out
-                        << "': " << rep.metric << " " << rep.maxErr << ": " << rep.detail;
-  }
+  testing_util::runAndCompare(
+      *env().jit, op, c, target, opts, ref, compared,
+      [&](const std::string& out, const deepinfer::testing::CompareReport& rep, const LoadedKernel& k) {
+        record(fmt::format("{{\"op\": \"{}\", \"case\": \"{}\", \"target\": \"{}\", \"arch\": {}, \"ptx\": {}, "
+                           "\"config\": \"{}\", \"output\": \"{}\", \"shape\": \"{}\", \"ok\": {}, \"max_err\": {:.6g}, "
+                           "\"metric\": \"{}\"}}",
+                           op, c.name, target.name, target.arch(), k.fromPtx, configToString(k.config.config), out,
+                           ref.at(out).shapeString(), rep.ok, rep.maxErr, rep.metric));
+      });
 }
 
 class GpuOps : public ::testing::TestWithParam<std::string> {};

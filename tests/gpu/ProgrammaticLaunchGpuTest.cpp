@@ -14,7 +14,9 @@
 
 #include <cstring>
 
+#include "CompareOnGpu.h"
 #include "GpuTestDevice.h"
+#include "PrecompileKernels.h"
 #include "TinyModelDir.h"
 #include "cases/OpCases.h"
 #include "deepinfer/OpRunner.h"
@@ -47,26 +49,19 @@ TEST(ProgrammaticLaunchGpu, ChainedLaunchPlansOnAStreamMatchTheReference) {
                          "topk"}) {
     auto cases = deepinfer::testing::casesFor(op, g.seed, /*large=*/false);
     ASSERT_FALSE(cases.empty()) << op;
+    testing_util::precompileKernels(jit, testing_util::defaultKernels(op, cases, {native}));
     for (const auto& c : cases) {
       TensorMap ref = c.inputs;
       auto rs = runReference(op, c.attrs, ref);
       ASSERT_TRUE(rs.ok()) << op << " [" << c.name << "]: reference failed: " << rs.error().message;
-      TensorMap gpu = c.inputs;
       GpuRunOptions opts;
       opts.stream = stream->handle();
-      auto run = runOpOnGpu(jit, op, c.attrs, native, gpu, opts);
-      ASSERT_TRUE(run.ok()) << op << " [" << c.name << "]: " << run.error().message;
-      chained += run->kernel->kernel.plan.size() > 1;
-      auto fromKernel = deepinfer::testing::expectedFromKernelOutputs(op, c.attrs, c.inputs, gpu);
-      ASSERT_TRUE(fromKernel.ok()) << c.name << ": " << fromKernel.error().message;
-      for (const auto& out : deepinfer::testing::outputNames(op)) {
-        const HostTensor& want = fromKernel->count(out) ? fromKernel->at(out) : ref.at(out);
-        auto rep = deepinfer::testing::compareOutputs(op, out, want, gpu.at(out), c.attrs, c.inputs);
-        ++compared;
-        EXPECT_TRUE(rep.ok) << op << " [" << c.name << "] {" << configToString(run->kernel->config.config)
-                            << "} output '" << out << "' with programmatic launches: " << rep.metric << " "
-                            << rep.maxErr << ": " << rep.detail;
-      }
+      std::shared_ptr<const LoadedKernel> ran;
+      testing_util::runAndCompare(
+          jit, op, c, native, opts, ref, compared, [](const auto&, const auto&, const auto&) {}, &ran,
+          " with programmatic launches");
+      if (::testing::Test::HasFatalFailure()) return;
+      chained += ran->kernel.plan.size() > 1;
     }
   }
   fmt::print("programmatic launches: {} outputs compared, {} cases with chained launch plans\n", compared, chained);
