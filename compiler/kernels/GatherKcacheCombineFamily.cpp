@@ -15,6 +15,7 @@
 #include "deepinfer/EncodedInputs.h"
 #include "deepinfer/HostRandom.h"
 #include "deepinfer/TypedKernelFamily.h"
+#include "GatherKcacheGeometry.h"
 #include "KvCacheLayout.h"
 #include "params/GatherKcacheCombineParams.h"
 
@@ -26,19 +27,16 @@ using namespace kvcache;
 constexpr const char* kOp = "gather_kcache_combine";
 
 // Registers of the row-building body (CombineTopkSwaFamily.cpp: 40-46 at 64 threads, <= 40 from
-// 128 up); the gather's by tokens_per_warp (GatherKcacheFamily.cpp). The fused kernel needs the
+// 128 up); the gather's by tokens_per_warp (GatherKcacheGeometry.h). The fused kernel needs the
 // larger of the two under its __launch_bounds__.
 int rowRegisters(int64_t threads) { return threads <= 64 ? 48 : 40; }
-int gatherRegisters(int64_t tokensPerWarp) { return tokensPerWarp <= 1 ? 32 : tokensPerWarp == 2 ? 40 : 64; }
 int fusedRegisters(int64_t warps, int64_t tokensPerWarp) {
   return std::max(rowRegisters(32 * warps), gatherRegisters(tokensPerWarp));
 }
 
 // CTAs of this shape that stay resident on one SM with the fused kernel's registers.
 int residentCtas(const TargetProfile& t, int64_t warps, int64_t tokensPerWarp) {
-  const int threads = int(32 * warps);
-  return std::max(0, std::min({t.facts.maxCtasPerSm, int(t.facts.maxWarpsPerSm / warps),
-                               ctasByRegisters(t, threads, fusedRegisters(warps, tokensPerWarp))}));
+  return residentGatherCtas(t, warps, fusedRegisters(warps, tokensPerWarp));
 }
 
 // The gather half: gather_kcache of the window rows at offset N.
@@ -150,7 +148,7 @@ class GatherKcacheCombineFamily final : public TypedKernelFamily<GatherKcacheCom
     auto g = gatherKcacheFamily().estimate(gatherKnobs(c), gatherDesc(d));
     auto r = combineTopkSwaFamily().estimate(rowKnobs(c), combineDesc(d));
     const int threads = int(32 * c.warps);
-    const int cap = int(65536 / (threads * std::max<int64_t>(c.ctasPerSm, 1))) / 8 * 8;
+    const int cap = launchBoundsRegisterCap(threads, c.ctasPerSm);
     const int regs = std::max(g.ok() ? g->regsPerThread : 0, std::min(fusedRegisters(c.warps, c.tokensPerWarp), cap));
     const int64_t smem = (g.ok() ? (g->smemBytes + 15) / 16 * 16 : 0) + (r.ok() ? r->smemBytes : 0);
     return {smem, threads, regs};
@@ -336,7 +334,7 @@ class GatherKcacheCombineFamily final : public TypedKernelFamily<GatherKcacheCom
   static Config fitted(Config c, const OpDesc&, const TargetProfile& t) {
     const int resident = residentCtas(t, c.warps, c.tokensPerWarp);
     c.ctasPerSm = std::min<int64_t>(c.ctasPerSm, resident);
-    c.gridCtas = std::max<int64_t>(1, std::min<int64_t>(c.gridCtas, int64_t(t.smCount) * std::max<int64_t>(c.ctasPerSm, 1)));
+    c.gridCtas = std::max<int64_t>(1, std::min<int64_t>(c.gridCtas, gatherWave(t, c.ctasPerSm)));
     return c;
   }
 };

@@ -12,6 +12,7 @@
 #include "deepinfer/BenchInputs.h"
 #include "deepinfer/EncodedInputs.h"
 #include "deepinfer/TypedKernelFamily.h"
+#include "GatherKcacheGeometry.h"
 #include "KvCacheLayout.h"
 #include "params/GatherKcacheParams.h"
 
@@ -19,16 +20,6 @@ namespace deepinfer {
 namespace {
 
 using namespace kvcache;
-
-// Registers by tokens_per_warp, from ptxas -v (CUDA 13.0, sm_80..sm_90, any block size):
-// at the full-residency cap, 1 -> 30-32 (33-35 where 48 warps/SM leave room), 2 -> 39-40,
-// 4 -> 59-64; with a looser __launch_bounds__ cap ptxas takes up to 36 / 46 / 71.
-int registersFor(int64_t tokensPerWarp) {
-  return tokensPerWarp <= 1 ? 32 : tokensPerWarp == 2 ? 40 : 64;
-}
-int registersUnbounded(int64_t tokensPerWarp) {
-  return tokensPerWarp <= 1 ? 36 : tokensPerWarp == 2 ? 48 : 72;
-}
 
 // Flat row indices inside the kernel are int32 with headroom for one grid step past the end.
 constexpr int64_t kMaxOutRows = int64_t(1) << 30;
@@ -43,9 +34,7 @@ int64_t gatherableRows(const OpDesc& d) {
 
 // How many CTAs of this shape stay resident on one SM of the target.
 int residentCtas(const TargetProfile& t, int64_t warps, int64_t tokensPerWarp) {
-  const int threads = int(32 * warps);
-  return std::max(0, std::min({t.facts.maxCtasPerSm, int(t.facts.maxWarpsPerSm / warps),
-                               ctasByRegisters(t, threads, registersFor(tokensPerWarp))}));
+  return residentGatherCtas(t, warps, gatherRegisters(tokensPerWarp));
 }
 
 struct GatherKcacheConfig {
@@ -145,11 +134,9 @@ class GatherKcacheFamily final : public TypedKernelFamily<GatherKcacheConfig> {
     // s_start[threads + 1], s_pos0[threads], then s_warp_sum on its own 16-byte vectors
     // (aligned, warps rounded up to 4): int32 each.
     const int64_t smem = (4 * (2 * threads + 1) + 15) / 16 * 16 + 4 * ((warps + 3) / 4 * 4);
-    // __launch_bounds__(threads, ctas_per_sm) caps the registers at 64K / (threads * ctas), in
-    // the allocation unit of 8 per thread; below the cap ptxas takes what it likes.
-    const int cap = int(65536 / (threads * c.ctasPerSm)) / 8 * 8;
+    const int cap = launchBoundsRegisterCap(threads, c.ctasPerSm);
     const int64_t tpw = c.tokensPerWarp;
-    return {smem, threads, std::max(registersFor(tpw), std::min(registersUnbounded(tpw), cap))};
+    return {smem, threads, std::max(gatherRegisters(tpw), std::min(gatherRegistersUnbounded(tpw), cap))};
   }
 
   // The rows R * (M - offset) a call may gather decide the schedule:
@@ -297,7 +284,7 @@ class GatherKcacheFamily final : public TypedKernelFamily<GatherKcacheConfig> {
   static Config makeConfig(const OpDesc& d, const TargetProfile& t, int64_t warps, int64_t tpw, int ctasPerSm) {
     const int64_t rowsPerCta = warps * tpw;
     const int64_t maxUseful = std::max<int64_t>(1, (gatherableRows(d) + rowsPerCta - 1) / rowsPerCta);
-    const int64_t grid = std::min<int64_t>(int64_t(t.smCount) * ctasPerSm, maxUseful);
+    const int64_t grid = std::min<int64_t>(gatherWave(t, ctasPerSm), maxUseful);
     return {warps, tpw, ctasPerSm, std::max<int64_t>(1, grid)};
   }
   std::vector<ShapeParam> shapeParams() const override {
