@@ -7,6 +7,7 @@
 
 #include "cases/CaseGenerators.h"
 #include "cases/CaseUtil.h"
+#include "cases/CombineRowsCase.h"
 #include "cases/OpCases.h"
 
 namespace deepinfer::testing {
@@ -14,49 +15,15 @@ namespace {
 
 struct CombineSpec {
   std::string name;
-  int64_t ratio = 4, window = 128, K = 512, maxModelLen = 8192;
-  int32_t qsl0 = 0;
-  std::vector<int32_t> queryLens, seqLens;
+  CombineRowsSpec rows;
 };
 
 OpCase makeCase(Rng& rng, const CombineSpec& s) {
-  const int64_t R = int64_t(s.queryLens.size());
-  const int64_t N = s.ratio > 0 ? (s.maxModelLen + s.ratio - 1) / s.ratio : 0;
-  std::vector<int32_t> qsl = {s.qsl0}, gatherLens;
-  int64_t maxQ = 0;
-  for (int64_t b = 0; b < R; ++b) {
-    const int32_t q = s.queryLens[size_t(b)], seq = s.seqLens[size_t(b)];
-    qsl.push_back(qsl.back() + q);
-    maxQ = std::max<int64_t>(maxQ, q);
-    // The gathered window covers the first query token's window (and sometimes a bit more).
-    gatherLens.push_back(int32_t(std::min<int64_t>(seq, q + s.window - 1 + rng.range(0, 3))));
-  }
-  const int64_t T = qsl.back() - s.qsl0;
-  const int64_t M = N + s.window + maxQ + 4;  // N + window + max_batched_tokens (+ slack)
-  std::vector<int32_t> topk(size_t(T * s.K));
-  for (auto& v : topk) {
-    const double u = rng.uniform();
-    if (u < 0.05)
-      v = -1;
-    else if (u < 0.07)
-      v = -int32_t(rng.range(2, 1000));
-    else if (u < 0.10)
-      v = int32_t(N + rng.range(0, 1000));
-    else
-      v = N > 0 ? int32_t(rng.range(0, N)) : int32_t(rng.range(0, 1000));
-  }
   OpCase c;
   c.name = s.name;
   c.op = "combine_topk_swa";
-  c.attrs.setInt("window", s.window);
-  c.attrs.setInt("ratio", s.ratio);
-  c.attrs.setInt("topk", s.K);
-  c.attrs.setInt("M", M);
-  c.attrs.setInt("N", N);
-  c.inputs["topk_indices"] = i32Tensor({T, s.K}, topk);
-  c.inputs["query_start_loc"] = i32Tensor({R + 1}, qsl);
-  c.inputs["seq_lens"] = i32Tensor({R}, s.seqLens);
-  c.inputs["gather_lens"] = i32Tensor({R}, gatherLens);
+  // The gathered window covers the first query token's window (and sometimes a bit more).
+  c.attrs.setInt("M", addCombineRows(rng, s.rows, 3, c));
   return c;
 }
 
@@ -65,30 +32,30 @@ OpCase makeCase(Rng& rng, const CombineSpec& s) {
 std::vector<OpCase> combineTopkSwaCases(uint64_t seed, bool /*large*/) {
   Rng rng(seed ^ 0x636F6D62ull);
   std::vector<CombineSpec> specs = {
-      {"r4_w128_k512", 4, 128, 512, 8192, 0, {37, 1, 100}, {37, 500, 2000}},
-      {"r4_qsl0_nonzero", 4, 128, 512, 8192, 1000, {5, 0, 64, 3}, {5, 10, 64, 4000}},
-      {"r0_window_only", 0, 128, 512, 8192, 0, {50, 70}, {50, 300}},
-      {"r1_w128_k512", 1, 128, 512, 4096, 17, {200, 30}, {700, 30}},
-      {"r2_w3_k7_odd", 2, 3, 7, 64, 0, {9, 4, 1}, {9, 20, 1}},
-      {"r2_topk_len_crosses_k", 2, 128, 512, 4096, 0, {10, 1}, {1030, 1025}},
-      {"r4_r1_t1", 4, 128, 512, 8192, 3, {1}, {777}},
+      {"r4_w128_k512", {4, 128, 512, 8192, 0, {37, 1, 100}, {37, 500, 2000}}},
+      {"r4_qsl0_nonzero", {4, 128, 512, 8192, 1000, {5, 0, 64, 3}, {5, 10, 64, 4000}}},
+      {"r0_window_only", {0, 128, 512, 8192, 0, {50, 70}, {50, 300}}},
+      {"r1_w128_k512", {1, 128, 512, 4096, 17, {200, 30}, {700, 30}}},
+      {"r2_w3_k7_odd", {2, 3, 7, 64, 0, {9, 4, 1}, {9, 20, 1}}},
+      {"r2_topk_len_crosses_k", {2, 128, 512, 4096, 0, {10, 1}, {1030, 1025}}},
+      {"r4_r1_t1", {4, 128, 512, 8192, 3, {1}, {777}}},
   };
-  CombineSpec big{"r4_t1536", 4, 128, 512, 16384, 0, {}, {}};
+  CombineSpec big{"r4_t1536", {4, 128, 512, 16384, 0, {}, {}}};
   for (int b = 0; b < 8; ++b) {
-    big.queryLens.push_back(192);
-    big.seqLens.push_back(int32_t(rng.range(192, 5000)));
+    big.rows.queryLens.push_back(192);
+    big.rows.seqLens.push_back(int32_t(rng.range(192, 5000)));
   }
   specs.push_back(big);
   // More requests than threads per CTA (160 for W = 640, 64 for W = 128): requests past the
   // first CTA-wide batch are looked up after the barrier, the rest before it. Query lengths
   // 0..2, so tokens land on both sides of request 160 (and of 64).
   for (int64_t K : {int64_t(512), int64_t(7)}) {
-    CombineSpec many{K == 512 ? "r4_300_requests" : "r2_w3_k7_300_requests", K == 512 ? 4 : 2,
-                     K == 512 ? 128 : 3, K, 8192, 11, {}, {}};
+    CombineSpec many{K == 512 ? "r4_300_requests" : "r2_w3_k7_300_requests",
+                     {K == 512 ? 4 : 2, K == 512 ? 128 : 3, K, 8192, 11, {}, {}}};
     for (int b = 0; b < 300; ++b) {
       const int32_t q = int32_t(rng.range(0, 3));
-      many.queryLens.push_back(q);
-      many.seqLens.push_back(int32_t(rng.range(std::max(q, 1), 6000)));
+      many.rows.queryLens.push_back(q);
+      many.rows.seqLens.push_back(int32_t(rng.range(std::max(q, 1), 6000)));
     }
     specs.push_back(many);
   }
