@@ -11,6 +11,10 @@
 #
 # Usage: scripts/gpu-suite.sh [--seeds "31337 271828 8675309"] [--shards 8] [--limit 250]
 #          [--filter GTEST_FILTER] [--python] [--no-noleak] [--noleak-limit 250] [--out DIR]
+#          [--balance PREV_DIR[:PREV_DIR...]]
+# --balance: instead of gtest's round-robin sharding, each shard runs an explicit list of tests,
+# balanced by the test times in earlier runs' logs (summarize-gpu-results.py --plan; the plan
+# is in DIR/shard-I.filter). Without it, GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX shard the suite.
 # Exit status: 0 when every test of every seed finished and none failed, else 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +26,7 @@ FILTER="*"
 PYTHON_TESTS=0
 NOLEAK=1
 OUT=gpu-suite
+BALANCE=""
 while (($#)); do
   case "$1" in
     --seeds) SEEDS=$2; shift 2 ;;
@@ -32,7 +37,8 @@ while (($#)); do
     --python) PYTHON_TESTS=1; shift ;;
     --no-noleak) NOLEAK=0; shift ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --balance) BALANCE=$2; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "gpu-suite: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -52,6 +58,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu
 env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX "$BIN" --gtest_list_tests --gtest_filter="$SHARD_FILTER" \
   > "$OUT/tests-list.txt" 2>&1
 echo "gpu-suite: seeds [$SEEDS], $SHARDS shards each, ${LIMIT} s limit per process, filter '$SHARD_FILTER', out $OUT"
+if [[ -n "$BALANCE" ]]; then
+  python3 scripts/summarize-gpu-results.py --plan "$BALANCE" "$OUT/tests-list.txt" "$SHARDS" "$OUT" || exit 2
+fi
 
 pids=()
 start=$(date +%s)
@@ -62,9 +71,15 @@ fi
 for seed in $SEEDS; do
   for ((i = 0; i < SHARDS; i++)); do
     rm -f "$OUT/gpu-results-seed-$seed-shard-$i.jsonl"
-    DI_TEST_SEED=$seed DI_GPU_RESULTS="$OUT/gpu-results-seed-$seed-shard-$i.jsonl" \
-      GTEST_TOTAL_SHARDS=$SHARDS GTEST_SHARD_INDEX=$i \
-      timeout -k 10 "$LIMIT" "$BIN" --gtest_filter="$SHARD_FILTER" > "$OUT/gpu-tests-seed-$seed-shard-$i.log" 2>&1 &
+    if [[ -n "$BALANCE" ]]; then
+      DI_TEST_SEED=$seed DI_GPU_RESULTS="$OUT/gpu-results-seed-$seed-shard-$i.jsonl" \
+        timeout -k 10 "$LIMIT" "$BIN" --gtest_filter="$(cat "$OUT/shard-$i.filter")" \
+        > "$OUT/gpu-tests-seed-$seed-shard-$i.log" 2>&1 &
+    else
+      DI_TEST_SEED=$seed DI_GPU_RESULTS="$OUT/gpu-results-seed-$seed-shard-$i.jsonl" \
+        GTEST_TOTAL_SHARDS=$SHARDS GTEST_SHARD_INDEX=$i \
+        timeout -k 10 "$LIMIT" "$BIN" --gtest_filter="$SHARD_FILTER" > "$OUT/gpu-tests-seed-$seed-shard-$i.log" 2>&1 &
+    fi
     pids+=($!)
   done
 done

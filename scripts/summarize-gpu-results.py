@@ -6,7 +6,13 @@ per op and target, the cases/shapes covered, comparisons, failures and the large
 the tests cut by the time limit (started, never finished) and those never started (in
 tests-list.txt, the --gtest_list_tests of the run, but in no shard's log), each shard's total
 time, and the slowest 15 tests. Writes DIR/suite-summary.json; exits 1 unless every seed
-finished every test and none failed."""
+finished every test and none failed.
+
+`--plan PREV_DIRS LIST SHARDS OUT_DIR` balances a suite run over SHARDS processes from the test
+times of earlier runs (PREV_DIRS: directories separated by ':', the first one whose
+gpu-tests*.log has a test giving its time, the slowest seed's): longest first onto the least
+loaded shard; a test with no time there counts 30 s. Writes OUT_DIR/shard-I.filter (a
+--gtest_filter naming the shard's tests) and prints each shard's expected seconds."""
 import json, re, sys, os, datetime, glob
 
 RESULT = re.compile(r"^\[\s+(OK|FAILED|SKIPPED)\s+\] (\S+) \((\d+) ms\)")
@@ -139,9 +145,38 @@ def main(run_dir, commit, out):
     for k, v in san.items():
         print(f"compute-sanitizer {k}: {v['summary']} {v['kernels_reported']}")
 
+def plan(prev_dir, list_path, shards, out_dir):
+    known = {}
+    for d in prev_dir.split(":"):  # the first directory with a time for a test gives it
+        here = {}
+        for p in glob.glob(os.path.join(d, "gpu-tests*.log")):
+            for name, (_, ms) in parse_log(p)[0].items():
+                here[name] = max(here.get(name, 0), ms / 1000)
+        for name, sec in here.items():
+            known.setdefault(name, sec)
+    listed = listed_tests(list_path)
+    default = 30.0
+    est = {t: known.get(t, default) for t in listed}
+    load, members = [0.0] * shards, [[] for _ in range(shards)]
+    for t in sorted(listed, key=lambda t: -est[t]):
+        i = min(range(shards), key=lambda k: load[k])
+        load[i] += est[t]
+        members[i].append(t)
+    for i in range(shards):
+        with open(os.path.join(out_dir, f"shard-{i}.filter"), "w") as f:
+            f.write(":".join(members[i]) if members[i] else "NO_TEST_IN_THIS_SHARD")
+    unknown = sum(1 for t in listed if t not in known)
+    print(f"plan: {len(listed)} tests over {shards} shards from {prev_dir} ({unknown} without a time there: "
+          f"{default:.0f} s each); expected seconds per shard: " + ", ".join(f"{x:.0f}" for x in load))
+    return 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "--plan":
+        sys.exit(plan(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]))
     if len(sys.argv) == 3 and sys.argv[1] == "--suite":
         sys.exit(suite(sys.argv[2]))
     if len(sys.argv) != 4:
-        sys.exit("usage: summarize-gpu-results.py RUN_DIR COMMIT OUT.json | --suite SUITE_DIR")
+        sys.exit("usage: summarize-gpu-results.py RUN_DIR COMMIT OUT.json | --suite SUITE_DIR | "
+                 "--plan PREV_DIR LIST SHARDS OUT_DIR")
     main(sys.argv[1], sys.argv[2], sys.argv[3])
