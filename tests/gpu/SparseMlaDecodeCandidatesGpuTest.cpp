@@ -31,13 +31,22 @@ const char* kOp = "sparse_mla_decode";
 // (kv_splits, merge) in this order: each merge = 1 run follows the merge = 0 run it must equal.
 constexpr std::pair<int64_t, int64_t> kPlans[] = {{1, 0}, {2, 0}, {2, 1}, {5, 0}, {5, 1}, {11, 0}, {11, 1}};
 
-// A geometry of the fitting candidates with one of kPlans.
-KernelConfig withPlan(const KernelConfig& geometry, std::pair<int64_t, int64_t> plan) {
-  KernelConfig cfg;
-  for (const char* k : {"heads_per_cta", "threads", "keys_per_tile", "stages", "schedule"}) cfg[k] = geometry.at(k);
-  cfg["kv_splits"] = plan.first;
-  cfg["merge"] = plan.second;
-  return cfg;
+using Geometry = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;
+
+// The kernel geometries among the fitting candidates (heads per CTA, threads, keys per tile,
+// stages, schedule): many candidates share one, differing in splits and merge only.
+std::set<Geometry> geometriesOf(const Specialization& spec) {
+  std::set<Geometry> g;
+  for (const auto& ch : spec.fitting)
+    g.insert({ch.config.at("heads_per_cta"), ch.config.at("threads"), ch.config.at("keys_per_tile"),
+              ch.config.at("stages"), ch.config.at("schedule")});
+  return g;
+}
+
+KernelConfig configOf(const Geometry& g, std::pair<int64_t, int64_t> plan) {
+  const auto& [heads, threads, keys, stages, schedule] = g;
+  return {{"heads_per_cta", heads}, {"threads", threads},         {"keys_per_tile", keys}, {"stages", stages},
+          {"kv_splits", plan.first}, {"merge", plan.second}, {"schedule", schedule}};
 }
 
 // One test per target ("native", "sm_80", "sm_86"), so that the shards run them side by side.
@@ -51,11 +60,15 @@ TEST_P(SparseMlaDecodeCandidates, EveryGeometryAndMergeMatchesReference) {
   if (!only) GTEST_SKIP() << GetParam() << " is this GPU's own arch: the native instance covers it";
   const std::vector<TargetProfile> targets = {*only};
   const auto cases = deepinfer::testing::casesFor(kOp, g.seed, false);
-  {  // every geometry with every plan, compiled side by side first (the suite is compile-bound)
+  {  // the runs' kernels (every geometry with every plan), compiled side by side first
     std::vector<testing_util::KernelToCompile> kernels;
-    for (const auto& k : testing_util::candidateKernels(kOp, cases, targets,
-                                                        [](const KernelConfig&, const auto&) { return true; }))
-      for (const auto& plan : kPlans) kernels.push_back({k.desc, k.target, withPlan(k.config, plan)});
+    for (const auto& c : cases) {
+      auto d = describeOp(kOp, c.attrs, c.inputs);
+      auto spec = d.ok() ? specialize(*d, *only) : Result<Specialization>(d.error());
+      if (!spec.ok()) continue;  // reported by the loop below
+      for (const auto& geometry : geometriesOf(*spec))
+        for (const auto& plan : kPlans) kernels.push_back({*d, *only, configOf(geometry, plan)});
+    }
     testing_util::precompileKernels(jit, kernels);
   }
   int compared = 0, runs = 0, sameBits = 0;
@@ -67,17 +80,12 @@ TEST_P(SparseMlaDecodeCandidates, EveryGeometryAndMergeMatchesReference) {
     for (const auto& target : targets) {
       auto spec = specialize(*d, target);
       ASSERT_TRUE(spec.ok()) << c.name << " on " << target.name << ": " << spec.error().message;
-      std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>> geometries;
-      for (const auto& ch : spec->fitting)
-        geometries.insert({ch.config.at("heads_per_cta"), ch.config.at("threads"), ch.config.at("keys_per_tile"),
-                           ch.config.at("stages"), ch.config.at("schedule")});
+      const std::set<Geometry> geometries = geometriesOf(*spec);
       ASSERT_FALSE(geometries.empty()) << c.name << " on " << target.name;
-      for (const auto& [heads, threads, keys, stages, schedule] : geometries) {
+      for (const auto& geometry : geometries) {
         TensorMap launchMerged;
         for (const auto& [splits, merge] : kPlans) {
-          const KernelConfig cfg = {{"heads_per_cta", heads}, {"threads", threads}, {"keys_per_tile", keys},
-                                    {"stages", stages},       {"kv_splits", splits}, {"merge", merge},
-                                    {"schedule", schedule}};
+          const KernelConfig cfg = configOf(geometry, {splits, merge});
           const std::string where =
               fmt::format("{} [{}] on {} {{{}}} (seed {})", kOp, c.name, target.name, configToString(cfg), g.seed);
           TensorMap gpu = c.inputs;
