@@ -184,7 +184,7 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
   std::string opName() const override { return kOp; }
 
   std::vector<std::string> templateHeaders() const override {
-    return {"SparseMlaDecode.cuh", "params/SparseMlaDecodeParams.h", "common/Mma.cuh",
+    return {"SparseMlaDecode.cuh", "params/SparseMlaDecodeParams.h", "common/Arrival.cuh", "common/Mma.cuh",
             "common/Numerics.cuh", "common/QuantWeights.cuh", "common/Types.h"};
   }
 
