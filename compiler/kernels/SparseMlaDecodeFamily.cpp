@@ -318,7 +318,11 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
   // shared memory, which 32-key tiles need). The merge stays a launch (merge = 0): the one-launch
   // merge is a candidate, and the tuner on the H200 (11f5c23) picked merge = 0 in every decode
   // bucket it timed (B = 5..8, 9..16, 17..32), where the last CTA reading heads x splits partials
-  // alone cost more than the launch it saves.
+  // alone cost more than the launch it saves. The last CTA's merge now loads the unit's lse once
+  // into shared memory and keeps 16 partial loads per thread in flight, but it still reads the
+  // unit's partials through one SM (the defaults: 640 KB, ~5 us at ~120 GB/s), about the merge
+  // launch's 6.4 us (ncu, proxy decode step): predicted within 1 us of merge = 0 either way, so
+  // the default stays until the tuner times both.
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Dims dm = dimsOf(d);
     Config best;
