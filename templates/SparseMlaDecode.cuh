@@ -700,9 +700,13 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
 }
 
 // The merge launch of Mode::kMergeLaunch: one CTA of 128 threads per (query, head), 4 dims per
-// thread; the same two steps as the last-CTA merge (splits <= 1024: the family's bound).
+// thread; the same two steps as the last-CTA merge. SPLITS >= num_splits sizes the weight table
+// (the unit's own split count: a few hundred bytes of static shared memory, which the per-CTA cap
+// check adds to the main entry's dynamic size).
+template <int SPLITS>
 __device__ __forceinline__ void sparse_mla_decode_merge_kernel(const SparseMlaDecodeParams& p) {
-  __shared__ float w[1024];
+  static_assert(SPLITS >= 1 && SPLITS <= 1024, "SPLITS: 1..1024");
+  __shared__ float w[SPLITS];
   __shared__ float rowmax[1], rowsum[1];
   const int h = blockIdx.x, bs = blockIdx.y;
   const int64_t qh[1] = {int64_t(bs) * p.heads + h};

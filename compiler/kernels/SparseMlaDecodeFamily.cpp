@@ -375,8 +375,8 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     if (split && !g.lastCtaMerge) {
       u.source += fmt::format(
           "extern \"C\" __global__ void __launch_bounds__({}) {}_merge(const di::SparseMlaDecodeParams p) "
-          "{{ di::grid_dependency_sync(); di::sparse_mla_decode_merge_kernel(p); }}\n",
-          kMergeThreads, baseName);
+          "{{ di::grid_dependency_sync(); di::sparse_mla_decode_merge_kernel<{}>(p); }}\n",
+          kMergeThreads, baseName, g.splits);
       u.entries.push_back(baseName + "_merge");
     }
     return u;
