@@ -158,11 +158,12 @@ __device__ __forceinline__ float mhc_slot_total(const float (*red)[kW], int v) {
   return acc;
 }
 
-// mhc_post's sqrsum of token t by one warp: lane l adds slices l, l + 32, ... in order (independent
-// loads: one L2 round trip for up to 32 x 8 slices), then a fixed butterfly over the lanes; every
-// lane returns the sum. Shared by the sqrsum launch and the one-launch plan.
+// mhc_post's sqrsum of token t, lane l's share: slices l, l + 32, ... in order (independent
+// loads: one L2 round trip for up to 32 x 8 slices). The sqrsum launch then adds the 32 shares
+// by a butterfly of shuffles (mhc_sqrsum_butterfly); the one-launch plan, whose last CTA has
+// other tokens, by the same tree over shared memory (mhc_sqrsum_tree): the same bits.
 template <bool kL2>
-__device__ __forceinline__ float mhc_sqrsum_warp(const MhcParams& p, int64_t t, int lane) {
+__device__ __forceinline__ float mhc_sqrsum_lane(const MhcParams& p, int64_t t, int lane) {
   float s = 0.f;
   for (int k0 = lane; k0 < p.num_partials; k0 += kMhcLoadBatch * 32) {
     float v[kMhcLoadBatch];
@@ -175,9 +176,19 @@ __device__ __forceinline__ float mhc_sqrsum_warp(const MhcParams& p, int64_t t, 
 #pragma unroll
     for (int b = 0; b < kMhcLoadBatch; ++b) s += v[b];
   }
+  return s;
+}
+// Lane 0's sum after the xor butterfly (offsets 16, 8, 4, 2, 1): at offset o it adds the share of
+// lane o, so the tree is x[l] += x[l + o] for l < o, the own value first.
+__device__ __forceinline__ float mhc_sqrsum_butterfly(float s) {
 #pragma unroll
   for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   return s;
+}
+__device__ __forceinline__ float mhc_sqrsum_tree(float* x) {  // 32 shares, summed in place
+  for (int o = 16; o >= 1; o >>= 1)
+    for (int l = 0; l < o; ++l) x[l] += x[l + o];
+  return x[0];
 }
 
 __device__ __forceinline__ U32x4 mhc_norm8(const U32x4& h, const U32x4& w, float inv) {
@@ -276,7 +287,7 @@ __device__ __forceinline__ void mhc_sqrsum_kernel(const MhcParams& p) {
   const int lane = threadIdx.x & 31;
   const int64_t t = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
   if (t >= p.T) return;  // whole warps leave together
-  const float s = mhc_sqrsum_warp<false>(p, t, lane);
+  const float s = mhc_sqrsum_butterfly(mhc_sqrsum_lane<false>(p, t, lane));
   if (lane == 0) p.sqrsum_out[t] = s;
 }
 

@@ -9,7 +9,8 @@
 //     one token per lane (pre / post sigmoids, softmax + Sinkhorn: the tokens' chains in
 //     parallel) while the other warps apply the RMSNorm to `layer_input` in place, 8
 //     independent 16-byte vector pairs per thread in flight;
-//   - post mode: sqrsum[t] by mhc_sqrsum_warp, one warp per token.
+//   - post mode: sqrsum[t] from the sqrsum launch's lane shares (mhc_sqrsum_lane), added in its
+//     butterfly order (mhc_sqrsum_tree).
 // Reads of what other CTAs wrote in this launch go through L2 (ld.global.cg).
 // Blocks of more warps than the token tiles need are intended here: the idle warps only help
 // stage fn in the stream pass and widen the last CTA's reduction and norm.
@@ -101,14 +102,20 @@ __device__ __forceinline__ void mhc_finalize_tile(const MhcParams& p, int64_t t0
   }
 }
 
-// mhc_post's sqrsum of tokens t0 .. t0 + ntok - 1 by one CTA: one warp per token, as the sqrsum
-// launch does (mhc_sqrsum_warp: the same bits).
+// mhc_post's sqrsum of tokens t0 .. t0 + ntok - 1 by one CTA: 32 lane shares per token as the
+// sqrsum launch takes them (mhc_sqrsum_lane), kThreads / 32 tokens at a time, then one thread per
+// token adds the shares in the launch's butterfly order (mhc_sqrsum_tree): the same bits.
 template <int kThreads>
 __device__ __forceinline__ void mhc_sqrsum_tile(const MhcParams& p, int64_t t0, int ntok) {
-  const int lane = threadIdx.x & 31;
-  for (int tok = threadIdx.x >> 5; tok < ntok; tok += kThreads / 32) {  // warp-uniform
-    const float s = mhc_sqrsum_warp<true>(p, t0 + tok, lane);
-    if (lane == 0) p.sqrsum_out[t0 + tok] = s;
+  constexpr int kTok = kThreads / 32;
+  __shared__ float share[kTok][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int tb = 0; tb < ntok; tb += kTok) {
+    if (tb + warp < ntok) share[warp][lane] = mhc_sqrsum_lane<true>(p, t0 + tb + warp, lane);
+    __syncthreads();
+    if (threadIdx.x < kTok && tb + int(threadIdx.x) < ntok)
+      p.sqrsum_out[t0 + tb + threadIdx.x] = mhc_sqrsum_tree(share[threadIdx.x]);
+    __syncthreads();  // the next tokens reuse the shares
   }
 }
 

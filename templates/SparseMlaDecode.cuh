@@ -686,13 +686,13 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
         const int row[2] = {it >> 7, (it + THREADS) >> 7};
         const int64_t qh[2] = {qh0 + r0 + row[0], qh0 + r0 + row[1]};
         const int h[2] = {group * HEADS + r0 + row[0], group * HEADS + r0 + row[1]};
-        merge_rows<2, 8>(p, qh, h, row, quad, w, rowmax, rowsum);
+        merge_rows<2, 4>(p, qh, h, row, quad, w, rowmax, rowsum);
       }
       if (it < items) {
         const int row[1] = {it >> 7};
         const int64_t qh[1] = {qh0 + r0 + row[0]};
         const int h[1] = {group * HEADS + r0 + row[0]};
-        merge_rows<1, 8>(p, qh, h, row, quad, w, rowmax, rowsum);
+        merge_rows<1, 4>(p, qh, h, row, quad, w, rowmax, rowsum);
       }
       __syncthreads();  // the next pass refills the tables
     }
