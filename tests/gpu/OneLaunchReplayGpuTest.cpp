@@ -27,7 +27,7 @@ using namespace deepinfer;
 namespace {
 
 // The config a case runs: sparse_mla_decode's default geometry with 5 splits merged by the last
-// CTA; for mHC the first fitting one-launch candidate. Empty when the case has none.
+// CTA; for mHC the fitting one-launch candidate with the most slices. Empty when the case has none.
 std::optional<KernelConfig> oneLaunchConfig(const std::string& op, const Specialization& spec) {
   if (op == "sparse_mla_decode") {
     KernelConfig c = spec.chosen.config;
@@ -35,9 +35,12 @@ std::optional<KernelConfig> oneLaunchConfig(const std::string& op, const Special
     c["merge"] = 1;
     return c;
   }
+  std::optional<KernelConfig> best;  // the most C slices: the most CTAs arriving per tile
   for (const auto& ch : spec.fitting)
-    if (ch.config.count("one_launch") && ch.config.at("one_launch") == 1) return ch.config;
-  return std::nullopt;
+    if (ch.config.count("one_launch") && ch.config.at("one_launch") == 1 &&
+        (!best || ch.config.at("k_slices") > best->at("k_slices")))
+      best = ch.config;
+  return best;
 }
 
 void replayOp(const std::string& op, const std::string& caseName) {
