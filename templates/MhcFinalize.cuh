@@ -85,14 +85,111 @@ __device__ __forceinline__ void mhc_comb(const MhcParams& p, int64_t t, const fl
 //      and the norm's inputs (the collapse row and norm_weight, up to kMhcNormVecs 16-byte
 //      vectors per thread, held in registers);
 //   2. the partial records are reduced as 16-byte pieces: thread (s0, part) adds records
-//      s0, s0 + kSlots, ... of piece `part` in order (kSlots = kThreads / 8 slots; for 160
-//      slices and 256 threads, 5 independent loads per thread: one L2 round trip), then one
-//      thread per value adds the kSlots slot sums in slot order (fixed: results do not depend
-//      on scheduling);
+//      s0, s0 + kMhcSlots, ... of piece `part` in order (mhc_slot_sum; for 160 slices and 256
+//      threads, 5 independent loads per thread: one L2 round trip), then one thread per value
+//      adds the kMhcSlots slot sums in slot order (fixed: results do not depend on scheduling,
+//      and the one-launch plan's finalize gives the same bits);
 //   3. every thread normalizes its prefetched vectors, then one thread runs the Sinkhorn
 //      rounds (the longest chain left, ~40 x (3 adds + rcp + mul)) and 8 lanes pre/post.
 constexpr int kMhcNormVecs = 4;  // C <= 8 * kMhcNormVecs * kThreads needs no second pass
 constexpr int kMhcLoadBatch = 8;  // loads per thread in flight at once in the reductions
+constexpr int kMhcOneVals = kMhcRecHsq + 1;  // values reduced per record: 24 mixes, sum x^2, sum h^2
+
+// Loads of what other CTAs wrote in the same launch (the one-launch plans) go through L2
+// (ld.global.cg): L1 is not coherent across SMs.
+#ifdef DI_SIMT_EMU
+inline MhcF32x4 mhc_ld_cg_f32x4(const float* p) { return *reinterpret_cast<const MhcF32x4*>(p); }
+inline float mhc_ld_cg_f32(const float* p) { return *p; }
+inline U32x4 mhc_ld_cg_v4(const void* p) { return ld_global_v4(p); }
+#else
+__device__ __forceinline__ MhcF32x4 mhc_ld_cg_f32x4(const float* p) {
+  MhcF32x4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float mhc_ld_cg_f32(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ U32x4 mhc_ld_cg_v4(const void* p) {
+  U32x4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+#endif
+
+// The partial-record reduction shared by the finalize launch and the one-launch finalize, so both
+// give the same bits: slot s (of kMhcSlots) adds records s, s + kMhcSlots, ... in order, in batches
+// of kMhcLoadBatch predicated loads all in flight before the first add (a rolled remainder loop
+// would make each load its own round trip; absent ones add +0); then the token total adds the
+// slot sums in slot order (mhc_slot_total). `rec` is record 0's 16-byte piece, records `stride`
+// floats apart; kL2: read through L2 (records written in this launch).
+constexpr int kMhcSlots = 32;
+template <bool kL2>
+__device__ __forceinline__ MhcF32x4 mhc_slot_sum(const float* rec, int64_t stride, int slot, int n) {
+  MhcF32x4 s = {0.f, 0.f, 0.f, 0.f};
+  for (int k0 = slot; k0 < n; k0 += kMhcLoadBatch * kMhcSlots) {
+    MhcF32x4 v[kMhcLoadBatch];
+#pragma unroll
+    for (int b = 0; b < kMhcLoadBatch; ++b) {
+      const int k = k0 + b * kMhcSlots;
+      const float* const src = rec + int64_t(k) * stride;
+      v[b] = k < n ? (kL2 ? mhc_ld_cg_f32x4(src) : mhc_ld_f32x4(src)) : MhcF32x4{0.f, 0.f, 0.f, 0.f};
+    }
+#pragma unroll
+    for (int b = 0; b < kMhcLoadBatch; ++b) {
+      s.x += v[b].x;
+      s.y += v[b].y;
+      s.z += v[b].z;
+      s.w += v[b].w;
+    }
+  }
+  return s;
+}
+// Value `v` of a token: its kMhcSlots slot sums (rows of `red`, kW floats apart) in slot order.
+template <int kW>
+__device__ __forceinline__ float mhc_slot_total(const float (*red)[kW], int v) {
+  float acc = red[0][v];
+#pragma unroll
+  for (int k = 1; k < kMhcSlots; ++k) acc += red[k][v];
+  return acc;
+}
+
+// mhc_post's sqrsum of token t, lane l's share: slices l, l + 32, ... in order (independent
+// loads: one L2 round trip for up to 32 x 8 slices). The sqrsum launch then adds the 32 shares
+// by a butterfly of shuffles (mhc_sqrsum_butterfly); the one-launch plan, whose last CTA has
+// other tokens, by the same tree over shared memory (mhc_sqrsum_tree): the same bits.
+template <bool kL2>
+__device__ __forceinline__ float mhc_sqrsum_lane(const MhcParams& p, int64_t t, int lane) {
+  float s = 0.f;
+  for (int k0 = lane; k0 < p.num_partials; k0 += kMhcLoadBatch * 32) {
+    float v[kMhcLoadBatch];
+#pragma unroll
+    for (int b = 0; b < kMhcLoadBatch; ++b) {
+      const int k = k0 + b * 32;
+      const float* const src = p.partials + int64_t(k) * p.T + t;
+      v[b] = k < p.num_partials ? (kL2 ? mhc_ld_cg_f32(src) : *src) : 0.f;
+    }
+#pragma unroll
+    for (int b = 0; b < kMhcLoadBatch; ++b) s += v[b];
+  }
+  return s;
+}
+// Lane 0's sum after the xor butterfly (offsets 16, 8, 4, 2, 1): at offset o it adds the share of
+// lane o, so the tree is x[l] += x[l + o] for l < o, the own value first.
+__device__ __forceinline__ float mhc_sqrsum_butterfly(float s) {
+#pragma unroll
+  for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+__device__ __forceinline__ float mhc_sqrsum_tree(float* x) {  // 32 shares, summed in place
+  for (int o = 16; o >= 1; o >>= 1)
+    for (int l = 0; l < o; ++l) x[l] += x[l + o];
+  return x[0];
+}
 
 __device__ __forceinline__ U32x4 mhc_norm8(const U32x4& h, const U32x4& w, float inv) {
   const uint32_t hw[4] = {h.x, h.y, h.z, h.w}, ww[4] = {w.x, w.y, w.z, w.w};
@@ -109,10 +206,10 @@ template <int kThreads>
 __device__ __forceinline__ void mhc_finalize_kernel(const MhcParams& p) {
   static_assert(kThreads % 32 == 0 && kThreads >= 64 && kThreads <= 1024, "block size");
   constexpr int kParts = kMhcRecord / 4;  // 16-byte pieces per record
-  constexpr int kSlots = kThreads / kParts;
-  static_assert(kMhcRecHsq < 7 * 4, "the reduced values fit in pieces 0..6");
-  __shared__ __align__(16) float red[kSlots][kMhcRecord];
-  __shared__ float tot[kMhcRecord];
+  constexpr int kSlots = kThreads / kParts;  // slots reduced at once (kMhcSlots in all)
+  static_assert(kMhcOneVals <= 7 * 4, "the reduced values fit in pieces 0..6");
+  __shared__ __align__(16) float red[kMhcSlots][7 * 4];
+  __shared__ float tot[kMhcOneVals];
   const int tid = threadIdx.x, lane = tid & 31;
   const int64_t t = blockIdx.x;
   const int64_t T = p.T;
@@ -146,40 +243,15 @@ __device__ __forceinline__ void mhc_finalize_kernel(const MhcParams& p) {
     }
   }
 
-  // 2. Partial records: slot sums, then the slots in order.
-  {
-    const int part = tid % kParts, slot = tid / kParts;
-    MhcF32x4 s = {0.f, 0.f, 0.f, 0.f};
-    if (part < 7) {  // pieces 0..6 hold the 24 mixes and the two sums of squares
-      const float* rec = p.partials + t * kMhcRecord + part * 4;
-      // Batches of kMhcLoadBatch predicated loads, all in flight before the first add (a rolled
-      // remainder loop would make each load its own round trip); absent ones add +0.
-      for (int k0 = slot; k0 < p.num_partials; k0 += kMhcLoadBatch * kSlots) {
-        MhcF32x4 v[kMhcLoadBatch];
-#pragma unroll
-        for (int b = 0; b < kMhcLoadBatch; ++b) {
-          const int k = k0 + b * kSlots;
-          v[b] = k < p.num_partials ? mhc_ld_f32x4(rec + int64_t(k) * T * kMhcRecord)
-                                    : MhcF32x4{0.f, 0.f, 0.f, 0.f};
-        }
-#pragma unroll
-        for (int b = 0; b < kMhcLoadBatch; ++b) {
-          s.x += v[b].x;
-          s.y += v[b].y;
-          s.z += v[b].z;
-          s.w += v[b].w;
-        }
-      }
-    }
-    *reinterpret_cast<MhcF32x4*>(&red[slot][part * 4]) = s;
+  // 2. Partial records: slot sums, then the slots in order (mhc_slot_sum / mhc_slot_total).
+  for (int j = tid / kParts; j < kMhcSlots; j += kSlots) {
+    const int part = tid % kParts;
+    if (part < 7)  // pieces 0..6 hold the 24 mixes and the two sums of squares
+      *reinterpret_cast<MhcF32x4*>(&red[j][part * 4]) =
+          mhc_slot_sum<false>(p.partials + t * kMhcRecord + part * 4, T * kMhcRecord, j, p.num_partials);
   }
   __syncthreads();
-  if (tid < kMhcRecord) {
-    float v = red[0][tid];
-#pragma unroll
-    for (int k = 1; k < kSlots; ++k) v += red[k][tid];
-    tot[tid] = v;
-  }
+  if (tid < kMhcOneVals) tot[tid] = mhc_slot_total(red, tid);
   __syncthreads();
 
   // 3. RMSNorm of the collapse, in place: bf16((h * rsqrt(mean h^2 + eps)) * w), fp32, one
@@ -215,19 +287,7 @@ __device__ __forceinline__ void mhc_sqrsum_kernel(const MhcParams& p) {
   const int lane = threadIdx.x & 31;
   const int64_t t = int64_t(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
   if (t >= p.T) return;  // whole warps leave together
-  float s = 0.f;
-  for (int k0 = lane; k0 < p.num_partials; k0 += kMhcLoadBatch * 32) {
-    float v[kMhcLoadBatch];
-#pragma unroll
-    for (int b = 0; b < kMhcLoadBatch; ++b) {
-      const int k = k0 + b * 32;
-      v[b] = k < p.num_partials ? p.partials[int64_t(k) * p.T + t] : 0.f;
-    }
-#pragma unroll
-    for (int b = 0; b < kMhcLoadBatch; ++b) s += v[b];
-  }
-#pragma unroll
-  for (int o = 16; o >= 1; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  const float s = mhc_sqrsum_butterfly(mhc_sqrsum_lane<false>(p, t, lane));
   if (lane == 0) p.sqrsum_out[t] = s;
 }
 

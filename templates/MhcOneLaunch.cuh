@@ -1,70 +1,34 @@
 // mHC in one launch (docs/ops.md §8.5): the stream pass (MhcStream.cuh) and its reduction in the
 // same kernel, for the decode sizes where a second launch and the grid drain between the two cost
 // more than the work. Every CTA runs the stream pass for its token tile and C slice, writes its
-// partial records as in the two-launch plan, then counts itself on its tile's arrival counter (an
-// integer atomic in the "__zeroed" region, after a __threadfence). The CTA that brings the count
-// to num_partials sets it back to zero and finalizes the tile's tokens:
-//   - mix modes: sums the records in a fixed order (slot s of a token adds slices s, s + S, ...
-//     in order, then the S slot sums are added in slot order: the same bits whichever CTA is
-//     last), then warp 0 runs one token per lane (pre / post sigmoids, softmax + Sinkhorn: the
-//     tokens' chains in parallel) while the other warps apply the RMSNorm to `layer_input` in
-//     place, 4 independent 16-byte vector pairs per thread in flight;
-//   - post mode: sqrsum[t] from the per-slice sums the same way.
+// partial records as in the two-launch plan, then counts itself on its tile's arrival counter
+// (common/Arrival.cuh: an integer atomic in the "__zeroed" region). The CTA that brings the count
+// to num_partials sets it back to zero and finalizes the tile's tokens with the finalize launch's
+// own reductions (MhcFinalize.cuh), so both plans give the same bits whichever CTA is last:
+//   - mix modes: each token's records summed by mhc_slot_sum / mhc_slot_total, then warp 0 runs
+//     one token per lane (pre / post sigmoids, softmax + Sinkhorn: the tokens' chains in
+//     parallel) while the other warps apply the RMSNorm to `layer_input` in place, 8
+//     independent 16-byte vector pairs per thread in flight;
+//   - post mode: sqrsum[t] from the sqrsum launch's lane shares (mhc_sqrsum_lane), added in its
+//     butterfly order (mhc_sqrsum_tree).
 // Reads of what other CTAs wrote in this launch go through L2 (ld.global.cg).
 // Blocks of more warps than the token tiles need are intended here: the idle warps only help
 // stage fn in the stream pass and widen the last CTA's reduction and norm.
 #pragma once
+#include "common/Arrival.cuh"
 #include "MhcFinalize.cuh"
 #include "MhcStream.cuh"
 
 namespace di {
 
 constexpr int kMhcOneTokens = 32;  // tokens per round of the last CTA's finalize (shared tables)
-constexpr int kMhcOneBatch = 8;    // partial-record loads per thread in flight at once
 constexpr int kMhcOneNormBatch = 8;  // norm vectors per thread in flight at once
-constexpr int kMhcOneVals = kMhcRecHsq + 1;  // values reduced per record: 24 mixes, sum x^2, sum h^2
 
-#ifdef DI_SIMT_EMU
-inline MhcF32x4 mhc_ld_cg_f32x4(const float* p) { return *reinterpret_cast<const MhcF32x4*>(p); }
-inline float mhc_ld_cg_f32(const float* p) { return *p; }
-inline U32x4 mhc_ld_cg_v4(const void* p) { return ld_global_v4(p); }
-#else
-__device__ __forceinline__ MhcF32x4 mhc_ld_cg_f32x4(const float* p) {
-  MhcF32x4 v;
-  asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ float mhc_ld_cg_f32(const float* p) {
-  float v;
-  asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(v) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ U32x4 mhc_ld_cg_v4(const void* p) {
-  U32x4 v;
-  asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-#endif
-
-// Counts this CTA on its tile's arrival counter; true (CTA-uniform) in the CTA that arrived last,
-// which has then set the counter back to zero. Every thread's earlier global stores are visible
-// device-wide before the count.
+// Counts this CTA on its tile's arrival counter (common/Arrival.cuh); true (CTA-uniform) in the
+// CTA that arrived last, which has then set the counter back to zero.
 __device__ __forceinline__ bool mhc_arrived_last(const MhcParams& p) {
   __shared__ int last_arrival;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    uint32_t* count = p.arrivals + blockIdx.x;
-    const uint32_t before = atomicAdd(count, 1u);
-    const bool last = before == uint32_t(p.num_partials - 1);
-    if (last) *count = 0u;  // every slice has arrived: zero again for the next launch
-    last_arrival = last ? 1 : 0;
-    __threadfence();
-  }
-  __syncthreads();
-  return last_arrival != 0;
+  return cta_arrived_last(p.arrivals + blockIdx.x, unsigned(p.num_partials), &last_arrival);
 }
 
 // The mix finalize of tokens t0 .. t0 + ntok_all - 1 by one CTA of kThreads threads.
@@ -72,9 +36,9 @@ template <int kThreads>
 __device__ __forceinline__ void mhc_finalize_tile(const MhcParams& p, int64_t t0, int ntok_all) {
   constexpr int kParts = kMhcRecord / 4;  // 16-byte pieces per record; 0..6 hold values
   constexpr int kRows = kThreads / kParts;
-  static_assert(kThreads % 32 == 0 && kRows <= kMhcOneTokens, "32..256 threads");
+  static_assert(kThreads % 32 == 0 && kRows <= kMhcSlots, "32..256 threads");
   static_assert(kMhcOneVals <= 7 * 4, "the reduced values fit in pieces 0..6");
-  __shared__ __align__(16) float red[kMhcOneTokens][7 * 4];  // slot sums
+  __shared__ __align__(16) float red[kMhcSlots][7 * 4];      // slot sums of one token
   __shared__ __align__(16) float tot[kMhcOneTokens][7 * 4];  // token totals
   __shared__ float mixp[3 + kMhcMix];                        // scale, base
   const int tid = threadIdx.x, part = tid % kParts, row = tid / kParts;
@@ -84,41 +48,17 @@ __device__ __forceinline__ void mhc_finalize_tile(const MhcParams& p, int64_t t0
   for (int tb = 0; tb < ntok_all; tb += kMhcOneTokens) {
     const int ntok = min(kMhcOneTokens, ntok_all - tb);
     const int64_t tbase = t0 + tb;
-    // 1. Slot sums: S slots per token so that every row of 8 threads has one (token, slot).
-    const int S = kRows / ntok > 1 ? kRows / ntok : 1;
-    for (int j = row; j < ntok * S; j += kRows) {
-      const int tok = j / S, slot = j % S;
-      MhcF32x4 s = {0.f, 0.f, 0.f, 0.f};
-      if (part < 7) {
-        const float* rec = p.partials + (tbase + tok) * kMhcRecord + part * 4;
-        for (int k0 = slot; k0 < p.num_partials; k0 += kMhcOneBatch * S) {
-          MhcF32x4 v[kMhcOneBatch];
-#pragma unroll
-          for (int b = 0; b < kMhcOneBatch; ++b) {
-            const int k = k0 + b * S;
-            v[b] = k < p.num_partials ? mhc_ld_cg_f32x4(rec + int64_t(k) * T * kMhcRecord)
-                                      : MhcF32x4{0.f, 0.f, 0.f, 0.f};
-          }
-#pragma unroll
-          for (int b = 0; b < kMhcOneBatch; ++b) {
-            s.x += v[b].x;
-            s.y += v[b].y;
-            s.z += v[b].z;
-            s.w += v[b].w;
-          }
-        }
-        *reinterpret_cast<MhcF32x4*>(&red[j][part * 4]) = s;
-      }
+    // 1-2. Token totals, one token at a time: its kMhcSlots slot sums, then the slots in order
+    // (the finalize launch's reduction, mhc_slot_sum / mhc_slot_total: the same bits).
+    for (int tok = 0; tok < ntok; ++tok) {
+      for (int j = row; j < kMhcSlots; j += kRows)
+        if (part < 7)
+          *reinterpret_cast<MhcF32x4*>(&red[j][part * 4]) = mhc_slot_sum<true>(
+              p.partials + (tbase + tok) * kMhcRecord + part * 4, T * kMhcRecord, j, p.num_partials);
+      __syncthreads();
+      if (tid < kMhcOneVals) tot[tok][tid] = mhc_slot_total(red, tid);
+      __syncthreads();  // red is refilled by the next token
     }
-    __syncthreads();
-    // 2. Token totals: the slots in order.
-    for (int i = tid; i < ntok * kMhcOneVals; i += kThreads) {
-      const int tok = i / kMhcOneVals, v = i % kMhcOneVals;
-      float acc = red[tok * S][v];
-      for (int k = 1; k < S; ++k) acc += red[tok * S + k][v];
-      tot[tok][v] = acc;
-    }
-    __syncthreads();
     // 3. Warp 0: one token per lane, pre/post then comb (the Sinkhorn chain). The other warps
     // (all of them when the CTA has one) normalize layer_input meanwhile.
     if (tid < ntok) {
@@ -162,34 +102,20 @@ __device__ __forceinline__ void mhc_finalize_tile(const MhcParams& p, int64_t t0
   }
 }
 
-// mhc_post's sqrsum of tokens t0 .. t0 + ntok - 1 (ntok <= kThreads) by one CTA.
+// mhc_post's sqrsum of tokens t0 .. t0 + ntok - 1 by one CTA: 32 lane shares per token as the
+// sqrsum launch takes them (mhc_sqrsum_lane), kThreads / 32 tokens at a time, then one thread per
+// token adds the shares in the launch's butterfly order (mhc_sqrsum_tree): the same bits.
 template <int kThreads>
 __device__ __forceinline__ void mhc_sqrsum_tile(const MhcParams& p, int64_t t0, int ntok) {
-  __shared__ float red[kThreads];
-  const int tid = threadIdx.x;
-  const int64_t T = p.T;
-  const int S = kThreads / ntok > 1 ? kThreads / ntok : 1;
-  if (tid < ntok * S) {
-    const int tok = tid / S, slot = tid % S;
-    const float* src = p.partials + t0 + tok;
-    float s = 0.f;
-    for (int k0 = slot; k0 < p.num_partials; k0 += kMhcOneBatch * S) {
-      float v[kMhcOneBatch];
-#pragma unroll
-      for (int b = 0; b < kMhcOneBatch; ++b) {
-        const int k = k0 + b * S;
-        v[b] = k < p.num_partials ? mhc_ld_cg_f32(src + int64_t(k) * T) : 0.f;
-      }
-#pragma unroll
-      for (int b = 0; b < kMhcOneBatch; ++b) s += v[b];
-    }
-    red[tid] = s;
-  }
-  __syncthreads();
-  if (tid < ntok) {
-    float s = red[tid * S];
-    for (int k = 1; k < S; ++k) s += red[tid * S + k];
-    p.sqrsum_out[t0 + tid] = s;
+  constexpr int kTok = kThreads / 32;
+  __shared__ float share[kTok][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int tb = 0; tb < ntok; tb += kTok) {
+    if (tb + warp < ntok) share[warp][lane] = mhc_sqrsum_lane<true>(p, t0 + tb + warp, lane);
+    __syncthreads();
+    if (threadIdx.x < kTok && tb + int(threadIdx.x) < ntok)
+      p.sqrsum_out[t0 + tb + threadIdx.x] = mhc_sqrsum_tree(share[threadIdx.x]);
+    __syncthreads();  // the next tokens reuse the shares
   }
 }
 

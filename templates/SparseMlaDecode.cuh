@@ -23,6 +23,7 @@
 // (query, head group) that arrives last, counted on an integer counter in the zeroed workspace
 // (reset to zero by that CTA). The merge sums the splits in split order whichever CTA is last.
 #pragma once
+#include "common/Arrival.cuh"
 #include "common/Mma.cuh"
 #include "common/Numerics.cuh"
 #include "common/QuantWeights.cuh"
@@ -157,68 +158,85 @@ struct Mode {
   static constexpr int kMergeLastCta = 2;  // partials, merged by the last CTA of the head group
 };
 
-// Merge of the split partials of NR (query, head) rows for the 4 dims [4 * quad, 4 * quad + 4):
-// lse = log(sum_i e^lse_i); out = sum_i e^lse_i * o_i / (e^lse + e^sink), the splits summed in
-// split order. Partials are read through L2 (__ldcg: in the one-launch mode other CTAs wrote
-// them in this launch); CHUNK splits of every row are loaded before their adds, so NR rows keep
-// NR * CHUNK loads in flight (the grouping changes no arithmetic).
+// Merge of the split partials of (query, head) rows: lse = log(sum_i e^lse_i); out = sum_i e^lse_i
+// * o_i / (e^lse + e^sink), the splits summed in split order. One code path for the merge launch
+// and the last-CTA merge, so both give the same bits. Partials are read through L2 (__ldcg: in
+// the one-launch mode other CTAs wrote them in this launch).
+//
+// Step 1 (merge_weights, every thread of the CTA, two barriers): the lse of `rows` consecutive
+// rows qh0 .. are loaded once into shared memory (one L2 round trip for all of them), then one
+// thread per row turns them into the weights w_i = e^(lse_i - max) in place and sums them in
+// split order (rowsum), with the max in rowmax (-inf: no valid key in any split).
+template <int THREADS>
+__device__ __forceinline__ void merge_weights(const SparseMlaDecodeParams& p, int64_t qh0, int rows, float* w,
+                                              float* rowmax, float* rowsum) {
+  const int splits = p.num_splits;
+  for (int e = threadIdx.x; e < rows * splits; e += THREADS) w[e] = __ldcg(p.partial_lse + qh0 * splits + e);
+  __syncthreads();
+  for (int r = threadIdx.x; r < rows; r += THREADS) {
+    float* const wr = w + r * splits;
+    float mx = neg_inf();
+    for (int i = 0; i < splits; ++i) mx = fmaxf(mx, wr[i]);
+    float sum = 0.f;
+    if (mx != neg_inf()) {
+      for (int i = 0; i < splits; ++i) {
+        const float x = expf(wr[i] - mx);  // empty split: e^-inf = 0 (its o is 0 too)
+        wr[i] = x;
+        sum += x;
+      }
+    }
+    rowmax[r] = mx;
+    rowsum[r] = sum;
+  }
+  __syncthreads();
+}
+
+// Step 2: the 4 dims [4 * quad, 4 * quad + 4) of NR rows (row r of step 1's tables is row[r], its
+// global (query, head) index qh[r], its head h[r]). CHUNK splits of every row are loaded before
+// their adds, so NR * CHUNK 16-byte loads are in flight (the grouping changes no arithmetic).
 template <int NR, int CHUNK>
 __device__ __forceinline__ void merge_rows(const SparseMlaDecodeParams& p, const int64_t (&qh)[NR],
-                                           const int (&h)[NR], int quad) {
+                                           const int (&h)[NR], const int (&row)[NR], int quad, const float* w,
+                                           const float* rowmax, const float* rowsum) {
   const int splits = p.num_splits;
-  float mx[NR];
-#pragma unroll
-  for (int r = 0; r < NR; ++r) mx[r] = neg_inf();
-#pragma unroll 4
-  for (int i = 0; i < splits; ++i)
-#pragma unroll
-    for (int r = 0; r < NR; ++r) mx[r] = fmaxf(mx[r], __ldcg(p.partial_lse + qh[r] * splits + i));
-  float sum[NR];
   float4 acc[NR];
 #pragma unroll
-  for (int r = 0; r < NR; ++r) {
-    sum[r] = 0.f;
-    acc[r] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  for (int r = 0; r < NR; ++r) acc[r] = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int s0 = 0; s0 < splits; s0 += CHUNK) {
-    float l[NR][CHUNK];
     float4 v[NR][CHUNK];
 #pragma unroll
     for (int r = 0; r < NR; ++r)
 #pragma unroll
-      for (int j = 0; j < CHUNK; ++j) {
-        if (s0 + j < splits) {
-          const int64_t ws = qh[r] * splits + s0 + j;
-          l[r][j] = __ldcg(p.partial_lse + ws);
-          v[r][j] = __ldcg(reinterpret_cast<const float4*>(p.partial_o + ws * Const::kHeadDim) + quad);
-        }
-      }
+      for (int j = 0; j < CHUNK; ++j)
+        if (s0 + j < splits)
+          v[r][j] = __ldcg(reinterpret_cast<const float4*>(p.partial_o + (qh[r] * splits + s0 + j) * Const::kHeadDim) +
+                           quad);
 #pragma unroll
     for (int r = 0; r < NR; ++r)
 #pragma unroll
       for (int j = 0; j < CHUNK; ++j) {
-        if (s0 + j < splits && mx[r] != neg_inf()) {
-          const float w = expf(l[r][j] - mx[r]);  // empty split: e^-inf = 0 (its o is 0 too)
-          sum[r] += w;
-          acc[r].x += w * v[r][j].x;
-          acc[r].y += w * v[r][j].y;
-          acc[r].z += w * v[r][j].z;
-          acc[r].w += w * v[r][j].w;
+        if (s0 + j < splits && rowmax[row[r]] != neg_inf()) {
+          const float wt = w[row[r] * splits + s0 + j];
+          acc[r].x += wt * v[r][j].x;
+          acc[r].y += wt * v[r][j].y;
+          acc[r].z += wt * v[r][j].z;
+          acc[r].w += wt * v[r][j].w;
         }
       }
   }
 #pragma unroll
   for (int r = 0; r < NR; ++r) {
     uint16_t* const dst = p.out + qh[r] * Const::kHeadDim + 4 * quad;
-    if (mx[r] == neg_inf()) {  // no valid key in any split
+    const float mx = rowmax[row[r]], sum = rowsum[row[r]];
+    if (mx == neg_inf()) {  // no valid key in any split
       *reinterpret_cast<uint2*>(dst) = make_uint2(0u, 0u);
       if (quad == 0) p.lse[qh[r]] = pos_inf();
       continue;
     }
-    const float inv = 1.f / (sum[r] + expf(__ldg(p.attn_sink + h[r]) - mx[r]));
+    const float inv = 1.f / (sum + expf(__ldg(p.attn_sink + h[r]) - mx));
     *reinterpret_cast<uint2*>(dst) = make_uint2(f32x2_to_bf16x2(acc[r].x * inv, acc[r].y * inv),
                                                 f32x2_to_bf16x2(acc[r].z * inv, acc[r].w * inv));
-    if (quad == 0) p.lse[qh[r]] = mx[r] + logf(sum[r]);
+    if (quad == 0) p.lse[qh[r]] = mx + logf(sum);
   }
 }
 
@@ -638,52 +656,63 @@ __device__ __forceinline__ void sparse_mla_decode_kernel(const SparseMlaDecodePa
   }
 
   if constexpr (MODE == Mode::kMergeLastCta) {
-    // Arrival: every thread's partial stores are made visible device-wide before the CTA counts
-    // itself; the CTA that brings the (query, head group) count to num_splits merges all of them
-    // (its own too) and sets the counter back to zero for the next launch. The verdict goes
-    // through the key tile's first word: every read of the main loop is behind the barrier.
-    __threadfence();
-    __syncthreads();
-    volatile int* const last_arrival = reinterpret_cast<volatile int*>(kbuf);
-    if (tid == 0) {
-      unsigned* const count = p.arrivals + (int64_t(bs) * gridDim.y + group);
-      const unsigned before = atomicAdd(count, 1u);
-      const bool last = before == unsigned(p.num_splits - 1);
-      if (last) *count = 0u;
-      *last_arrival = last ? 1 : 0;
-      __threadfence();
-    }
-    __syncthreads();
-    if (*last_arrival == 0) return;  // CTA-uniform
-    // HEADS x 128 (row, dim quad) items, thread tid taking tid, tid + THREADS, ... two at a time
+    // Arrival (common/Arrival.cuh): the CTA that brings the (query, head group) count to
+    // num_splits merges all partials (its own too). The verdict goes through the key tile's first
+    // word: every read of the main loop is behind the barrier.
+    unsigned* const count = p.arrivals + (int64_t(bs) * gridDim.y + group);
+    if (!cta_arrived_last(count, unsigned(p.num_splits), reinterpret_cast<volatile int*>(kbuf))) return;
+    // The whole shared buffer is dead now; the verdict word (the first 16 bytes) is left alone
+    // (a thread may still be reading it). Tables: rowmax, rowsum, then the weights of R rows per
+    // pass (all HEADS rows in one pass unless the split count is in the hundreds).
+    float* const rowmax = reinterpret_cast<float*>(smem + 16);
+    float* const rowsum = rowmax + HEADS;
+    float* const w = rowsum + HEADS;
+    constexpr int kWeightFloats = (L.total - 16) / 4 - 2 * HEADS;
+    static_assert(kWeightFloats >= 1024, "room for the weights of one row of up to 1024 splits");
+    const int R = min(HEADS, kWeightFloats / p.num_splits);
+    // Items (row of the pass, dim quad), thread tid taking tid, tid + THREADS, ... two at a time
     // (THREADS is a multiple of 128, so both have the thread's dim quad).
     static_assert(THREADS % 128 == 0, "merge: every thread keeps one dim quad");
-    constexpr int ITEMS = HEADS * 128;
     const int quad = tid & 127;
     const int64_t qh0 = int64_t(bs) * H + group * HEADS;
-    int it = tid;
 #pragma unroll 1
-    for (; it + THREADS < ITEMS; it += 2 * THREADS) {
-      const int r0 = it >> 7, r1 = (it + THREADS) >> 7;
-      const int64_t qh[2] = {qh0 + r0, qh0 + r1};
-      const int h[2] = {group * HEADS + r0, group * HEADS + r1};
-      merge_rows<2, 4>(p, qh, h, quad);
-    }
-    if (it < ITEMS) {
-      const int64_t qh[1] = {qh0 + (it >> 7)};
-      const int h[1] = {group * HEADS + (it >> 7)};
-      merge_rows<1, 4>(p, qh, h, quad);
+    for (int r0 = 0; r0 < HEADS; r0 += R) {
+      const int rows = min(R, HEADS - r0);
+      merge_weights<THREADS>(p, qh0 + r0, rows, w, rowmax, rowsum);
+      const int items = rows * 128;
+      int it = tid;
+#pragma unroll 1
+      for (; it + THREADS < items; it += 2 * THREADS) {
+        const int row[2] = {it >> 7, (it + THREADS) >> 7};
+        const int64_t qh[2] = {qh0 + r0 + row[0], qh0 + r0 + row[1]};
+        const int h[2] = {group * HEADS + r0 + row[0], group * HEADS + r0 + row[1]};
+        merge_rows<2, 4>(p, qh, h, row, quad, w, rowmax, rowsum);
+      }
+      if (it < items) {
+        const int row[1] = {it >> 7};
+        const int64_t qh[1] = {qh0 + r0 + row[0]};
+        const int h[1] = {group * HEADS + r0 + row[0]};
+        merge_rows<1, 4>(p, qh, h, row, quad, w, rowmax, rowsum);
+      }
+      __syncthreads();  // the next pass refills the tables
     }
   }
 }
 
 // The merge launch of Mode::kMergeLaunch: one CTA of 128 threads per (query, head), 4 dims per
-// thread.
+// thread; the same two steps as the last-CTA merge. SPLITS >= num_splits sizes the weight table
+// (the unit's own split count: a few hundred bytes of static shared memory, which the per-CTA cap
+// check adds to the main entry's dynamic size).
+template <int SPLITS>
 __device__ __forceinline__ void sparse_mla_decode_merge_kernel(const SparseMlaDecodeParams& p) {
+  static_assert(SPLITS >= 1 && SPLITS <= 1024, "SPLITS: 1..1024");
+  __shared__ float w[SPLITS];
+  __shared__ float rowmax[1], rowsum[1];
   const int h = blockIdx.x, bs = blockIdx.y;
   const int64_t qh[1] = {int64_t(bs) * p.heads + h};
-  const int hh[1] = {h};
-  smd::merge_rows<1, 8>(p, qh, hh, threadIdx.x);
+  const int hh[1] = {h}, row[1] = {0};
+  smd::merge_weights<128>(p, qh[0], 1, w, rowmax, rowsum);
+  smd::merge_rows<1, 8>(p, qh, hh, row, threadIdx.x, w, rowmax, rowsum);
 }
 
 }  // namespace di

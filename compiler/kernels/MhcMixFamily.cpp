@@ -34,7 +34,7 @@ std::vector<int> MhcMixFamily::oneLaunchWarps() const {
 std::string MhcMixFamily::opName() const { return fused_ ? "mhc_fused_post_pre" : "mhc_pre"; }
 
 std::vector<std::string> MhcMixFamily::templateHeaders() const {
-  return {"MhcStream.cuh",  "MhcFinalize.cuh",     "MhcOneLaunch.cuh", "params/MhcParams.h",
+  return {"MhcStream.cuh",  "MhcFinalize.cuh",     "MhcOneLaunch.cuh", "params/MhcParams.h", "common/Arrival.cuh",
           "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
 }
 

@@ -21,7 +21,7 @@ class MhcPostFamily : public TypedKernelFamily<PostConfig> {
  public:
   std::string opName() const override { return "mhc_post"; }
   std::vector<std::string> templateHeaders() const override {
-    return {"MhcStream.cuh",  "MhcFinalize.cuh",     "MhcOneLaunch.cuh", "params/MhcParams.h",
+    return {"MhcStream.cuh",  "MhcFinalize.cuh",     "MhcOneLaunch.cuh", "params/MhcParams.h", "common/Arrival.cuh",
             "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
   }
 

@@ -184,7 +184,7 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
   std::string opName() const override { return kOp; }
 
   std::vector<std::string> templateHeaders() const override {
-    return {"SparseMlaDecode.cuh", "params/SparseMlaDecodeParams.h", "common/Mma.cuh",
+    return {"SparseMlaDecode.cuh", "params/SparseMlaDecodeParams.h", "common/Arrival.cuh", "common/Mma.cuh",
             "common/Numerics.cuh", "common/QuantWeights.cuh", "common/Types.h"};
   }
 
@@ -318,7 +318,11 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
   // shared memory, which 32-key tiles need). The merge stays a launch (merge = 0): the one-launch
   // merge is a candidate, and the tuner on the H200 (11f5c23) picked merge = 0 in every decode
   // bucket it timed (B = 5..8, 9..16, 17..32), where the last CTA reading heads x splits partials
-  // alone cost more than the launch it saves.
+  // alone cost more than the launch it saves. The last CTA's merge now loads the unit's lse once
+  // into shared memory and keeps 16 partial loads per thread in flight, but it still reads the
+  // unit's partials through one SM (the defaults: 640 KB, ~5 us at ~120 GB/s), about the merge
+  // launch's 6.4 us (ncu, proxy decode step): predicted within 1 us of merge = 0 either way, so
+  // the default stays until the tuner times both.
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Dims dm = dimsOf(d);
     Config best;
@@ -371,8 +375,8 @@ class SparseMlaDecodeFamily final : public TypedKernelFamily<SparseMlaDecodeConf
     if (split && !g.lastCtaMerge) {
       u.source += fmt::format(
           "extern \"C\" __global__ void __launch_bounds__({}) {}_merge(const di::SparseMlaDecodeParams p) "
-          "{{ di::grid_dependency_sync(); di::sparse_mla_decode_merge_kernel(p); }}\n",
-          kMergeThreads, baseName);
+          "{{ di::grid_dependency_sync(); di::sparse_mla_decode_merge_kernel<{}>(p); }}\n",
+          kMergeThreads, baseName, g.splits);
       u.entries.push_back(baseName + "_merge");
     }
     return u;

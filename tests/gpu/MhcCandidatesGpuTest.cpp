@@ -5,9 +5,13 @@
 // 1..8 slices: the stream pass split over C with the finalize/sqrsum reductions, or not split)
 // on the C = 256 cases, whose T = 15 and 17 sit on both sides of the tensor-core threshold.
 // The kernels differ per (mode, warps, mma) only, so this is a few NVRTC units per op and target.
+// A one-launch candidate (one_launch = 1: the last CTA of a tile finalizes, counted in the zeroed
+// workspace, which runOpOnGpu checks is zero again after the launch) must give every bit of its
+// two-launch twin (one_launch = 0, the same other knobs): both run the same reductions.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "GpuTestDevice.h"
@@ -36,7 +40,7 @@ TEST_P(MhcCandidates, EveryCandidateOnEveryTargetMatchesReference) {
   // Every candidate kernel compiled side by side first (the suite is compile-bound).
   testing_util::precompileKernels(
       jit, testing_util::candidateKernels(op, cases, targets, [](const KernelConfig&, const auto&) { return true; }));
-  int compared = 0, runs = 0;
+  int compared = 0, runs = 0, twins = 0;
   std::set<int64_t> tokens;
   for (const auto& c : cases) {
     auto d = describeOp(op, c.attrs, c.inputs);
@@ -48,6 +52,7 @@ TEST_P(MhcCandidates, EveryCandidateOnEveryTargetMatchesReference) {
     for (const auto& target : targets) {
       auto spec = specialize(*d, target);
       ASSERT_TRUE(spec.ok()) << c.name << " on " << target.name << ": " << spec.error().message;
+      std::map<std::string, TensorMap> outputsOf;  // by config
       for (const auto& choice : spec->fitting) {
         TensorMap gpu = c.inputs;
         GpuRunOptions opts;
@@ -66,13 +71,29 @@ TEST_P(MhcCandidates, EveryCandidateOnEveryTargetMatchesReference) {
           ++compared;
         }
         ++runs;
+        outputsOf[configToString(choice.config)] = gpu;
+      }
+      for (const auto& choice : spec->fitting) {
+        if (!choice.config.count("one_launch") || choice.config.at("one_launch") != 1) continue;
+        KernelConfig twin = choice.config;
+        twin.at("one_launch") = 0;
+        auto it = outputsOf.find(configToString(twin));
+        if (it == outputsOf.end()) continue;  // the twin is not a candidate here
+        const TensorMap& one = outputsOf.at(configToString(choice.config));
+        for (const auto& out : deepinfer::testing::outputNames(op))
+          EXPECT_TRUE(one.at(out).bytes == it->second.at(out).bytes)
+              << op << " [" << c.name << "] on " << target.name << " {" << configToString(choice.config) << "} '"
+              << out << "': not the two-launch plan's bits (seed " << g.seed << ")";
+        ++twins;
       }
     }
   }
+  if (op != "mhc_collapse") EXPECT_GT(twins, 0) << op << ": no one-launch candidate had a two-launch twin";
   // Both sides of the tensor-core threshold were run.
   EXPECT_TRUE(tokens.count(15) && tokens.count(17)) << op;
-  fmt::print("{}: {} comparisons over {} candidate runs on {} targets (seed {}); JIT: {} compiles\n", op,
-             compared, runs, targets.size(), g.seed, jit.compiles());
+  fmt::print("{}: {} comparisons over {} candidate runs on {} targets, {} one-launch runs bit-equal to their "
+             "two-launch twins (seed {}); JIT: {} compiles\n",
+             op, compared, runs, targets.size(), twins, g.seed, jit.compiles());
 }
 
 INSTANTIATE_TEST_SUITE_P(Mhc, MhcCandidates,

@@ -6,7 +6,8 @@
 // tensor-core mixes, 1..8 warps, 1..C/32 slices) on the C = 256 cases and the defaults of each
 // target on the C = 5120 and 16384 cases (every candidate there with DI_EMU_ALL=1). This checks the data
 // flow (fragment layouts, slice partials, the finalize's reductions) where no GPU is available;
-// the GPU tests check the compiled kernels themselves.
+// the GPU tests check the compiled kernels themselves. A one-launch plan must also give its two-launch
+// twin's bits (one_launch = 0, same knobs), with its CTAs in grid order or shuffled.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -116,7 +117,7 @@ uint64_t seed() {
 // those targets on the small-C cases (all cases with DI_EMU_ALL=1).
 void checkOp(const std::string& op) {
   const bool all = std::getenv("DI_EMU_ALL") != nullptr;
-  int compared = 0, configsRun = 0, shuffled = 0;
+  int compared = 0, configsRun = 0, shuffled = 0, twins = 0;
   std::set<int64_t> slicesSeen, oneLaunchTokens;
   for (const auto& c : deepinfer::testing::casesFor(op, seed(), false)) {
     TensorMap ref = c.inputs;
@@ -158,6 +159,16 @@ void checkOp(const std::string& op) {
         expectCtaOrderIndependent(op, got, runEmulated(op, c.attrs, c.inputs, cfg, seed() * 2654435761u + 1), where);
         ++shuffled;
         oneLaunchTokens.insert(d->dim(resName, 0));
+        // ... and the same bits as its two-launch twin (the finalize launch's reductions).
+        KernelConfig twin = cfg;
+        twin.at("one_launch") = 0;
+        const EmulatedRun launched = runEmulated(op, c.attrs, c.inputs, twin);
+        ASSERT_EQ(launched.error, "") << where << " (two-launch twin)";
+        ASSERT_EQ(launched.zeroedBytes, 0) << where << " (two-launch twin)";
+        for (const auto& out : deepinfer::testing::outputNames(op))
+          EXPECT_TRUE(launched.tensors.at(out).bytes == got.tensors.at(out).bytes)
+              << where << " '" << out << "': not the two-launch plan's bits";
+        ++twins;
       }
     }
   }
@@ -171,8 +182,9 @@ void checkOp(const std::string& op) {
   EXPECT_TRUE(slicesSeen.count(8)) << op << ": C = 256 has 8 chunks";
   // ... and more slices than one batch of the reductions' loads covers (kMhcLoadBatch x 32).
   EXPECT_GT(*slicesSeen.rbegin(), di::kMhcLoadBatch * 32) << op;
+  if (op != "mhc_collapse") EXPECT_GT(twins, 0) << op << ": no one-launch plan was compared with its two-launch twin";
   fmt::print("{}: {} emulated comparisons over {} case configs, {} one-launch plans re-run with their CTAs shuffled "
-             "(seed {})\n",
+             "and bit-compared with their two-launch twins (seed {})\n",
              op, compared, configsRun, shuffled, seed());
 }
 

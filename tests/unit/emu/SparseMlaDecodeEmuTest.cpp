@@ -41,7 +41,8 @@ template <int HEADS, int DS, int N, int STAGES, int MODE, bool DYN, bool QS>
 void decode(const di::SparseMlaDecodeParams& p) {
   di::sparse_mla_decode_kernel<HEADS, DS, N, STAGES, MODE, DYN, QS>(p);
 }
-void merge(const di::SparseMlaDecodeParams& p) { di::sparse_mla_decode_merge_kernel(p); }
+// Any table size >= the split count runs the same arithmetic: the family's bound.
+void merge(const di::SparseMlaDecodeParams& p) { di::sparse_mla_decode_merge_kernel<1024>(p); }
 
 // The instantiations the configs below emit, by the template arguments the unit spells.
 #define DI_SMD(H, D, N, S, M, Y, Q) \
