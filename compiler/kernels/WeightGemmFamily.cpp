@@ -74,7 +74,8 @@ Shape shapeOf(const OpDesc& d) {
 
 struct WeightGemmConfig : QuantTileKnobs {
   int64_t splits = 0;
-  int64_t stream = 0;  // 1: the weight-streaming schedule (templates/WeightStream.cuh)
+  int64_t stream = 0;  // 1: the weight-streaming schedule (templates/WeightStream.cuh); 2: the same
+                       // with double-buffered rounds
   static constexpr auto fields() {
     using F = ConfigField<WeightGemmConfig>;
     return std::array{F{"block_m", &WeightGemmConfig::blockM}, F{"block_n", &WeightGemmConfig::blockN},
@@ -90,16 +91,19 @@ struct WeightGemmConfig : QuantTileKnobs {
 struct StreamTile {
   bool fp4 = false, gated = false;
   int nt8 = 1, wn = 1, wk = 1, unroll = 4;
+  bool pipe = false;  // stream = 2: round r + 1's loads in flight while round r multiplies
   int threads() const { return 32 * wn * wk; }
   int rows() const { return 8 * nt8; }
   int stepCols() const { return fp4 ? 128 : 64; }
   // Mirrors ws::stream_smem_bytes: the wk partial tiles.
   int64_t smemBytes() const { return int64_t(wk - 1) * wn * (gated ? 2 : 1) * nt8 * 4 * 32 * 4; }
-  // 128 registers a thread: the loads of a round (8 per chunk) and the decoded fragments fit.
-  int minBlocks() const { return std::max(1, 65536 / (threads() * 128)); }
+  // 128 registers a thread: the loads of a round (8 per chunk) and the decoded fragments fit;
+  // 168 for double-buffered rounds (two rounds' loads live: at 128 the default round spills).
+  int minBlocks() const { return std::max(1, 65536 / (threads() * (pipe ? 168 : 128))); }
   int regsCap() const { return std::min(255, 65536 / (threads() * minBlocks()) / 8 * 8); }
   std::string templateArgs(int epilogue) const {
-    return fmt::format("{}, {}, {}, {}, {}, {}", fp4 ? "true" : "false", nt8, wn, wk, unroll, epilogue);
+    return fmt::format("{}, {}, {}, {}, {}, {}, {}", fp4 ? "true" : "false", nt8, wn, wk, unroll, epilogue,
+                       pipe ? "true" : "false");
   }
 };
 
@@ -122,11 +126,14 @@ bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 // warps_k a power of two, warps_n x warps_k <= 16, block_k = a power of two 1..8 times the step
 // (64 e4m3 / 128 e2m1 columns), warps_m = stages = splits = 1.
 Result<Geometry> streamGeometry(const WeightGemmConfig& c, const Shape& s, const std::string& cfg) {
-  auto bad = [&](const std::string& what) { return Error{fmt::format("{}: stream = 1: {} ({})", kOp, what, cfg)}; };
-  if (c.stream != 1) return bad(fmt::format("stream = {} must be 0 or 1", c.stream));
+  auto bad = [&](const std::string& what) {
+    return Error{fmt::format("{}: stream = {}: {} ({})", kOp, c.stream, what, cfg)};
+  };
+  if (c.stream != 1 && c.stream != 2) return bad("stream must be 0, 1 or 2");
   Geometry g;
   g.stream = true;
   StreamTile& t = g.st;
+  t.pipe = c.stream == 2;
   t.fp4 = s.fp4;
   t.gated = s.gated();
   if (c.blockM != 8 && c.blockM != 16) return bad(fmt::format("block_m = {} must be 8 or 16", c.blockM));
@@ -241,7 +248,7 @@ WeightGemmConfig configOf(const StreamTile& q) {
   c.warpsK = q.wk;
   c.stages = 1;
   c.splits = 1;
-  c.stream = 1;
+  c.stream = q.pipe ? 2 : 1;
   return c;
 }
 
@@ -374,6 +381,15 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       StreamTile narrow = st0;
       narrow.wn = 1;
       addStream(narrow);
+      // Double-buffered rounds (stream = 2): the default's round and half of it (two rounds of
+      // registers live), so bytes stay in flight while a round multiplies.
+      StreamTile piped = st0;
+      piped.pipe = true;
+      addStream(piped);
+      if (st0.unroll > 1) {
+        piped.unroll = st0.unroll / 2;
+        addStream(piped);
+      }
     }
     // The cp.async tile schedule: the default for prefill rows, the alternative for decode rows.
     const QuantTile tile0 = s.M <= 16 ? decodeTile(s, t) : prefillTile(s, t);
@@ -507,8 +523,11 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       u.source = fmt::format(
           "#include \"WeightStream.cuh\"\n"
           "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::WeightGemmParams p) {{\n"
-          "  di::grid_dependency_sync();\n"
-          "  di::weight_gemm_stream<{}>(p);\n"
+          "  // The first round of weight loads before the wait (WeightStream.cuh: weights only).\n"
+          "  const di::WeightGemmStream<{}> k(p);\n"
+          "  di::grid_dependency_wait();\n"
+          "  di::grid_launch_dependents();\n"
+          "  k.run(p);\n"
           "}}\n",
           g->threads(), g->minBlocks(), baseName, g->st.templateArgs(s.epilogue));
       u.entries = {baseName};
