@@ -32,7 +32,7 @@ __device__ __forceinline__ void w13_stream(const MoeExpertsParams& p) {
   }
   const ws::Rows<true, 2> rows = ws::rows_of<true, 2>(mats, nw, p.I, p.C);
   ws::Round<U, 2> first;
-  ws::load_round(rows, ws::first_step<WN, U>(), first);
+  ws::load_round(rows, ws::first_step<WN, U>(rows), first);
   float acc[2][NT8][4];
   if (!ws::stream_core<true, NT8, WN, WK, U, 2, PIPE>(rows, first, xrow, acc)) return;
 #pragma unroll
@@ -63,7 +63,7 @@ __device__ __forceinline__ void w2_stream(const MoeExpertsParams& p) {
   }
   const ws::Rows<true, 1> rows = ws::rows_of<true, 1>(mats, nw, p.C, p.I);
   ws::Round<U, 1> first;
-  ws::load_round(rows, ws::first_step<WN, U>(), first);
+  ws::load_round(rows, ws::first_step<WN, U>(rows), first);
   float acc[1][NT8][4];
   if (!ws::stream_core<true, NT8, WN, WK, U, 1, PIPE>(rows, first, xrow, acc)) return;
 #pragma unroll

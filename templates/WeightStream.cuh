@@ -12,8 +12,18 @@
 // of them, so 2 U 16-byte loads per thread (x2 for a SwiGLU pair) are in flight. WN warps of a
 // CTA take neighbouring 16-row tiles; WK warps split K by rounds (warp wk takes steps
 // [r WK U + wk U, + U) of round r) and their partial tiles are summed through shared memory in a
-// fixed order (wk = 0, then 1, 2, ...). No split across CTAs: every output element has one
-// writer and one summation order, whatever the CTA order.
+// fixed order (wk = 0, then 1, 2, ...). Without a K split over CTAs every output element has one
+// writer; with one (SPLIT, for narrow shapes whose warp tiles leave SMs idle) the partials are
+// summed by the last CTA to arrive in split order. Either way one summation order, whatever the
+// CTA order.
+//
+// Rounds in flight. PIPE = false (config stream = 1): a round's loads, then its multiply.
+// PIPE = true (stream = 2): round r + 1's loads are issued before round r is multiplied, so the
+// memory pipe has bytes in flight while the warp decodes (two rounds of registers).
+//
+// Before the wait. weight_gemm's entry issues the warp's first round before griddepcontrol.wait
+// (WeightGemmStream below says why that is safe); moe_experts' cannot (its weights depend on the
+// routing).
 //
 // K order. Thread t's chunk is 16 (e4m3) or 32 (e2m1) consecutive columns; each mma step takes
 // four of them, placed on the thread's k slots {2t, 2t+1, 2t+8, 2t+9} in the order the decoders
@@ -114,13 +124,14 @@ struct Mat {
 };
 
 // This thread's two weight rows (g and g + 8 of the warp's 16) of kMats matrices: where its
-// chunk of step 0 and its scale bytes are. Rows at or past the end are never read.
+// chunk of step 0 and its scale bytes are, and the steps [s_begin, s_end) of K this CTA takes
+// (all of them, or one K split's). Rows at or past the end are never read.
 template <bool FP4, int kMats>
 struct Rows {
   const uint8_t* wp[kMats][2];
   const uint8_t* sp[kMats][2];
   bool ok[2];
-  int K;
+  int K, s_begin, s_end;
 };
 
 template <bool FP4, int kMats>
@@ -128,6 +139,8 @@ __device__ __forceinline__ Rows<FP4, kMats> rows_of(const Mat (&mats)[kMats], in
   const int lane = int(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
   Rows<FP4, kMats> r;
   r.K = K;
+  r.s_begin = 0;
+  r.s_end = (K + (FP4 ? 128 : 64) - 1) / (FP4 ? 128 : 64);
   const int n_row[2] = {nw + g, nw + g + 8};
   r.ok[0] = n_row[0] < n_end;
   r.ok[1] = n_row[1] < n_end;
@@ -153,15 +166,16 @@ struct Round {
 };
 
 // Issues round s0's loads (steps s0 .. s0 + U - 1). A chunk past K (the last step of a K that is
-// not a multiple of the step, or any step of a round past the end) or of a row past the end is
-// zero and never read, so a round past the end costs no memory traffic.
+// not a multiple of the step), of a step at or past s_end (a round past the end, or the next
+// split's) or of a row past the end is zero and never read, so a round past the end costs no
+// memory traffic.
 template <bool FP4, int U, int kMats>
 __device__ __forceinline__ void load_round(const Rows<FP4, kMats>& r, int s0, Round<U, kMats>& b) {
   constexpr int kCols = FP4 ? 128 : 64, kChunk = FP4 ? 32 : 16, kScaleStep = FP4 ? 4 : 2;
   const int t = int(threadIdx.x) & 3;
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const bool in = (s0 + u) * kCols + kChunk * t < r.K;
+    const bool in = s0 + u < r.s_end && (s0 + u) * kCols + kChunk * t < r.K;
 #pragma unroll
     for (int m = 0; m < kMats; ++m)
 #pragma unroll
@@ -176,23 +190,23 @@ __device__ __forceinline__ void load_round(const Rows<FP4, kMats>& r, int s0, Ro
   }
 }
 
-// The warp's first round: warp wk of the CTA starts at step wk * U.
-template <int WN, int U>
-__device__ __forceinline__ int first_step() {
-  return (int(threadIdx.x) >> 5) / WN * U;
+// The warp's first round: warp wk of the CTA starts wk * U steps into the CTA's range.
+template <int WN, int U, bool FP4, int kMats>
+__device__ __forceinline__ int first_step(const Rows<FP4, kMats>& r) {
+  return r.s_begin + (int(threadIdx.x) >> 5) / WN * U;
 }
 
-// Multiplies round s0 (already loaded into b) with the x rows into acc.
+// Multiplies round s0 (already loaded into b) with the x rows into acc; steps at or past s_end
+// (the end of K or of this CTA's split) are skipped.
 template <bool FP4, int NT8, int U, int kMats>
-__device__ __forceinline__ void multiply_round(const Round<U, kMats>& b, int s0, int K, const uint16_t* const (&xp)[NT8],
-                                               float (&acc)[kMats][NT8][4]) {
+__device__ __forceinline__ void multiply_round(const Round<U, kMats>& b, int s0, int K, int s_end,
+                                               const uint16_t* const (&xp)[NT8], float (&acc)[kMats][NT8][4]) {
   constexpr int kCols = FP4 ? 128 : 64, kChunk = FP4 ? 32 : 16, kMma = FP4 ? 8 : 4, kXv = FP4 ? 4 : 2;
   const int t = int(threadIdx.x) & 3;
-  const int steps = (K + kCols - 1) / kCols;
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int s = s0 + u;
-    if (s >= steps) break;  // warp-uniform: every lane has the same s
+    if (s >= s_end) break;  // warp-uniform: every lane has the same s
     const bool in = s * kCols + kChunk * t < K;
     uint32_t bx[NT8][kMma][2];
 #pragma unroll
@@ -234,7 +248,6 @@ __device__ __forceinline__ bool stream_core(const Rows<FP4, kMats>& rows, const 
                                             const uint16_t* const (&xrow)[NT8], float (&acc)[kMats][NT8][4]) {
   static_assert(NT8 == 1 || NT8 == 2, "8 or 16 rows of x per CTA");
   static_assert(U >= 1 && U <= 8 && WN >= 1 && WK >= 1 && WN * WK <= 16, "1..8 steps per round, at most 16 warps");
-  constexpr int kCols = FP4 ? 128 : 64;   // columns of a step (64 bytes of a weight row)
   constexpr int kChunk = FP4 ? 32 : 16;   // columns of a thread's 16-byte chunk
   constexpr int kAcc = kMats * NT8 * 4;
   constexpr int kStride = WK * U;         // steps from one of the warp's rounds to its next
@@ -250,25 +263,25 @@ __device__ __forceinline__ bool stream_core(const Rows<FP4, kMats>& rows, const 
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) (&acc[0][0][0])[i] = 0.f;
 
-  const int steps = (K + kCols - 1) / kCols;
+  const int s_first = rows.s_begin + wk * U, s_end = rows.s_end;
   Round<U, kMats> a = first;
   if constexpr (!PIPE) {
 #pragma unroll 1
-    for (int s0 = wk * U; s0 < steps; s0 += kStride) {
-      if (s0 != wk * U) load_round(rows, s0, a);
-      multiply_round<FP4, NT8>(a, s0, K, xp, acc);
+    for (int s0 = s_first; s0 < s_end; s0 += kStride) {
+      if (s0 != s_first) load_round(rows, s0, a);
+      multiply_round<FP4, NT8>(a, s0, K, s_end, xp, acc);
     }
   } else {
     // Two rounds per trip, alternating buffers (no register copies): b is in flight while a is
     // multiplied, then a (two rounds on) while b is.
     Round<U, kMats> b;
 #pragma unroll 1
-    for (int s0 = wk * U; s0 < steps; s0 += 2 * kStride) {
+    for (int s0 = s_first; s0 < s_end; s0 += 2 * kStride) {
       load_round(rows, s0 + kStride, b);
-      multiply_round<FP4, NT8>(a, s0, K, xp, acc);
-      if (s0 + kStride >= steps) break;
+      multiply_round<FP4, NT8>(a, s0, K, s_end, xp, acc);
+      if (s0 + kStride >= s_end) break;
       load_round(rows, s0 + 2 * kStride, a);
-      multiply_round<FP4, NT8>(b, s0 + kStride, K, xp, acc);
+      multiply_round<FP4, NT8>(b, s0 + kStride, K, s_end, xp, acc);
     }
   }
 
@@ -297,7 +310,12 @@ __device__ __forceinline__ bool stream_core(const Rows<FP4, kMats>& rows, const 
 
 // weight_gemm's streaming kernel in two phases around the grid dependency wait. FP4: e2m1
 // weights; NT8: n8 tiles of x rows per CTA (1: 8 rows, 2: 16); WN x WK warps; U steps per round;
-// EPI: the epilogue (kEpiF32, kEpiBf16, kEpiSwiglu); PIPE: the double-buffered rounds.
+// EPI: the epilogue (kEpiF32, kEpiBf16, kEpiSwiglu); PIPE: the double-buffered rounds; SPLIT: K
+// split over the grid's z CTAs (p.kb_per_split k32 blocks, a whole number of steps, each):
+// every CTA writes its fp32 partial tile to the workspace and counts itself on the tile's
+// arrival counter; the last to arrive sums the partials in split order (sum_splits: the same bits
+// whichever CTA is last), applies the epilogue and zeroes the counter again (as
+// weight_gemm_tile does).
 //
 // Before the wait. The constructor issues the warp's first round of weight loads (codes and
 // scale bytes) and computes addresses from the kernel parameters only. That is safe under
@@ -307,9 +325,10 @@ __device__ __forceinline__ bool stream_core(const Rows<FP4, kMats>& rows, const 
 // nor writes them. Everything another kernel writes (x) is read only in run(), after
 // griddepcontrol.wait, and every global write (y) is there too. Below sm_90 the wait is empty
 // and the kernel is never launched programmatically, so the order is plain program order.
-template <bool FP4, int NT8, int WN, int WK, int U, int EPI, bool PIPE>
+template <bool FP4, int NT8, int WN, int WK, int U, int EPI, bool PIPE, bool SPLIT = false>
 struct WeightGemmStream {
   static constexpr int kMats = EPI == kEpiSwiglu ? 2 : 1;
+  static constexpr int kStepBlocks = FP4 ? 4 : 2;  // k32 blocks per step
   int grp, nw, n_end;
   ws::Rows<FP4, kMats> rows;
   ws::Round<U, kMats> first;
@@ -324,7 +343,12 @@ struct WeightGemmStream {
     mats[0] = ws::Mat{p.w, p.w_scale};
     if constexpr (kMats > 1) mats[kMats - 1] = ws::Mat{p.w_up, p.w_up_scale};
     rows = ws::rows_of<FP4, kMats>(mats, nw, n_end, p.Kg);
-    ws::load_round(rows, ws::first_step<WN, U>(), first);
+    if constexpr (SPLIT) {
+      const int per = p.kb_per_split / kStepBlocks;
+      rows.s_begin = int(blockIdx.z) * per;
+      rows.s_end = min(rows.s_end, rows.s_begin + per);
+    }
+    ws::load_round(rows, ws::first_step<WN, U>(rows), first);
   }
 
   // After the wait: x, the multiply, y.
@@ -339,15 +363,60 @@ struct WeightGemmStream {
       xrow[nt] = m < p.M ? p.x + int64_t(m) * p.ldx + int64_t(grp) * p.Kg : nullptr;
     }
     float acc[kMats][NT8][4];
-    if (!ws::stream_core<FP4, NT8, WN, WK, U, kMats, PIPE>(rows, first, xrow, acc)) return;
+    const bool holds = ws::stream_core<FP4, NT8, WN, WK, U, kMats, PIPE>(rows, first, xrow, acc);
+    if constexpr (!SPLIT) {
+      if (!holds) return;
 #pragma unroll
-    for (int nt = 0; nt < NT8; ++nt)
+      for (int nt = 0; nt < NT8; ++nt)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
-        if (n >= n_end || m >= p.M) continue;
-        store_pair<EPI>(p, m, n, false, acc[0][nt][c], 0.f, acc[kMats - 1][nt][c], 0.f);
+        for (int c = 0; c < 4; ++c) {
+          const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
+          if (n >= n_end || m >= p.M) continue;
+          store_pair<EPI>(p, m, n, false, acc[0][nt][c], 0.f, acc[kMats - 1][nt][c], 0.f);
+        }
+    } else {
+      const int Nw = kMats > 1 ? 2 * p.N : p.N;  // a SwiGLU pair's up sums at column + N
+      if (holds)
+#pragma unroll
+        for (int nt = 0; nt < NT8; ++nt)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
+            if (n >= n_end || m >= p.M) continue;
+            float* dst = p.partial + (int64_t(blockIdx.z) * p.M + m) * Nw + n;
+            dst[0] = acc[0][nt][c];
+            if constexpr (kMats > 1) dst[p.N] = acc[1][nt][c];
+          }
+      // Arrival: every thread's partial stores are visible device-wide before the CTA counts
+      // itself. Every thread of the CTA reaches both barriers (the wk > 0 warps hold no tile).
+      __threadfence();
+      __syncthreads();
+      // After the WK reduction's shared memory (read only before the first barrier above).
+      volatile int* last_arrival =
+          reinterpret_cast<volatile int*>(qg::dynamic_smem() + ws::stream_smem_bytes(kMats, NT8, WN, WK));
+      if (threadIdx.x == 0) {
+        unsigned* count = p.arrivals + (int64_t(blockIdx.y) * gridDim.x + blockIdx.x);
+        const unsigned before = atomicAdd(count, 1u);
+        const bool last = before == unsigned(p.splits - 1);
+        if (last) *count = 0u;  // every split has arrived: zero again for the next launch
+        *last_arrival = last ? 1 : 0;
+        __threadfence();
       }
+      __syncthreads();
+      if (*last_arrival == 0 || !holds) return;  // CTA-uniform, then warp-uniform
+      const int64_t stride = int64_t(p.M) * Nw;
+#pragma unroll
+      for (int nt = 0; nt < NT8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
+          if (n >= n_end || m >= p.M) continue;
+          const float* src = p.partial + int64_t(m) * Nw + n;
+          const float gsum = sum_splits(src, stride, p.splits, false).x;
+          const float vsum = kMats > 1 ? sum_splits(src + p.N, stride, p.splits, false).x : 0.f;
+          store_pair<EPI>(p, m, n, false, gsum, 0.f, vsum, 0.f);
+        }
+    }
   }
 };
 

@@ -118,9 +118,9 @@ const std::map<std::string, WgFn>& wgTiles() {
   return m;
 }
 // The entry's two phases (weights before the wait, the rest after; no wait in the emulator).
-template <bool F, int NT8, int WN, int WK, int U, int E, bool PIPE>
+template <bool F, int NT8, int WN, int WK, int U, int E, bool PIPE, bool SPLIT = false>
 void wgStream(const di::WeightGemmParams& p) {
-  const di::WeightGemmStream<F, NT8, WN, WK, U, E, PIPE> k(p);
+  const di::WeightGemmStream<F, NT8, WN, WK, U, E, PIPE, SPLIT> k(p);
   k.run(p);
 }
 // The streaming schedule's instantiations: both formats and every epilogue of one geometry,
@@ -131,11 +131,21 @@ void wgStream(const di::WeightGemmParams& p) {
 #define DI_WS(NT8, WN, WK, U)                                                                         \
   DI_WS1(false, NT8, WN, WK, U, 0), DI_WS1(false, NT8, WN, WK, U, 1), DI_WS1(false, NT8, WN, WK, U, 2), \
       DI_WS1(true, NT8, WN, WK, U, 0), DI_WS1(true, NT8, WN, WK, U, 1), DI_WS1(true, NT8, WN, WK, U, 2)
+// K split over CTAs (the entry's arguments end with ", true").
+#define DI_WSS1(F, NT8, WN, WK, U, E, P) \
+  {#F ", " #NT8 ", " #WN ", " #WK ", " #U ", " #E ", " #P ", true", &wgStream<F, NT8, WN, WK, U, E, P, true>}
+#define DI_WSS(NT8, WN, WK, U, P)                                                                            \
+  DI_WSS1(false, NT8, WN, WK, U, 0, P), DI_WSS1(false, NT8, WN, WK, U, 1, P), DI_WSS1(false, NT8, WN, WK, U, 2, P), \
+      DI_WSS1(true, NT8, WN, WK, U, 0, P), DI_WSS1(true, NT8, WN, WK, U, 1, P), DI_WSS1(true, NT8, WN, WK, U, 2, P)
 const std::map<std::string, WgFn>& wgStreams() {
   static const std::map<std::string, WgFn> m = {
       // the sm_80 defaults of the cases (8 or 16 rows of x; 4 warps over N, or fewer over N and
       // some over K) and the alternatives the tests name
       DI_WS(1, 4, 1, 4), DI_WS(2, 4, 1, 4), DI_WS(1, 2, 1, 4), DI_WS(2, 2, 1, 4), DI_WS(1, 1, 1, 4), DI_WS(1, 1, 1, 1),
+      DI_WS(1, 1, 2, 2), DI_WS(1, 1, 8, 1), DI_WS(1, 2, 2, 1), DI_WS(1, 4, 1, 1), DI_WS(1, 1, 1, 2), DI_WS(1, 2, 1, 2),
+      DI_WS(1, 1, 2, 1),
+      // K splits over CTAs: one step per round, double-buffered with warps over K, 16 rows
+      DI_WSS(1, 1, 1, 1, false), DI_WSS(1, 1, 2, 2, true), DI_WSS(2, 2, 1, 4, false),
       DI_WS(2, 1, 1, 4), DI_WS(1, 2, 2, 4), DI_WS(2, 2, 2, 4), DI_WS(1, 1, 4, 4), DI_WS(2, 1, 4, 4),
       DI_WS(1, 1, 8, 4), DI_WS(2, 1, 8, 4), DI_WS(1, 1, 2, 4), DI_WS(2, 1, 2, 4), DI_WS(1, 1, 4, 1),
       DI_WS(2, 2, 4, 2), DI_WS(1, 4, 2, 8), DI_WS(2, 1, 16, 1), DI_WS(1, 4, 4, 2),
@@ -306,10 +316,10 @@ KernelConfig tile(int bm, int bn, int bk, int wm, int wn, int wk, int stages, in
 }
 
 // weight_gemm's streaming schedule: rows of x per CTA (8, 16), warps over N and K, steps per round.
-// pipe: the double-buffered rounds (stream = 2).
-KernelConfig stream(int rows, int wn, int wk, int unroll, bool fp4, bool pipe = false) {
+// pipe: the double-buffered rounds (stream = 2); splits: K over the grid's z CTAs.
+KernelConfig stream(int rows, int wn, int wk, int unroll, bool fp4, bool pipe = false, int splits = 1) {
   return {{"block_m", rows}, {"block_n", 16 * wn}, {"block_k", unroll * (fp4 ? 128 : 64)}, {"warps_m", 1},
-          {"warps_n", wn},   {"warps_k", wk},      {"stages", 1},                             {"splits", 1},
+          {"warps_n", wn},   {"warps_k", wk},      {"stages", 1},                             {"splits", splits},
           {"stream", pipe ? 2 : 1}};
 }
 
@@ -336,6 +346,12 @@ TEST(QuantGemmEmu, WeightGemmMatchesReference) {
       v.push_back(stream(16, 2, 2, 4, fp4, true));
       v.push_back(stream(8, 1, 4, 2, fp4, true));
       v.push_back(stream(16, 1, 16, 1, fp4, true));
+      // K splits over CTAs (the last to arrive sums in split order; the shuffled re-run makes
+      // another CTA last): one step each of up to 3, two rounds of 2 steps per split on 2 warps
+      // over K, 4-step rounds in 4 splits of 16 rows (fewer where K has fewer rounds).
+      v.push_back(stream(8, 1, 1, 1, fp4, false, 3));
+      v.push_back(stream(8, 1, 2, 2, fp4, true, 2));
+      v.push_back(stream(16, 2, 1, 4, fp4, false, 4));
     }
     if (epi == 0 && !fp4) {
       v.push_back(tile(2, 32, 128, 1, 1, 4, 4, 3));   // 2-row tiles (several per M), split-K
