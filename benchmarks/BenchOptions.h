@@ -12,8 +12,9 @@ namespace deepinfer::bench {
 struct BenchOptions {
   std::vector<std::string> ops;  // empty: every op
   std::vector<std::string> cases;  // --case: only these shapes (exact names, e.g. "wq_b M=1")
-  // --knob KEY=VALUE: only the candidate configs with these knob values (the defaults always
-  // run), each candidate printed as its own row.
+  // --knob KEY=VALUE: only the candidate configs with these knob values (values of one key are
+  // alternatives, different keys must all match; the defaults always run), each candidate
+  // printed as its own row.
   std::vector<std::pair<std::string, int64_t>> knobs;
   bool quick = false;            // fewer samples, no candidate sweep
   std::string out;               // JSON path (default benchmarks/results/<gpu-slug>-<date>.json)

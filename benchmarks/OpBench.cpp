@@ -54,9 +54,12 @@ Result<std::vector<Variant>> variantsFor(const OpDesc& d, const TargetProfile& l
   auto spec = specialize(d, local);
   if (!spec.ok()) return spec.error();
   for (const ConfigChoice& c : spec->fitting) {
+    // Every knob named must have one of the values given for it.
     const bool wanted = std::all_of(knobs.begin(), knobs.end(), [&](const auto& kv) {
       auto it = c.config.find(kv.first);
-      return it != c.config.end() && it->second == kv.second;
+      return it != c.config.end() && std::any_of(knobs.begin(), knobs.end(), [&](const auto& other) {
+               return other.first == kv.first && other.second == it->second;
+             });
     });
     if (wanted) v.push_back({"candidate", local, c.config});
   }
