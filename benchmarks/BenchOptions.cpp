@@ -9,14 +9,19 @@
 namespace deepinfer::bench {
 
 std::string benchUsage() {
-  return "usage: deepinfer-bench [--op NAME ...] [--quick] [--out FILE] [--commit SHA] [--samples N]\n"
-         "                       [--warmup N] [--seed N] [--list] [--self-test [--full-size]]\n"
+  return "usage: deepinfer-bench [--op NAME ...] [--case SHAPE ...] [--knob KEY=VALUE ...] [--quick]\n"
+         "                       [--out FILE] [--commit SHA] [--samples N] [--warmup N] [--seed N] [--list]\n"
+         "                       [--self-test [--full-size]]\n"
          "\n"
          "Times every kernel op at the benchmark shapes of docs/ops.md §10 on GPU 0: the sm_80 default\n"
          "(PTX, the baseline), the sm_86 default (PTX), the local arch's default and every candidate\n"
          "config of the local target (the best is 'tuned'); each checked once against the C++ reference.\n"
          "\n"
          "  --op NAME      only this op (repeatable)\n"
+         "  --case SHAPE   only the case of this shape name, as --list prints it (repeatable)\n"
+         "  --knob K=V     only the candidate configs whose knob K is V (repeatable: several values of one\n"
+         "                 knob are alternatives, different knobs must all hold); every candidate is then\n"
+         "                 printed as its own row next to the defaults\n"
          "  --quick        10 samples, no candidate sweep\n"
          "  --out FILE     JSON output (default benchmarks/results/<gpu-slug>-<date>.json)\n"
          "  --commit SHA   git commit recorded in the JSON (default $DI_GIT_COMMIT)\n"
@@ -43,10 +48,20 @@ Result<BenchOptions> parseBenchOptions(int argc, char** argv) {
   };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--op" || a == "--out" || a == "--commit" || a == "--samples" || a == "--warmup" || a == "--seed") {
+    if (a == "--op" || a == "--out" || a == "--commit" || a == "--samples" || a == "--warmup" || a == "--seed" ||
+        a == "--case" || a == "--knob") {
       auto v = value(i, a);
       if (!v.ok()) return v.error();
       if (a == "--op") o.ops.push_back(*v);
+      if (a == "--case") o.cases.push_back(*v);
+      if (a == "--knob") {
+        const size_t eq = v->find('=');
+        if (eq == std::string::npos || eq == 0)
+          return Error{fmt::format("--knob expects KEY=VALUE (e.g. stream=2), got '{}'", *v)};
+        auto n = integer("--knob " + v->substr(0, eq), v->substr(eq + 1), INT64_MIN);
+        if (!n.ok()) return n.error();
+        o.knobs.emplace_back(v->substr(0, eq), *n);
+      }
       if (a == "--out") o.out = *v;
       if (a == "--commit") o.commit = *v;
       if (a == "--samples" || a == "--warmup" || a == "--seed") {
@@ -71,6 +86,7 @@ Result<BenchOptions> parseBenchOptions(int argc, char** argv) {
     }
   }
   if (o.fullSize && !o.selfTest) return Error{"--full-size only applies to --self-test"};
+  if (!o.knobs.empty() && o.quick) return Error{"--knob selects candidates; --quick runs none"};
   if (o.samples < 0) o.samples = o.quick ? 10 : 30;
   if (o.warmup < 0) o.warmup = o.quick ? 2 : 3;
   if (o.commit.empty()) {
@@ -94,6 +110,21 @@ Result<std::vector<BenchSpec>> selectSpecs(const std::vector<BenchSpec>& all, co
   std::vector<BenchSpec> out;
   for (const BenchSpec& s : all)
     if (wanted.count(s.op)) out.push_back(s);
+  return out;
+}
+
+Result<std::vector<BenchSpec>> selectCases(const std::vector<BenchSpec>& specs, const std::vector<std::string>& cases) {
+  if (cases.empty()) return specs;
+  std::vector<BenchSpec> out;
+  for (const std::string& name : cases) {
+    size_t found = 0;
+    for (const BenchSpec& s : specs)
+      if (s.shape == name) {
+        out.push_back(s);
+        ++found;
+      }
+    if (found == 0) return Error{fmt::format("--case '{}': no such shape among the selected ops (see --list)", name)};
+  }
   return out;
 }
 

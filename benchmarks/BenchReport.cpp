@@ -170,6 +170,15 @@ void printTable(const RunInfo& run, std::vector<CaseReport>& cases) {
                  judged ? (v->timing.medianUs <= c.spec.targetUs ? "yes" : "NO") : "-", checkCell(c, *v),
                  v->error.empty() ? v->config : v->error.substr(0, 120));
     }
+    if (run.showCandidates)
+      for (const VariantResult& v : c.variants) {
+        if (v.kind != "candidate") continue;
+        fmt::print("{:<19} {:<14} {:<14} {:>9} {:>9} {:>9} {:>7} {:>7} {:>4} {:>12} {:>6} {:>7} {:>8} {:>5} {:<8} {}\n",
+                   c.spec.op, c.spec.shape, "candidate", rowUsable(v) ? num(v.timing.medianUs, 2) : "-",
+                   rowUsable(v) ? num(v.timing.minUs, 2) : "-", rowUsable(v) ? num(v.timing.p90Us, 2) : "-", "-",
+                   "-", kernelsCell(v), "-", "-", speedup(s.sm80, &v), "-", "-", checkCell(c, v),
+                   v.error.empty() ? v.config : v.error.substr(0, 120));
+      }
     for (const VariantResult& v : c.variants) {  // baselines outside the kernel families
       if (v.kind != "cublas-bf16") continue;
       const Derived d = derive(c, v, run.ceilings);

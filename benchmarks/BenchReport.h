@@ -22,6 +22,7 @@ struct RunInfo {
   Ceilings ceilings;
   int compiles = 0;
   double seconds = 0;
+  bool showCandidates = false;  // --knob: a row per candidate, not only the best
 };
 
 struct CaseReport {

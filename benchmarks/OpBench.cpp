@@ -3,6 +3,7 @@
 // with the measured copy/mma ceilings as the roofline. Prints a table; writes JSON.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -39,8 +40,9 @@ void listSpecs(const std::vector<BenchSpec>& specs) {
 }
 
 // The variants of one case: the three defaults, then (unless --quick) every candidate config
-// that fits the local target.
-Result<std::vector<Variant>> variantsFor(const OpDesc& d, const TargetProfile& local, bool quick) {
+// that fits the local target and has the --knob values.
+Result<std::vector<Variant>> variantsFor(const OpDesc& d, const TargetProfile& local, bool quick,
+                                         const std::vector<std::pair<std::string, int64_t>>& knobs) {
   std::vector<Variant> v;
   for (const char* name : {"sm_80", "sm_86"}) {
     auto t = findTarget(name);
@@ -51,7 +53,16 @@ Result<std::vector<Variant>> variantsFor(const OpDesc& d, const TargetProfile& l
   if (quick) return v;
   auto spec = specialize(d, local);
   if (!spec.ok()) return spec.error();
-  for (const ConfigChoice& c : spec->fitting) v.push_back({"candidate", local, c.config});
+  for (const ConfigChoice& c : spec->fitting) {
+    // Every knob named must have one of the values given for it.
+    const bool wanted = std::all_of(knobs.begin(), knobs.end(), [&](const auto& kv) {
+      auto it = c.config.find(kv.first);
+      return it != c.config.end() && std::any_of(knobs.begin(), knobs.end(), [&](const auto& other) {
+               return other.first == kv.first && other.second == it->second;
+             });
+    });
+    if (wanted) v.push_back({"candidate", local, c.config});
+  }
   return v;
 }
 
@@ -82,7 +93,7 @@ CaseReport runCase(Jit& jit, Cublas* blas, const BenchSpec& spec, const BenchOpt
   } else {
     rep.checkNote = exp.error().message;  // a builder bug: reported, and the case still timed
   }
-  auto variants = variantsFor(*d, local, opts.quick);
+  auto variants = variantsFor(*d, local, opts.quick, opts.knobs);
   if (!variants.ok()) {
     rep.error = variants.error().message;
     return rep;
@@ -138,7 +149,8 @@ int runBenchmarks(const BenchOptions& opts, const std::vector<BenchSpec>& specs)
   run.nvrtc = nvrtcVersionString();
   run.commit = opts.commit;
   run.date = utcNow("%Y-%m-%dT%H:%M:%SZ");
-  run.mode = opts.quick ? "quick" : "full";
+  run.mode = opts.quick ? "quick" : opts.knobs.empty() ? "full" : "knobs";
+  run.showCandidates = !opts.knobs.empty();
   run.smCount = local.smCount;
   run.l2Bytes = local.l2Bytes;
   run.memoryBytes = gpu.totalMemBytes;
@@ -223,6 +235,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   auto specs = selectSpecs(opts->selfTest && !opts->fullSize ? selfTestSpecs() : benchSpecs(), opts->ops);
+  if (specs.ok()) specs = selectCases(*specs, opts->cases);
   if (!specs.ok()) {
     fmt::print(stderr, "deepinfer-bench: {}\n", specs.error().message);
     return 1;

@@ -4,7 +4,9 @@
 // CTA takes one row block (blockIdx.y; past the actual count it returns at once) and WN 16-row
 // warp tiles of its expert's weight rows (blockIdx.x), so every active expert's bytes are spread
 // over the grid's column tiles. x rows are gathered through the grouping (w13: token rows of x;
-// w2: grouped rows of h); every output element has one writer.
+// w2: grouped rows of h); every output element has one writer. PIPE: the double-buffered rounds
+// of ws::stream_core. The weights here are picked by the routing (another launch's output), so
+// unlike weight_gemm's no weight byte can be requested before the entry's wait.
 #pragma once
 #include "MoeExperts.cuh"
 #include "WeightStream.cuh"
@@ -12,7 +14,7 @@
 namespace di {
 namespace moe {
 
-template <int NT8, int WN, int WK, int U>
+template <int NT8, int WN, int WK, int U, bool PIPE>
 __device__ __forceinline__ void w13_stream(const MoeExpertsParams& p) {
   RowBlock rb;
   if (!row_block(p, rb)) return;  // CTA-uniform
@@ -28,8 +30,11 @@ __device__ __forceinline__ void w13_stream(const MoeExpertsParams& p) {
     const int r = nt * 8 + g;
     xrow[nt] = r < rb.rows ? p.x + int64_t(p.row_token[rb.start + r]) * p.C : nullptr;
   }
+  const ws::Rows<true, 2> rows = ws::rows_of<true, 2>(mats, nw, p.I, p.C);
+  ws::Round<U, 2> first;
+  ws::load_round(rows, ws::first_step<WN, U>(rows), first);
   float acc[2][NT8][4];
-  if (!ws::stream_core<true, NT8, WN, WK, U, 2>(mats, nw, p.I, p.C, xrow, acc)) return;
+  if (!ws::stream_core<true, NT8, WN, WK, U, 2, PIPE>(rows, first, xrow, acc)) return;
 #pragma unroll
   for (int nt = 0; nt < NT8; ++nt)
 #pragma unroll
@@ -41,7 +46,7 @@ __device__ __forceinline__ void w13_stream(const MoeExpertsParams& p) {
     }
 }
 
-template <int NT8, int WN, int WK, int U>
+template <int NT8, int WN, int WK, int U, bool PIPE>
 __device__ __forceinline__ void w2_stream(const MoeExpertsParams& p) {
   RowBlock rb;
   if (!row_block(p, rb)) return;  // CTA-uniform
@@ -56,8 +61,11 @@ __device__ __forceinline__ void w2_stream(const MoeExpertsParams& p) {
     const int r = nt * 8 + g;
     xrow[nt] = r < rb.rows ? p.h + int64_t(rb.start + r) * p.I : nullptr;
   }
+  const ws::Rows<true, 1> rows = ws::rows_of<true, 1>(mats, nw, p.C, p.I);
+  ws::Round<U, 1> first;
+  ws::load_round(rows, ws::first_step<WN, U>(rows), first);
   float acc[1][NT8][4];
-  if (!ws::stream_core<true, NT8, WN, WK, U, 1>(mats, nw, p.C, p.I, xrow, acc)) return;
+  if (!ws::stream_core<true, NT8, WN, WK, U, 1, PIPE>(rows, first, xrow, acc)) return;
 #pragma unroll
   for (int nt = 0; nt < NT8; ++nt)
 #pragma unroll

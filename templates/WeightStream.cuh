@@ -12,8 +12,18 @@
 // of them, so 2 U 16-byte loads per thread (x2 for a SwiGLU pair) are in flight. WN warps of a
 // CTA take neighbouring 16-row tiles; WK warps split K by rounds (warp wk takes steps
 // [r WK U + wk U, + U) of round r) and their partial tiles are summed through shared memory in a
-// fixed order (wk = 0, then 1, 2, ...). No split across CTAs: every output element has one
-// writer and one summation order, whatever the CTA order.
+// fixed order (wk = 0, then 1, 2, ...). Without a K split over CTAs every output element has one
+// writer; with one (SPLIT, for narrow shapes whose warp tiles leave SMs idle) the partials are
+// summed by the last CTA to arrive in split order. Either way one summation order, whatever the
+// CTA order.
+//
+// Rounds in flight. PIPE = false (config stream = 1): a round's loads, then its multiply.
+// PIPE = true (stream = 2): round r + 1's loads are issued before round r is multiplied, so the
+// memory pipe has bytes in flight while the warp decodes (two rounds of registers).
+//
+// Before the wait. weight_gemm's entry issues the warp's first round before griddepcontrol.wait
+// (WeightGemmStream below says why that is safe); moe_experts' cannot (its weights depend on the
+// routing).
 //
 // K order. Thread t's chunk is 16 (e4m3) or 32 (e2m1) consecutive columns; each mma step takes
 // four of them, placed on the thread's k slots {2t, 2t+1, 2t+8, 2t+9} in the order the decoders
@@ -113,105 +123,165 @@ struct Mat {
   const uint8_t* scale;
 };
 
-// The streaming core shared by weight_gemm and moe_experts: this warp's 16 weight rows
-// [nw, nw + 16) (rows at or past n_end are never read) of kMats matrices with rows of K columns,
-// times the CTA's x rows: xrow[nt] is this thread's row g of n8 tile nt (column 0), or null past
-// the rows. On return the wk = 0 warps (the result is true) hold the CTA's sums: acc[m][nt] =
-// the C fragment of weight rows g, g + 8 and x rows 2t, 2t + 1 of tile nt. Every thread of the
-// CTA must call it (it has a barrier when WK > 1).
-template <bool FP4, int NT8, int WN, int WK, int U, int kMats>
-__device__ __forceinline__ bool stream_core(const Mat (&mats)[kMats], int nw, int n_end, int K,
-                                            const uint16_t* const (&xrow)[NT8], float (&acc)[kMats][NT8][4]) {
-  static_assert(NT8 == 1 || NT8 == 2, "8 or 16 rows of x per CTA");
-  static_assert(U >= 1 && U <= 8 && WN >= 1 && WK >= 1 && WN * WK <= 16, "1..8 steps per round, at most 16 warps");
-  constexpr int kCols = FP4 ? 128 : 64;     // columns of a step (64 bytes of a weight row)
-  constexpr int kChunk = FP4 ? 32 : 16;     // columns of a thread's 16-byte chunk
-  constexpr int kMma = FP4 ? 8 : 4;         // mma steps per chunk
-  constexpr int kXv = FP4 ? 4 : 2;          // 16-byte pieces of x per chunk and row
-  constexpr int kScaleStep = FP4 ? 4 : 2;   // scale bytes (k32 blocks) per step
-  constexpr int kAcc = kMats * NT8 * 4;
-
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int wn = warp % WN, wk = warp / WN;
-  const int n_row[2] = {nw + g, nw + g + 8};
-  const bool row_ok[2] = {n_row[0] < n_end, n_row[1] < n_end};
-
-  const int64_t row_bytes = FP4 ? K / 2 : K;
-  const int scale_cols = FP4 ? K / 32 : (K + 31) / 32;
+// This thread's two weight rows (g and g + 8 of the warp's 16) of kMats matrices: where its
+// chunk of step 0 and its scale bytes are, and the steps [s_begin, s_end) of K this CTA takes
+// (all of them, or one K split's). Rows at or past the end are never read.
+template <bool FP4, int kMats>
+struct Rows {
   const uint8_t* wp[kMats][2];
   const uint8_t* sp[kMats][2];
+  bool ok[2];
+  int K, s_begin, s_end;
+};
+
+template <bool FP4, int kMats>
+__device__ __forceinline__ Rows<FP4, kMats> rows_of(const Mat (&mats)[kMats], int nw, int n_end, int K) {
+  const int lane = int(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
+  Rows<FP4, kMats> r;
+  r.K = K;
+  r.s_begin = 0;
+  r.s_end = (K + (FP4 ? 128 : 64) - 1) / (FP4 ? 128 : 64);
+  const int n_row[2] = {nw + g, nw + g + 8};
+  r.ok[0] = n_row[0] < n_end;
+  r.ok[1] = n_row[1] < n_end;
+  const int64_t row_bytes = FP4 ? K / 2 : K;
+  const int scale_cols = FP4 ? K / 32 : (K + 31) / 32;
 #pragma unroll
   for (int m = 0; m < kMats; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int n = row_ok[h] ? n_row[h] : 0;  // a row past the end is never loaded
-      wp[m][h] = mats[m].w + int64_t(n) * row_bytes + 16 * t;
-      sp[m][h] = FP4 ? mats[m].scale + int64_t(n) * scale_cols + t
-                     : mats[m].scale + int64_t(n / 32) * scale_cols + (t >> 1);
+      const int n = r.ok[h] ? n_row[h] : 0;  // a row past the end is never loaded
+      r.wp[m][h] = mats[m].w + int64_t(n) * row_bytes + 16 * t;
+      r.sp[m][h] = FP4 ? mats[m].scale + int64_t(n) * scale_cols + t
+                       : mats[m].scale + int64_t(n / 32) * scale_cols + (t >> 1);
     }
-  const uint16_t* xp[NT8];
-  bool x_ok[NT8];
+  return r;
+}
+
+// The weight bytes and scale bytes of one round: U steps of both rows of every matrix.
+template <int U, int kMats>
+struct Round {
+  U32x4 w[U][kMats][2];
+  uint32_t sc[U][kMats][2];
+};
+
+// Issues round s0's loads (steps s0 .. s0 + U - 1). A chunk past K (the last step of a K that is
+// not a multiple of the step), of a step at or past s_end (a round past the end, or the next
+// split's) or of a row past the end is zero and never read, so a round past the end costs no
+// memory traffic.
+template <bool FP4, int U, int kMats>
+__device__ __forceinline__ void load_round(const Rows<FP4, kMats>& r, int s0, Round<U, kMats>& b) {
+  constexpr int kCols = FP4 ? 128 : 64, kChunk = FP4 ? 32 : 16, kScaleStep = FP4 ? 4 : 2;
+  const int t = int(threadIdx.x) & 3;
 #pragma unroll
-  for (int nt = 0; nt < NT8; ++nt) {
-    x_ok[nt] = xrow[nt] != nullptr;
-    xp[nt] = x_ok[nt] ? xrow[nt] + kChunk * t : nullptr;
+  for (int u = 0; u < U; ++u) {
+    const bool in = s0 + u < r.s_end && (s0 + u) * kCols + kChunk * t < r.K;
+#pragma unroll
+    for (int m = 0; m < kMats; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        b.w[u][m][h] = U32x4{0u, 0u, 0u, 0u};
+        b.sc[u][m][h] = 0u;
+        if (in && r.ok[h]) {
+          b.w[u][m][h] = ld_ro_v4<true>(r.wp[m][h] + int64_t(s0 + u) * 64);
+          b.sc[u][m][h] = __ldg(r.sp[m][h] + (s0 + u) * kScaleStep);
+        }
+      }
   }
+}
+
+// The warp's first round: warp wk of the CTA starts wk * U steps into the CTA's range.
+template <int WN, int U, bool FP4, int kMats>
+__device__ __forceinline__ int first_step(const Rows<FP4, kMats>& r) {
+  return r.s_begin + (int(threadIdx.x) >> 5) / WN * U;
+}
+
+// Multiplies round s0 (already loaded into b) with the x rows into acc; steps at or past s_end
+// (the end of K or of this CTA's split) are skipped.
+template <bool FP4, int NT8, int U, int kMats>
+__device__ __forceinline__ void multiply_round(const Round<U, kMats>& b, int s0, int K, int s_end,
+                                               const uint16_t* const (&xp)[NT8], float (&acc)[kMats][NT8][4]) {
+  constexpr int kCols = FP4 ? 128 : 64, kChunk = FP4 ? 32 : 16, kMma = FP4 ? 8 : 4, kXv = FP4 ? 4 : 2;
+  const int t = int(threadIdx.x) & 3;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int s = s0 + u;
+    if (s >= s_end) break;  // warp-uniform: every lane has the same s
+    const bool in = s * kCols + kChunk * t < K;
+    uint32_t bx[NT8][kMma][2];
+#pragma unroll
+    for (int nt = 0; nt < NT8; ++nt) {
+      U32x4 xv[kXv];
+#pragma unroll
+      for (int i = 0; i < kXv; ++i) {
+        xv[i] = U32x4{0u, 0u, 0u, 0u};  // rows past the CTA's and columns past K multiply as zero
+        if (in && xp[nt] != nullptr) xv[i] = ld_ro_v4<false>(xp[nt] + int64_t(s) * kCols + 8 * i);
+      }
+      x_fragments<FP4>(xv, bx[nt]);
+    }
+#pragma unroll
+    for (int m = 0; m < kMats; ++m) {
+      uint32_t lo[kMma][2], hi[kMma][2];
+      decode_chunk<FP4>(b.w[u][m][0], b.sc[u][m][0], lo);
+      decode_chunk<FP4>(b.w[u][m][1], b.sc[u][m][1], hi);
+#pragma unroll
+      for (int i = 0; i < kMma; ++i) {
+        const uint32_t a[4] = {lo[i][0], hi[i][0], lo[i][1], hi[i][1]};
+#pragma unroll
+        for (int nt = 0; nt < NT8; ++nt) mma_bf16_16816(acc[m][nt], a, bx[nt][i], acc[m][nt]);
+      }
+    }
+  }
+}
+
+// The streaming core shared by weight_gemm and moe_experts: this warp's 16 weight rows (`rows`,
+// from rows_of) times the CTA's x rows: xrow[nt] is this thread's row g of n8 tile nt (column 0),
+// or null past the rows. `first` holds the warp's first round (load_round at first_step), which
+// the caller issues early (weight_gemm: before griddepcontrol.wait). PIPE = false: a round's
+// loads, then its multiply (nothing in flight while it multiplies); PIPE = true: round r + 1's
+// loads are issued before round r is multiplied (a register double buffer: two rounds of
+// registers, bytes in flight across rounds). On return the wk = 0 warps (the result is true)
+// hold the CTA's sums: acc[m][nt] = the C fragment of weight rows g, g + 8 and x rows 2t, 2t + 1
+// of tile nt. Every thread of the CTA must call it (it has a barrier when WK > 1).
+template <bool FP4, int NT8, int WN, int WK, int U, int kMats, bool PIPE>
+__device__ __forceinline__ bool stream_core(const Rows<FP4, kMats>& rows, const Round<U, kMats>& first,
+                                            const uint16_t* const (&xrow)[NT8], float (&acc)[kMats][NT8][4]) {
+  static_assert(NT8 == 1 || NT8 == 2, "8 or 16 rows of x per CTA");
+  static_assert(U >= 1 && U <= 8 && WN >= 1 && WK >= 1 && WN * WK <= 16, "1..8 steps per round, at most 16 warps");
+  constexpr int kChunk = FP4 ? 32 : 16;   // columns of a thread's 16-byte chunk
+  constexpr int kAcc = kMats * NT8 * 4;
+  constexpr int kStride = WK * U;         // steps from one of the warp's rounds to its next
+
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int t = lane & 3;
+  const int wn = warp % WN, wk = warp / WN;
+  const int K = rows.K;
+  const uint16_t* xp[NT8];
+#pragma unroll
+  for (int nt = 0; nt < NT8; ++nt) xp[nt] = xrow[nt] != nullptr ? xrow[nt] + kChunk * t : nullptr;
 
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) (&acc[0][0][0])[i] = 0.f;
 
-  const int steps = (K + kCols - 1) / kCols;
+  const int s_first = rows.s_begin + wk * U, s_end = rows.s_end;
+  Round<U, kMats> a = first;
+  if constexpr (!PIPE) {
 #pragma unroll 1
-  for (int s0 = wk * U; s0 < steps; s0 += WK * U) {
-    // The round's loads first: U steps of both rows (and matrices) and their scale bytes. A chunk
-    // past K (the last step of a K that is not a multiple of the step) or of a row past the end
-    // is zero and never read.
-    U32x4 w[U][kMats][2];
-    uint32_t sc[U][kMats][2];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const bool in = (s0 + u) * kCols + kChunk * t < K;
-#pragma unroll
-      for (int m = 0; m < kMats; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          w[u][m][h] = U32x4{0u, 0u, 0u, 0u};
-          sc[u][m][h] = 0u;
-          if (in && row_ok[h]) {
-            w[u][m][h] = ld_ro_v4<true>(wp[m][h] + int64_t(s0 + u) * 64);
-            sc[u][m][h] = __ldg(sp[m][h] + (s0 + u) * kScaleStep);
-          }
-        }
+    for (int s0 = s_first; s0 < s_end; s0 += kStride) {
+      if (s0 != s_first) load_round(rows, s0, a);
+      multiply_round<FP4, NT8>(a, s0, K, s_end, xp, acc);
     }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int s = s0 + u;
-      if (s >= steps) break;  // warp-uniform: every lane has the same s
-      const bool in = s * kCols + kChunk * t < K;
-      uint32_t b[NT8][kMma][2];
-#pragma unroll
-      for (int nt = 0; nt < NT8; ++nt) {
-        U32x4 xv[kXv];
-#pragma unroll
-        for (int i = 0; i < kXv; ++i) {
-          xv[i] = U32x4{0u, 0u, 0u, 0u};  // rows past the CTA's and columns past K multiply as zero
-          if (in && x_ok[nt]) xv[i] = ld_ro_v4<false>(xp[nt] + int64_t(s) * kCols + 8 * i);
-        }
-        x_fragments<FP4>(xv, b[nt]);
-      }
-#pragma unroll
-      for (int m = 0; m < kMats; ++m) {
-        uint32_t lo[kMma][2], hi[kMma][2];
-        decode_chunk<FP4>(w[u][m][0], sc[u][m][0], lo);
-        decode_chunk<FP4>(w[u][m][1], sc[u][m][1], hi);
-#pragma unroll
-        for (int i = 0; i < kMma; ++i) {
-          const uint32_t a[4] = {lo[i][0], hi[i][0], lo[i][1], hi[i][1]};
-#pragma unroll
-          for (int nt = 0; nt < NT8; ++nt) mma_bf16_16816(acc[m][nt], a, b[nt][i], acc[m][nt]);
-        }
-      }
+  } else {
+    // Two rounds per trip, alternating buffers (no register copies): b is in flight while a is
+    // multiplied, then a (two rounds on) while b is.
+    Round<U, kMats> b;
+#pragma unroll 1
+    for (int s0 = s_first; s0 < s_end; s0 += 2 * kStride) {
+      load_round(rows, s0 + kStride, b);
+      multiply_round<FP4, NT8>(a, s0, K, s_end, xp, acc);
+      if (s0 + kStride >= s_end) break;
+      load_round(rows, s0 + 2 * kStride, a);
+      multiply_round<FP4, NT8>(b, s0 + kStride, K, s_end, xp, acc);
     }
   }
 
@@ -238,36 +308,116 @@ __device__ __forceinline__ bool stream_core(const Mat (&mats)[kMats], int nw, in
 
 }  // namespace ws
 
-// FP4: e2m1 weights; NT8: n8 tiles of x rows per CTA (1: 8 rows, 2: 16); WN x WK warps; U steps
-// per round; EPI: the epilogue (kEpiF32, kEpiBf16, kEpiSwiglu).
-template <bool FP4, int NT8, int WN, int WK, int U, int EPI>
-__device__ __forceinline__ void weight_gemm_stream(const WeightGemmParams& p) {
-  constexpr int kMats = EPI == kEpiSwiglu ? 2 : 1;
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int grp = int(blockIdx.x) / p.tiles_per_group, j = int(blockIdx.x) % p.tiles_per_group;
-  const int n_end = (grp + 1) * p.Ng;
-  const int nw = grp * p.Ng + (j * WN + warp % WN) * 16;  // the warp's first weight row
-  const int m0 = int(blockIdx.y) * 8 * NT8;
-  ws::Mat mats[kMats];
-  mats[0] = ws::Mat{p.w, p.w_scale};
-  if constexpr (kMats > 1) mats[kMats - 1] = ws::Mat{p.w_up, p.w_up_scale};
-  const uint16_t* xrow[NT8];
-#pragma unroll
-  for (int nt = 0; nt < NT8; ++nt) {
-    const int m = m0 + nt * 8 + g;
-    xrow[nt] = m < p.M ? p.x + int64_t(m) * p.ldx + int64_t(grp) * p.Kg : nullptr;
-  }
-  float acc[kMats][NT8][4];
-  if (!ws::stream_core<FP4, NT8, WN, WK, U, kMats>(mats, nw, n_end, p.Kg, xrow, acc)) return;
-#pragma unroll
-  for (int nt = 0; nt < NT8; ++nt)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
-      if (n >= n_end || m >= p.M) continue;
-      store_pair<EPI>(p, m, n, false, acc[0][nt][c], 0.f, acc[kMats - 1][nt][c], 0.f);
+// weight_gemm's streaming kernel in two phases around the grid dependency wait. FP4: e2m1
+// weights; NT8: n8 tiles of x rows per CTA (1: 8 rows, 2: 16); WN x WK warps; U steps per round;
+// EPI: the epilogue (kEpiF32, kEpiBf16, kEpiSwiglu); PIPE: the double-buffered rounds; SPLIT: K
+// split over the grid's z CTAs (p.kb_per_split k32 blocks, a whole number of steps, each):
+// every CTA writes its fp32 partial tile to the workspace and counts itself on the tile's
+// arrival counter; the last to arrive sums the partials in split order (sum_splits: the same bits
+// whichever CTA is last), applies the epilogue and zeroes the counter again (as
+// weight_gemm_tile does).
+//
+// Before the wait. The constructor issues the warp's first round of weight loads (codes and
+// scale bytes) and computes addresses from the kernel parameters only. That is safe under
+// programmatic dependent launch because the weights are never written by a kernel of the
+// stream: the runtime uploads them once at load time (a copy that completes before any forward
+// kernel launches), and the previous kernel in the stream (the one still draining) neither reads
+// nor writes them. Everything another kernel writes (x) is read only in run(), after
+// griddepcontrol.wait, and every global write (y) is there too. Below sm_90 the wait is empty
+// and the kernel is never launched programmatically, so the order is plain program order.
+template <bool FP4, int NT8, int WN, int WK, int U, int EPI, bool PIPE, bool SPLIT = false>
+struct WeightGemmStream {
+  static constexpr int kMats = EPI == kEpiSwiglu ? 2 : 1;
+  static constexpr int kStepBlocks = FP4 ? 4 : 2;  // k32 blocks per step
+  int grp, nw, n_end;
+  ws::Rows<FP4, kMats> rows;
+  ws::Round<U, kMats> first;
+
+  __device__ __forceinline__ explicit WeightGemmStream(const WeightGemmParams& p) {
+    const int warp = int(threadIdx.x) >> 5;
+    grp = int(blockIdx.x) / p.tiles_per_group;
+    const int j = int(blockIdx.x) % p.tiles_per_group;
+    n_end = (grp + 1) * p.Ng;
+    nw = grp * p.Ng + (j * WN + warp % WN) * 16;  // the warp's first weight row
+    ws::Mat mats[kMats];
+    mats[0] = ws::Mat{p.w, p.w_scale};
+    if constexpr (kMats > 1) mats[kMats - 1] = ws::Mat{p.w_up, p.w_up_scale};
+    rows = ws::rows_of<FP4, kMats>(mats, nw, n_end, p.Kg);
+    if constexpr (SPLIT) {
+      const int per = p.kb_per_split / kStepBlocks;
+      rows.s_begin = int(blockIdx.z) * per;
+      rows.s_end = min(rows.s_end, rows.s_begin + per);
     }
-}
+    ws::load_round(rows, ws::first_step<WN, U>(rows), first);
+  }
+
+  // After the wait: x, the multiply, y.
+  __device__ __forceinline__ void run(const WeightGemmParams& p) const {
+    const int lane = int(threadIdx.x) & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int m0 = int(blockIdx.y) * 8 * NT8;
+    const uint16_t* xrow[NT8];
+#pragma unroll
+    for (int nt = 0; nt < NT8; ++nt) {
+      const int m = m0 + nt * 8 + g;
+      xrow[nt] = m < p.M ? p.x + int64_t(m) * p.ldx + int64_t(grp) * p.Kg : nullptr;
+    }
+    float acc[kMats][NT8][4];
+    const bool holds = ws::stream_core<FP4, NT8, WN, WK, U, kMats, PIPE>(rows, first, xrow, acc);
+    if constexpr (!SPLIT) {
+      if (!holds) return;
+#pragma unroll
+      for (int nt = 0; nt < NT8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
+          if (n >= n_end || m >= p.M) continue;
+          store_pair<EPI>(p, m, n, false, acc[0][nt][c], 0.f, acc[kMats - 1][nt][c], 0.f);
+        }
+    } else {
+      const int Nw = kMats > 1 ? 2 * p.N : p.N;  // a SwiGLU pair's up sums at column + N
+      if (holds)
+#pragma unroll
+        for (int nt = 0; nt < NT8; ++nt)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
+            if (n >= n_end || m >= p.M) continue;
+            float* dst = p.partial + (int64_t(blockIdx.z) * p.M + m) * Nw + n;
+            dst[0] = acc[0][nt][c];
+            if constexpr (kMats > 1) dst[p.N] = acc[1][nt][c];
+          }
+      // Arrival: every thread's partial stores are visible device-wide before the CTA counts
+      // itself. Every thread of the CTA reaches both barriers (the wk > 0 warps hold no tile).
+      __threadfence();
+      __syncthreads();
+      // After the WK reduction's shared memory (read only before the first barrier above).
+      volatile int* last_arrival =
+          reinterpret_cast<volatile int*>(qg::dynamic_smem() + ws::stream_smem_bytes(kMats, NT8, WN, WK));
+      if (threadIdx.x == 0) {
+        unsigned* count = p.arrivals + (int64_t(blockIdx.y) * gridDim.x + blockIdx.x);
+        const unsigned before = atomicAdd(count, 1u);
+        const bool last = before == unsigned(p.splits - 1);
+        if (last) *count = 0u;  // every split has arrived: zero again for the next launch
+        *last_arrival = last ? 1 : 0;
+        __threadfence();
+      }
+      __syncthreads();
+      if (*last_arrival == 0 || !holds) return;  // CTA-uniform, then warp-uniform
+      const int64_t stride = int64_t(p.M) * Nw;
+#pragma unroll
+      for (int nt = 0; nt < NT8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
+          if (n >= n_end || m >= p.M) continue;
+          const float* src = p.partial + int64_t(m) * Nw + n;
+          const float gsum = sum_splits(src, stride, p.splits, false).x;
+          const float vsum = kMats > 1 ? sum_splits(src + p.N, stride, p.splits, false).x : 0.f;
+          store_pair<EPI>(p, m, n, false, gsum, 0.f, vsum, 0.f);
+        }
+    }
+  }
+};
 
 }  // namespace di

@@ -8,7 +8,8 @@
 // CTA, w13 and w2 alike), warps_k (K split inside the CTA), block_k = w13's steps of 128 columns
 // per round (w2 keeps twice that, at most 4); warps_m = stages = 1. Default: 8-row blocks, 4 warps
 // over N, 2 steps, warps over K doubled while the active experts' warp tiles leave SMs short of
-// ~12 warps. stream = 0: the cp.async tile below.
+// ~12 warps. stream = 2: the same with double-buffered rounds (a round's loads in flight while the
+// previous one multiplies; a candidate). stream = 0: the cp.async tile below.
 // Knobs: the CTA tile of the w1/w3 GEMM (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages;
 // block_n counts h columns, so a CTA multiplies 2 * block_n weight rows); the w2 GEMM uses the
 // same tile with 2 * block_n output columns (the same weight bytes per stage). Default heuristic,
@@ -70,12 +71,14 @@ struct MoeExpertsConfig : QuantTileKnobs {
 // w2 (one matrix) twice that, at most 4.
 struct StreamGemms {
   int nt8 = 1, wn = 4, wk = 1, u13 = 2;
+  bool pipe = false;  // stream = 2: double-buffered rounds
   int u2() const { return std::min(4, 2 * u13); }
   int rows() const { return 8 * nt8; }
   int threads() const { return 32 * wn * wk; }
   // Mirrors ws::stream_core's reduction: the wk partial tiles of two matrices (w13) or one.
   int64_t smemBytes(int mats) const { return int64_t(wk - 1) * wn * mats * nt8 * 4 * 32 * 4; }
-  int minBlocks() const { return std::max(1, 65536 / (threads() * 128)); }
+  // 128 registers a thread (168 with double-buffered rounds: two rounds' loads live).
+  int minBlocks() const { return std::max(1, 65536 / (threads() * (pipe ? 168 : 128))); }
   int regsCap() const { return std::min(255, 65536 / (threads() * minBlocks()) / 8 * 8); }
 };
 
@@ -99,8 +102,10 @@ bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 // of a w13 CTA and y columns of a w2 CTA), warps_k a power of two with warps_n x warps_k <= 16,
 // block_k = 1, 2, 4 or 8 steps of 128 columns (w13's steps per round), warps_m = stages = 1.
 Result<StreamGemms> streamOf(const MoeExpertsConfig& c, const std::string& cfg) {
-  auto bad = [&](const std::string& what) { return Error{fmt::format("{}: stream = 1: {} ({})", kOp, what, cfg)}; };
-  if (c.stream != 1) return bad(fmt::format("stream = {} must be 0 or 1", c.stream));
+  auto bad = [&](const std::string& what) {
+    return Error{fmt::format("{}: stream = {}: {} ({})", kOp, c.stream, what, cfg)};
+  };
+  if (c.stream != 1 && c.stream != 2) return bad("stream must be 0, 1 or 2");
   if (c.blockM != 8 && c.blockM != 16) return bad(fmt::format("block_m = {} must be 8 or 16", c.blockM));
   if (c.warpsN != 1 && c.warpsN != 2 && c.warpsN != 4) return bad(fmt::format("warps_n = {} must be 1, 2 or 4", c.warpsN));
   if (!pow2(c.warpsK) || c.warpsK * c.warpsN > 16)
@@ -116,6 +121,7 @@ Result<StreamGemms> streamOf(const MoeExpertsConfig& c, const std::string& cfg) 
   g.wn = int(c.warpsN);
   g.wk = int(c.warpsK);
   g.u13 = int(u);
+  g.pipe = c.stream == 2;
   return g;
 }
 
@@ -222,7 +228,7 @@ MoeExpertsConfig configOf(const StreamGemms& q) {
   c.warpsN = q.wn;
   c.warpsK = q.wk;
   c.stages = 1;
-  c.stream = 1;
+  c.stream = q.pipe ? 2 : 1;
   return c;
 }
 
@@ -307,14 +313,17 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
       // Streaming: 16-row blocks, twice / half the steps per round, twice the warps over K, and
       // 2 warps over N; then the cp.async tile's decode configs.
       const StreamGemms st0 = streamDefault(s, t);
-      StreamGemms rows16 = st0, more = st0, fewer = st0, deeper = st0, narrow = st0;
+      StreamGemms rows16 = st0, more = st0, fewer = st0, deeper = st0, narrow = st0, piped = st0, pipedHalf = st0;
       rows16.nt8 = 2;
       rows16.u13 = 1;
       more.u13 = 2 * st0.u13;
       fewer.u13 = std::max(1, st0.u13 / 2);
       deeper.wk = 2 * st0.wk;
       narrow.wn = 2;
-      for (const StreamGemms& q : {rows16, more, fewer, deeper, narrow})
+      piped.pipe = true;  // double-buffered rounds: the default's and half of it
+      pipedHalf.pipe = true;
+      pipedHalf.u13 = std::max(1, st0.u13 / 2);
+      for (const StreamGemms& q : {rows16, more, fewer, deeper, narrow, piped, pipedHalf})
         if (q.wn * q.wk <= 16 && q.u13 <= 8) addConfig(configOf(q));
       addConfig(configOf(defaultTile(s, t)));
     }
@@ -414,14 +423,15 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
           "}}\n"
           "extern \"C\" __global__ void __launch_bounds__({}, {}) {}_w13(const di::MoeExpertsParams p) {{\n"
           "  di::grid_dependency_sync();\n"
-          "  di::moe::w13_stream<{}, {}, {}, {}>(p);\n"
+          "  di::moe::w13_stream<{}, {}, {}, {}, {}>(p);\n"
           "}}\n"
           "extern \"C\" __global__ void __launch_bounds__({}, {}) {}_w2(const di::MoeExpertsParams p) {{\n"
           "  di::grid_dependency_sync();\n"
-          "  di::moe::w2_stream<{}, {}, {}, {}>(p);\n"
+          "  di::moe::w2_stream<{}, {}, {}, {}, {}>(p);\n"
           "}}\n",
           kRouteThreads, baseName, q.rows(), q.threads(), q.minBlocks(), baseName, q.nt8, q.wn, q.wk, q.u13,
-          q.threads(), q.minBlocks(), baseName, q.nt8, q.wn, q.wk, q.u2());
+          q.pipe ? "true" : "false", q.threads(), q.minBlocks(), baseName, q.nt8, q.wn, q.wk, q.u2(),
+          q.pipe ? "true" : "false");
       u.entries = {baseName + "_route", baseName + "_w13", baseName + "_w2"};
       return u;
     }

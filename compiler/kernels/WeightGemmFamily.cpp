@@ -2,19 +2,24 @@
 // checkpoint format (docs/model.md §3) and the model's epilogues.
 //
 // Two schedules, picked by the knob `stream`:
-//  - stream = 1 (templates/WeightStream.cuh), the default for decode rows (M <= 16, weight-
+//  - stream = 1 or 2 (templates/WeightStream.cuh); 1 is the default for decode rows (M <= 16, weight-
 //    bandwidth bound) of ungrouped weights (grouped ones, wo_a's form, keep the tile: measured
 //    faster there): the weights go from global memory straight into registers and are
 //    multiplied with the roles swapped (16 weight rows as the mma's A, the x rows as B). Knobs:
 //    block_m 8 or 16 (x rows per CTA row), warps_n (16-row warp tiles side by side, block_n =
 //    16 x warps_n), warps_k (warps splitting K inside the CTA, summed in a fixed order),
 //    block_k = the K columns a warp has in flight per round (1..8 steps of 64 weight bytes per
-//    row: 64 e4m3 / 128 e2m1 columns); warps_m = stages = splits = 1. Default: block_m = M
+//    row: 64 e4m3 / 128 e2m1 columns); warps_m = stages = 1, splits (default 1). Default: block_m = M
 //    rounded up to 8 or 16, 4 steps per round (2 for a SwiGLU pair, 1 for an e2m1 pair with 16
 //    rows: more spill), warps_k doubled (up to 8) while the SMs would hold fewer than ~12 warps
-//    each and every warp keeps a whole round, warps_n up to 4 warps per CTA. One launch, no
-//    workspace; the candidates add half the steps, twice / half the warps over K, one warp tile
-//    per CTA row, and the cp.async tile schedule's decode tiles below.
+//    each and every warp keeps a whole round, warps_n up to 4 warps per CTA; then, for a SwiGLU
+//    pair or e2m1 weights at <= 8 rows, stream = 2 at half the steps (measured, streamTile). One
+//    launch, no workspace; the candidates add half the steps, twice / half the warps over K, one warp tile
+//    per CTA row, stream = 2 (the same with double-buffered rounds: a round's loads in flight
+//    while the previous one multiplies), `splits` > 1 for narrow shapes (K over the grid's z
+//    CTAs, partials summed by the last to arrive in split order, as the tile's split-K), and the
+//    cp.async tile schedule's decode tiles below. The entry issues the warp's first weight round
+//    before griddepcontrol.wait (weights are never written by a kernel of the stream).
 //  - stream = 0: the cp.async CTA tile (QuantTileGeometry.h: block_m/n/k, warps_m/n/k, stages)
 //    and `splits`, the number of CTAs that share one output tile's K (their fp32 partials go to
 //    the workspace and the last CTA of the tile to arrive, counted in the zeroed workspace, sums
@@ -74,7 +79,8 @@ Shape shapeOf(const OpDesc& d) {
 
 struct WeightGemmConfig : QuantTileKnobs {
   int64_t splits = 0;
-  int64_t stream = 0;  // 1: the weight-streaming schedule (templates/WeightStream.cuh)
+  int64_t stream = 0;  // 1: the weight-streaming schedule (templates/WeightStream.cuh); 2: the same
+                       // with double-buffered rounds
   static constexpr auto fields() {
     using F = ConfigField<WeightGemmConfig>;
     return std::array{F{"block_m", &WeightGemmConfig::blockM}, F{"block_n", &WeightGemmConfig::blockN},
@@ -90,16 +96,20 @@ struct WeightGemmConfig : QuantTileKnobs {
 struct StreamTile {
   bool fp4 = false, gated = false;
   int nt8 = 1, wn = 1, wk = 1, unroll = 4;
+  bool pipe = false;  // stream = 2: round r + 1's loads in flight while round r multiplies
+  bool split = false;  // K split over the grid's z CTAs (partials, arrival counter: one int of smem)
   int threads() const { return 32 * wn * wk; }
   int rows() const { return 8 * nt8; }
   int stepCols() const { return fp4 ? 128 : 64; }
-  // Mirrors ws::stream_smem_bytes: the wk partial tiles.
-  int64_t smemBytes() const { return int64_t(wk - 1) * wn * (gated ? 2 : 1) * nt8 * 4 * 32 * 4; }
-  // 128 registers a thread: the loads of a round (8 per chunk) and the decoded fragments fit.
-  int minBlocks() const { return std::max(1, 65536 / (threads() * 128)); }
+  // Mirrors ws::stream_smem_bytes (the wk partial tiles), then a split's arrival verdict.
+  int64_t smemBytes() const { return int64_t(wk - 1) * wn * (gated ? 2 : 1) * nt8 * 4 * 32 * 4 + (split ? 16 : 0); }
+  // 128 registers a thread: the loads of a round (8 per chunk) and the decoded fragments fit;
+  // 168 for double-buffered rounds (two rounds' loads live: at 128 the default round spills).
+  int minBlocks() const { return std::max(1, 65536 / (threads() * (pipe ? 168 : 128))); }
   int regsCap() const { return std::min(255, 65536 / (threads() * minBlocks()) / 8 * 8); }
   std::string templateArgs(int epilogue) const {
-    return fmt::format("{}, {}, {}, {}, {}, {}", fp4 ? "true" : "false", nt8, wn, wk, unroll, epilogue);
+    return fmt::format("{}, {}, {}, {}, {}, {}, {}{}", fp4 ? "true" : "false", nt8, wn, wk, unroll, epilogue,
+                       pipe ? "true" : "false", split ? ", true" : "");
   }
 };
 
@@ -120,13 +130,17 @@ bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 // The streaming schedule's knobs: block_m 8 or 16 (x rows per CTA), block_n = 16 x warps_n,
 // warps_k a power of two, warps_n x warps_k <= 16, block_k = a power of two 1..8 times the step
-// (64 e4m3 / 128 e2m1 columns), warps_m = stages = splits = 1.
+// (64 e4m3 / 128 e2m1 columns), warps_m = stages = 1, splits 1..32 (K over the grid's z CTAs,
+// each a whole number of rounds; the effective count drops to what K has).
 Result<Geometry> streamGeometry(const WeightGemmConfig& c, const Shape& s, const std::string& cfg) {
-  auto bad = [&](const std::string& what) { return Error{fmt::format("{}: stream = 1: {} ({})", kOp, what, cfg)}; };
-  if (c.stream != 1) return bad(fmt::format("stream = {} must be 0 or 1", c.stream));
+  auto bad = [&](const std::string& what) {
+    return Error{fmt::format("{}: stream = {}: {} ({})", kOp, c.stream, what, cfg)};
+  };
+  if (c.stream != 1 && c.stream != 2) return bad("stream must be 0, 1 or 2");
   Geometry g;
   g.stream = true;
   StreamTile& t = g.st;
+  t.pipe = c.stream == 2;
   t.fp4 = s.fp4;
   t.gated = s.gated();
   if (c.blockM != 8 && c.blockM != 16) return bad(fmt::format("block_m = {} must be 8 or 16", c.blockM));
@@ -141,8 +155,9 @@ Result<Geometry> streamGeometry(const WeightGemmConfig& c, const Shape& s, const
   if (c.blockK % t.stepCols() != 0 || !pow2(unroll) || unroll > 8)
     return bad(fmt::format("block_k = {} must be 1, 2, 4 or 8 steps of {} columns", c.blockK, t.stepCols()));
   t.unroll = int(unroll);
-  if (c.warpsM != 1 || c.stages != 1 || c.splits != 1)
-    return bad(fmt::format("warps_m = {}, stages = {}, splits = {} must all be 1", c.warpsM, c.stages, c.splits));
+  if (c.warpsM != 1 || c.stages != 1)
+    return bad(fmt::format("warps_m = {}, stages = {} must both be 1", c.warpsM, c.stages));
+  if (c.splits < 1 || c.splits > kMaxSplits) return bad(fmt::format("splits = {} must be in 1..{}", c.splits, kMaxSplits));
   g.tilesPerGroup = cdiv(s.Ng, 16 * t.wn);
   g.mTiles = cdiv(s.M, t.rows());
   if (g.mTiles > 65535)
@@ -150,6 +165,13 @@ Result<Geometry> streamGeometry(const WeightGemmConfig& c, const Shape& s, const
                              t.rows())};
   g.kBlocks = cdiv(s.Kg, 32);
   g.kbPerSplit = g.kBlocks;
+  const int64_t steps = cdiv(s.Kg, t.stepCols());
+  const int64_t per = cdiv(cdiv(steps, c.splits), t.unroll) * t.unroll;  // whole rounds per split
+  g.splits = int(cdiv(steps, per));
+  if (g.splits > 1) {
+    t.split = true;
+    g.kbPerSplit = per * (t.stepCols() / 32);
+  }
   return g;
 }
 
@@ -241,7 +263,13 @@ WeightGemmConfig configOf(const StreamTile& q) {
   c.warpsK = q.wk;
   c.stages = 1;
   c.splits = 1;
-  c.stream = 1;
+  c.stream = q.pipe ? 2 : 1;
+  return c;
+}
+
+WeightGemmConfig configOf(const StreamTile& q, int splits) {
+  WeightGemmConfig c = configOf(q);
+  c.splits = splits;
   return c;
 }
 
@@ -249,7 +277,7 @@ WeightGemmConfig configOf(const StreamTile& q) {
 // of a thread's two rows; 2 for a SwiGLU pair's two matrices) per round; warps over K doubled while the SMs hold fewer than about 12
 // warps each and every warp still gets a whole round (at most 8); warps over N so that a CTA has
 // 4 warps where the tile count allows.
-StreamTile streamTile(const Shape& s, const TargetProfile& t) {
+StreamTile streamBase(const Shape& s, const TargetProfile& t) {
   StreamTile q;
   q.fp4 = s.fp4;
   q.gated = s.gated();
@@ -261,6 +289,22 @@ StreamTile streamTile(const Shape& s, const TargetProfile& t) {
   const int64_t want = 12 * int64_t(std::max(1, t.smCount));
   while (q.wk < 8 && warpTiles * q.wk * 2 <= want && steps >= int64_t(2 * q.wk) * q.unroll) q.wk *= 2;
   while (q.wn * q.wk < 4 && 2 * q.wn * 16 <= s.Ng) q.wn *= 2;
+  return q;
+}
+
+// The default: streamBase, double-buffered at half its steps (stream = 2) for a SwiGLU pair or
+// e2m1 weights at up to 8 rows, where a round's decode and mma take long enough for the next
+// round's loads to hide under them. Measured on the H200 at 2b70e6b (deepinfer-bench, 20 samples):
+// shared w13 (fp8 SwiGLU 2304x5120) M=1 18.72 us vs 19.44 with stream 1, expert w1 (fp4
+// 2304x5120) M=1 9.81 vs 10.78; single fp8 matrices lost there (wq_b M=1 20.58 vs 19.12, wo_b M=1
+// 27.58 vs 23.65, wkv 10.88 vs 10.43), so they keep stream 1. 16 rows stay stream 1 (only wq_b
+// M=12 was measured: 22.19 vs 23.20, too little to generalize).
+StreamTile streamTile(const Shape& s, const TargetProfile& t) {
+  StreamTile q = streamBase(s, t);
+  if ((s.gated() || s.fp4) && q.nt8 == 1 && q.unroll > 1) {
+    q.pipe = true;
+    q.unroll /= 2;
+  }
   return q;
 }
 
@@ -360,7 +404,8 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
         if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return toKnobs(o) == toKnobs(c); }))
           out.push_back(c);
       };
-      const StreamTile st0 = streamTile(s, t);
+      const StreamTile st0 = streamBase(s, t);
+      addStream(st0);  // stream 1 where the default is stream 2
       if (st0.unroll > 1) {
         StreamTile q = st0;
         q.unroll = st0.unroll / 2;
@@ -374,6 +419,30 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       StreamTile narrow = st0;
       narrow.wn = 1;
       addStream(narrow);
+      // Double-buffered rounds (stream = 2): the default's round and half of it (two rounds of
+      // registers live), so bytes stay in flight while a round multiplies.
+      StreamTile piped = st0;
+      piped.pipe = true;
+      addStream(piped);
+      if (st0.unroll > 1) {
+        piped.unroll = st0.unroll / 2;
+        addStream(piped);
+      }
+      // K over CTAs where the warp tiles leave SMs short of ~12 warps (wkv: 32 tiles): splits so
+      // that the grid has about that many warps, with the default's warps over K and half of them.
+      const int64_t warpTiles = s.G * cdiv(s.Ng, 16);
+      const int64_t want = 12 * int64_t(std::max(1, t.smCount));
+      for (int wk : {st0.wk, std::max(1, st0.wk / 2)}) {
+        StreamTile q = st0;
+        q.wk = wk;
+        const int64_t splits = std::min<int64_t>(kMaxSplits, want / std::max<int64_t>(1, warpTiles * q.wk));
+        if (splits < 2) continue;
+        const Config c = configOf(q, int(splits));
+        auto g = geometry(c, d);
+        if (!g.ok() || g->splits < 2 || g->smemBytes() > t.smemPerCtaCap) continue;
+        if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return toKnobs(o) == toKnobs(c); }))
+          out.push_back(c);
+      }
     }
     // The cp.async tile schedule: the default for prefill rows, the alternative for decode rows.
     const QuantTile tile0 = s.M <= 16 ? decodeTile(s, t) : prefillTile(s, t);
@@ -507,8 +576,11 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       u.source = fmt::format(
           "#include \"WeightStream.cuh\"\n"
           "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::WeightGemmParams p) {{\n"
-          "  di::grid_dependency_sync();\n"
-          "  di::weight_gemm_stream<{}>(p);\n"
+          "  // The first round of weight loads before the wait (WeightStream.cuh: weights only).\n"
+          "  const di::WeightGemmStream<{}> k(p);\n"
+          "  di::grid_dependency_wait();\n"
+          "  di::grid_launch_dependents();\n"
+          "  k.run(p);\n"
           "}}\n",
           g->threads(), g->minBlocks(), baseName, g->st.templateArgs(s.epilogue));
       u.entries = {baseName};

@@ -1,7 +1,10 @@
 // Programmatic dependent launch (runtime/lib/Jit.cpp, DeviceModule.cpp) lets a kernel start while
 // the previous one drains; that is only safe because every kernel the runtime launches that way
-// waits for the prior grids before it touches memory: its first statement is
-// di::grid_dependency_sync() (templates/common/GridDependency.cuh). These tests scan every
+// waits for the prior grids before it touches memory another kernel writes: its first statement
+// is di::grid_dependency_sync() (templates/common/GridDependency.cuh), or its body calls
+// di::grid_dependency_wait() then di::grid_launch_dependents() after a prologue that touches
+// only memory no kernel writes (weight_gemm's streaming entries issue their first weight loads
+// there; WeightStream.cuh says why that is safe). These tests scan every
 // entry of every op family (defaults and candidates, sm_80 / sm_86 / sm_90, each compile shape)
 // and every __global__ of the templates (the model kernels), so a new kernel that forgets the
 // prologue fails here. Needs no GPU.
@@ -23,13 +26,16 @@ using namespace deepinfer;
 namespace {
 
 constexpr std::string_view kPrologue = "di::grid_dependency_sync();";
+constexpr std::string_view kWait = "di::grid_dependency_wait();";
+constexpr std::string_view kTrigger = "di::grid_launch_dependents();";
 
 // Every `__global__` function definition in `src`: its name and whether its body starts with
 // the prologue (whitespace and comments skipped). Declarations without a body are errors too:
 // the runtime launches only what a unit defines.
 struct GlobalFn {
   std::string name;
-  bool startsWithPrologue = false;
+  bool startsWithPrologue = false;  // sync() first, or wait() then the trigger in the body
+  bool deferredWait = false;        // the latter
   std::string where;  // the text around it, for the failure message
 };
 
@@ -66,6 +72,27 @@ std::vector<GlobalFn> globalFunctions(std::string_view src) {
     if (body < src.size() && src[body] == '{') {
       const size_t first = skipSpaceAndComments(src, body + 1);
       f.startsWithPrologue = src.compare(first, kPrologue.size(), kPrologue) == 0;
+      if (!f.startsWithPrologue) {
+        // The body's extent (braces balanced), then a wait followed by the trigger inside it, at
+        // the body's own level (not inside a nested block, which might not run).
+        int depth = 0;
+        size_t end = body;
+        for (; end < src.size(); ++end) {
+          if (src[end] == '{') ++depth;
+          if (src[end] == '}' && --depth == 0) break;
+        }
+        auto topLevel = [&](size_t at) {
+          int d = 0;
+          for (size_t i = body; i < at; ++i) d += src[i] == '{' ? 1 : src[i] == '}' ? -1 : 0;
+          return d == 1;
+        };
+        const std::string_view text = src.substr(0, end);
+        const size_t wait = text.find(kWait, body);
+        const size_t trigger = wait == std::string_view::npos ? wait : text.find(kTrigger, wait);
+        f.deferredWait = wait != std::string_view::npos && trigger != std::string_view::npos && topLevel(wait) &&
+                         topLevel(trigger);
+        f.startsWithPrologue = f.deferredWait;
+      }
     }
     out.push_back(f);
   }
@@ -93,8 +120,26 @@ TEST(KernelPrologue, TheScannerFindsAMissingPrologue) {
   const std::string bad = "extern \"C\" __global__ void __launch_bounds__(64) k2(const P p) { run(p); "
                           "di::grid_dependency_sync(); }\n";
   const std::string late = "extern \"C\" __global__ void k3(const P p)\n{\n  int x = p.a;\n  di::grid_dependency_sync();\n}\n";
-  auto fs = globalFunctions(good + bad + late);
-  ASSERT_EQ(fs.size(), 3u);
+  // A wait after an independent prologue, then the trigger: accepted.
+  const std::string deferred = "extern \"C\" __global__ void k4(const P p) {\n  const K k(p);\n  "
+                               "di::grid_dependency_wait();\n  di::grid_launch_dependents();\n  k.run(p);\n}\n";
+  // A wait without the trigger, the trigger before the wait, a wait inside a branch, none at all.
+  const std::string noTrigger = "extern \"C\" __global__ void k5(const P p) { const K k(p); "
+                                "di::grid_dependency_wait(); k.run(p); }\n";
+  const std::string swapped = "extern \"C\" __global__ void k6(const P p) { di::grid_launch_dependents(); "
+                              "di::grid_dependency_wait(); run(p); }\n";
+  const std::string branch = "extern \"C\" __global__ void k7(const P p) { if (p.a) { di::grid_dependency_wait(); "
+                             "di::grid_launch_dependents(); } run(p); }\n";
+  const std::string none = "extern \"C\" __global__ void k8(const P p) { run(p); }\n"
+                           "extern \"C\" __global__ void k9(const P p) { di::grid_dependency_wait(); }\n";
+  auto fs = globalFunctions(good + bad + late + deferred + noTrigger + swapped + branch + none);
+  ASSERT_EQ(fs.size(), 9u);
+  EXPECT_EQ(fs[3].name, "k4");
+  EXPECT_TRUE(fs[3].startsWithPrologue);
+  EXPECT_TRUE(fs[3].deferredWait);
+  for (size_t i = 4; i < 9; ++i) EXPECT_FALSE(fs[i].startsWithPrologue) << fs[i].name;
+  // k9: a wait with no trigger (the scan stops at its own body, not at the next kernel).
+  EXPECT_EQ(fs[8].name, "k9");
   EXPECT_EQ(fs[0].name, "k1");
   EXPECT_TRUE(fs[0].startsWithPrologue);
   EXPECT_EQ(fs[1].name, "k2");
@@ -160,16 +205,24 @@ TEST(KernelPrologue, TheWaitIsGuardedToSm90) {
   for (const EmbeddedFile& file : embeddedTemplates()) {
     if (file.path != "common/GridDependency.cuh") continue;
     const std::string_view s = file.contents;
-    const size_t guard = s.find("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900");
-    const size_t wait = s.find("griddepcontrol.wait;");
-    const size_t trigger = s.find("griddepcontrol.launch_dependents;");
-    const size_t end = s.find("#endif", guard);
-    ASSERT_NE(guard, std::string_view::npos);
+    // Each instruction inside a guard (the nearest #if before it is the sm_90 one, and no #endif
+    // between them); sync() calls the wait before the trigger.
+    constexpr std::string_view kGuard = "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900";
+    for (std::string_view insn : {"griddepcontrol.wait;", "griddepcontrol.launch_dependents;"}) {
+      const size_t at = s.find(insn);
+      ASSERT_NE(at, std::string_view::npos) << insn;
+      const size_t guard = s.rfind("#if", at);
+      ASSERT_NE(guard, std::string_view::npos) << insn;
+      EXPECT_EQ(s.compare(guard, kGuard.size(), kGuard), 0) << insn << " is not guarded to sm_90";
+      EXPECT_EQ(s.find("#endif", guard), s.find("#endif", at)) << insn;
+      EXPECT_EQ(s.find(insn, at + 1), std::string_view::npos) << insn << " appears twice";
+    }
+    const size_t sync = s.find("void grid_dependency_sync()");
+    ASSERT_NE(sync, std::string_view::npos);
+    const size_t wait = s.find("grid_dependency_wait();", sync), trigger = s.find("grid_launch_dependents();", sync);
     ASSERT_NE(wait, std::string_view::npos);
     ASSERT_NE(trigger, std::string_view::npos);
-    EXPECT_LT(guard, wait);
     EXPECT_LT(wait, trigger) << "the wait must come before the trigger";
-    EXPECT_LT(trigger, end);
     return;
   }
   FAIL() << "common/GridDependency.cuh is not among the embedded templates";

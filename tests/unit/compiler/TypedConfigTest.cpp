@@ -69,7 +69,7 @@ TEST(TypedConfig, AConfigTheFamilyCannotImplementIsAnErrorEverywhere) {
       {"kv_quant_insert", "warps", 0, "warps = 0 must be in 1..32"},
       {"combine_topk_swa", "threads", 100, "threads = 100 must be a multiple of 32 in 32..1024"},
       {"gather_kcache", "tokens_per_warp", 3, "tokens_per_warp = 3 must be 1, 2 or 4"},
-      {"weight_gemm", "splits", 33, "splits = 33 must all be 1"},  // the decode default streams: no split-K
+      {"weight_gemm", "splits", 33, "splits = 33 must be in 1..32"},  // the decode default streams: K splits 1..32
       {"moe_experts", "block_k", 48, "block_k = 48 must be 1, 2, 4 or 8 steps of 128 columns"},
   };
   const TargetProfile t = *findTarget("sm_80");

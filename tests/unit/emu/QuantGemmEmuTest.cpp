@@ -117,20 +117,35 @@ const std::map<std::string, WgFn>& wgTiles() {
   };
   return m;
 }
-template <bool F, int NT8, int WN, int WK, int U, int E>
+// The entry's two phases (weights before the wait, the rest after; no wait in the emulator).
+template <bool F, int NT8, int WN, int WK, int U, int E, bool PIPE, bool SPLIT = false>
 void wgStream(const di::WeightGemmParams& p) {
-  di::weight_gemm_stream<F, NT8, WN, WK, U, E>(p);
+  const di::WeightGemmStream<F, NT8, WN, WK, U, E, PIPE, SPLIT> k(p);
+  k.run(p);
 }
-// The streaming schedule's instantiations: both formats and every epilogue of one geometry.
-#define DI_WS1(F, NT8, WN, WK, U, E) {#F ", " #NT8 ", " #WN ", " #WK ", " #U ", " #E, &wgStream<F, NT8, WN, WK, U, E>}
+// The streaming schedule's instantiations: both formats and every epilogue of one geometry,
+// single-buffered (stream = 1) and double-buffered (stream = 2).
+#define DI_WS2(F, NT8, WN, WK, U, E, P) \
+  {#F ", " #NT8 ", " #WN ", " #WK ", " #U ", " #E ", " #P, &wgStream<F, NT8, WN, WK, U, E, P>}
+#define DI_WS1(F, NT8, WN, WK, U, E) DI_WS2(F, NT8, WN, WK, U, E, false), DI_WS2(F, NT8, WN, WK, U, E, true)
 #define DI_WS(NT8, WN, WK, U)                                                                         \
   DI_WS1(false, NT8, WN, WK, U, 0), DI_WS1(false, NT8, WN, WK, U, 1), DI_WS1(false, NT8, WN, WK, U, 2), \
       DI_WS1(true, NT8, WN, WK, U, 0), DI_WS1(true, NT8, WN, WK, U, 1), DI_WS1(true, NT8, WN, WK, U, 2)
+// K split over CTAs (the entry's arguments end with ", true").
+#define DI_WSS1(F, NT8, WN, WK, U, E, P) \
+  {#F ", " #NT8 ", " #WN ", " #WK ", " #U ", " #E ", " #P ", true", &wgStream<F, NT8, WN, WK, U, E, P, true>}
+#define DI_WSS(NT8, WN, WK, U, P)                                                                            \
+  DI_WSS1(false, NT8, WN, WK, U, 0, P), DI_WSS1(false, NT8, WN, WK, U, 1, P), DI_WSS1(false, NT8, WN, WK, U, 2, P), \
+      DI_WSS1(true, NT8, WN, WK, U, 0, P), DI_WSS1(true, NT8, WN, WK, U, 1, P), DI_WSS1(true, NT8, WN, WK, U, 2, P)
 const std::map<std::string, WgFn>& wgStreams() {
   static const std::map<std::string, WgFn> m = {
       // the sm_80 defaults of the cases (8 or 16 rows of x; 4 warps over N, or fewer over N and
       // some over K) and the alternatives the tests name
-      DI_WS(1, 4, 1, 4), DI_WS(2, 4, 1, 4), DI_WS(1, 2, 1, 4), DI_WS(2, 2, 1, 4), DI_WS(1, 1, 1, 4),
+      DI_WS(1, 4, 1, 4), DI_WS(2, 4, 1, 4), DI_WS(1, 2, 1, 4), DI_WS(2, 2, 1, 4), DI_WS(1, 1, 1, 4), DI_WS(1, 1, 1, 1),
+      DI_WS(1, 1, 2, 2), DI_WS(1, 1, 8, 1), DI_WS(1, 2, 2, 1), DI_WS(1, 4, 1, 1), DI_WS(1, 1, 1, 2), DI_WS(1, 2, 1, 2),
+      DI_WS(1, 1, 2, 1),
+      // K splits over CTAs: one step per round, double-buffered with warps over K, 16 rows
+      DI_WSS(1, 1, 1, 1, false), DI_WSS(1, 1, 2, 2, true), DI_WSS(2, 2, 1, 4, false),
       DI_WS(2, 1, 1, 4), DI_WS(1, 2, 2, 4), DI_WS(2, 2, 2, 4), DI_WS(1, 1, 4, 4), DI_WS(2, 1, 4, 4),
       DI_WS(1, 1, 8, 4), DI_WS(2, 1, 8, 4), DI_WS(1, 1, 2, 4), DI_WS(2, 1, 2, 4), DI_WS(1, 1, 4, 1),
       DI_WS(2, 2, 4, 2), DI_WS(1, 4, 2, 8), DI_WS(2, 1, 16, 1), DI_WS(1, 4, 4, 2),
@@ -164,25 +179,26 @@ const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeTiles() {
   return m;
 }
 
-template <int NT8, int WN, int WK, int U>
+template <int NT8, int WN, int WK, int U, bool P>
 void moeW13Stream(const di::MoeExpertsParams& p) {
-  di::moe::w13_stream<NT8, WN, WK, U>(p);
+  di::moe::w13_stream<NT8, WN, WK, U, P>(p);
 }
-template <int NT8, int WN, int WK, int U>
+template <int NT8, int WN, int WK, int U, bool P>
 void moeW2Stream(const di::MoeExpertsParams& p) {
-  di::moe::w2_stream<NT8, WN, WK, U>(p);
+  di::moe::w2_stream<NT8, WN, WK, U, P>(p);
 }
 // moe_experts' streaming GEMMs by w13's template arguments; w2 keeps twice w13's steps per round,
 // at most 4 (MoeExpertsFamily.cpp's StreamGemms::u2).
-#define DI_MOE_WS(NT8, WN, WK, U)                                        \
-  {#NT8 ", " #WN ", " #WK ", " #U, std::pair<MoeFn, MoeFn>{&moeW13Stream<NT8, WN, WK, U>, \
-                                                         &moeW2Stream<NT8, WN, WK, (2 * U < 4 ? 2 * U : 4)>}}
+#define DI_MOE_WS2(NT8, WN, WK, U, P)                                                         \
+  {#NT8 ", " #WN ", " #WK ", " #U ", " #P,                                                       \
+   std::pair<MoeFn, MoeFn>{&moeW13Stream<NT8, WN, WK, U, P>, &moeW2Stream<NT8, WN, WK, (2 * U < 4 ? 2 * U : 4), P>}}
+#define DI_MOE_WS(NT8, WN, WK, U) DI_MOE_WS2(NT8, WN, WK, U, false), DI_MOE_WS2(NT8, WN, WK, U, true)
 const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeStreams() {
   static const std::map<std::string, std::pair<MoeFn, MoeFn>> m = {
       DI_MOE_WS(1, 4, 1, 2), DI_MOE_WS(1, 4, 2, 2), DI_MOE_WS(1, 4, 4, 2), DI_MOE_WS(1, 2, 1, 2),
       DI_MOE_WS(1, 2, 2, 2), DI_MOE_WS(1, 2, 4, 2), DI_MOE_WS(2, 4, 1, 1), DI_MOE_WS(2, 4, 2, 1),
       DI_MOE_WS(1, 4, 1, 4), DI_MOE_WS(1, 4, 1, 1), DI_MOE_WS(1, 4, 2, 4), DI_MOE_WS(1, 4, 2, 1),
-      DI_MOE_WS(1, 1, 4, 1), DI_MOE_WS(2, 1, 16, 1),
+      DI_MOE_WS(1, 1, 4, 1), DI_MOE_WS(2, 1, 16, 1), DI_MOE_WS(2, 1, 4, 1),
   };
   return m;
 }
@@ -194,11 +210,13 @@ Result<std::function<void()>> pickQuantGemm(const std::string& op, const LaunchS
   if (op == "weight_gemm") {
     if (params.size() != sizeof(di::WeightGemmParams)) return Error{"packed params are not a WeightGemmParams"};
     const auto* p = reinterpret_cast<const di::WeightGemmParams*>(params.data());
-    if (src.find("di::weight_gemm_stream<") != std::string::npos) {
-      const std::string args = templateArgs(src, "di::weight_gemm_stream<");
+    if (src.find("di::WeightGemmStream<") != std::string::npos) {
+      // The entry spells `const di::WeightGemmStream<ARGS> k(p);` (its wait follows).
+      const size_t at = src.find("di::WeightGemmStream<") + std::string("di::WeightGemmStream<").size();
+      const std::string args = src.substr(at, src.find("> k(p);", at) - at);
       auto it = wgStreams().find(args);
       if (it == wgStreams().end())
-        return Error{"the emulator test has no instantiation of weight_gemm_stream<" + args + ">"};
+        return Error{"the emulator test has no instantiation of WeightGemmStream<" + args + ">"};
       return std::function<void()>([fn = it->second, p] { fn(*p); });
     }
     const std::string args = templateArgs(src, "di::weight_gemm_tile<");
@@ -276,7 +294,7 @@ void checkOp(const std::string& op, const std::function<std::vector<KernelConfig
       // A split-K plan (a zeroed workspace of arrival counters) again with its CTAs shuffled: another
       // CTA of each tile arrives last and reduces, and every output bit must be the same.
       // The streaming schedule too (one writer per element, warps over K summed in a fixed order).
-      const bool streamed = cfg.count("stream") && cfg.at("stream") == 1;
+      const bool streamed = cfg.count("stream") && cfg.at("stream") != 0;
       if (got.zeroedBytes > 0 || streamed) {
         expectCtaOrderIndependent(op, got, runEmulated(op, c.attrs, c.inputs, cfg, seed() * 2654435761u + 1), where);
         ++shuffled;
@@ -298,10 +316,11 @@ KernelConfig tile(int bm, int bn, int bk, int wm, int wn, int wk, int stages, in
 }
 
 // weight_gemm's streaming schedule: rows of x per CTA (8, 16), warps over N and K, steps per round.
-KernelConfig stream(int rows, int wn, int wk, int unroll, bool fp4) {
+// pipe: the double-buffered rounds (stream = 2); splits: K over the grid's z CTAs.
+KernelConfig stream(int rows, int wn, int wk, int unroll, bool fp4, bool pipe = false, int splits = 1) {
   return {{"block_m", rows}, {"block_n", 16 * wn}, {"block_k", unroll * (fp4 ? 128 : 64)}, {"warps_m", 1},
-          {"warps_n", wn},   {"warps_k", wk},      {"stages", 1},                             {"splits", 1},
-          {"stream", 1}};
+          {"warps_n", wn},   {"warps_k", wk},      {"stages", 1},                             {"splits", splits},
+          {"stream", pipe ? 2 : 1}};
 }
 
 TEST(QuantGemmEmu, WeightGemmMatchesReference) {
@@ -321,6 +340,18 @@ TEST(QuantGemmEmu, WeightGemmMatchesReference) {
       v.push_back(stream(8, 4, 2, 8, fp4));
       v.push_back(stream(16, 2, 4, 2, fp4));
       v.push_back(stream(8, 4, 4, 2, fp4));
+      // Double-buffered rounds: an odd and an even number of rounds per warp, one step per round
+      // with warps over K (rounds past the end load nothing), 16 rows.
+      v.push_back(stream(8, 1, 1, 1, fp4, true));
+      v.push_back(stream(16, 2, 2, 4, fp4, true));
+      v.push_back(stream(8, 1, 4, 2, fp4, true));
+      v.push_back(stream(16, 1, 16, 1, fp4, true));
+      // K splits over CTAs (the last to arrive sums in split order; the shuffled re-run makes
+      // another CTA last): one step each of up to 3, two rounds of 2 steps per split on 2 warps
+      // over K, 4-step rounds in 4 splits of 16 rows (fewer where K has fewer rounds).
+      v.push_back(stream(8, 1, 1, 1, fp4, false, 3));
+      v.push_back(stream(8, 1, 2, 2, fp4, true, 2));
+      v.push_back(stream(16, 2, 1, 4, fp4, false, 4));
     }
     if (epi == 0 && !fp4) {
       v.push_back(tile(2, 32, 128, 1, 1, 4, 4, 3));   // 2-row tiles (several per M), split-K
@@ -392,15 +423,17 @@ TEST(QuantGemmEmu, MoeExpertsMatchesReference) {
     for (KernelConfig& c : v) c["stream"] = 0;
     // Streaming: 8-row blocks (experts of several blocks), 16-row blocks, warps over K summed in
     // the CTA, one step per round, warps over N past the rows (w2: 2 steps per round, w13 1).
-    auto stream = [](int rows, int wn, int wk, int u13) {
+    auto stream = [](int rows, int wn, int wk, int u13, bool pipe = false) {
       return KernelConfig{{"block_m", rows}, {"block_n", 16 * wn}, {"block_k", 128 * u13}, {"warps_m", 1},
-                          {"warps_n", wn},   {"warps_k", wk},      {"stages", 1},          {"stream", 1}};
+                          {"warps_n", wn},   {"warps_k", wk},      {"stages", 1},          {"stream", pipe ? 2 : 1}};
     };
     v.push_back(stream(8, 2, 2, 2));
     v.push_back(stream(16, 4, 2, 1));
     v.push_back(stream(8, 1, 4, 1));
     v.push_back(stream(16, 1, 16, 1));
     v.push_back(stream(8, 4, 2, 4));
+    v.push_back(stream(8, 4, 1, 2, true));  // double-buffered rounds
+    v.push_back(stream(16, 1, 4, 1, true));
     return v;
   });
 }
