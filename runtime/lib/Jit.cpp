@@ -166,8 +166,9 @@ Status Jit::launchPacked(const LoadedKernel& k, const std::vector<uint8_t>& para
   auto drv = cuda::driver();
   if (!drv.ok()) return drv.error();
   const cuda::Driver& dr = **drv;
-  // Every family's entries start with di::grid_dependency_sync() (KernelPrologueTest scans them),
-  // so the steps of a plan, and the kernels before and after it, may overlap launch and drain.
+  // Every family's entries wait on the previous grid (di::grid_dependency_wait) before their first
+  // dependent read or global write, at most after an independent weight prologue (KernelPrologueTest
+  // scans them), so the steps of a plan, and the kernels before and after it, may overlap.
   const bool programmatic = useProgrammaticLaunch({programmaticLaunch_, /*entryWaits=*/true, k.target.arch(),
                                                    dev_->info().profile.arch(), stream == nullptr});
   for (const auto& st : k.kernel.plan) {
