@@ -64,10 +64,11 @@ Status checkParallelOptions(const EngineOptions& opts) {
     if (opts.stageLayers[s] < 1)
       return Error{fmt::format("engine: stage {} has {} layers; every stage needs at least one", s, opts.stageLayers[s])};
   if (!opts.gpus.empty() && int64_t(opts.gpus.size()) != int64_t(opts.pp) * opts.tp)
-    return Error{fmt::format(opts.tp > 1 ? "engine: {} GPUs given for {} pipeline stages x {} tensor ranks (one "
-                                           "ordinal per rank, rank r of stage s at s * tp + r)"
-                                         : "engine: {} GPUs given for {} pipeline stages (one ordinal per stage)",
-                             opts.gpus.size(), opts.pp, opts.tp)};
+    return Error{opts.tp > 1 ? fmt::format("engine: {} GPUs given for {} pipeline stages x {} tensor ranks (one "
+                                           "ordinal per rank, rank r of stage s at s * tp + r)",
+                                           opts.gpus.size(), opts.pp, opts.tp)
+                             : fmt::format("engine: {} GPUs given for {} pipeline stages (one ordinal per stage)",
+                                           opts.gpus.size(), opts.pp)};
   for (size_t s = 0; s < opts.gpus.size(); ++s)
     if (opts.gpus[s] < 0) return Error{fmt::format("engine: GPU ordinal {} of rank {} is negative", opts.gpus[s], s)};
   if (opts.backend == "cpu" && (opts.pp > 1 || opts.tp > 1 || !opts.gpus.empty()))
