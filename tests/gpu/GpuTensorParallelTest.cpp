@@ -375,8 +375,8 @@ TEST(GpuTensorParallel, Tp1OverNcclEqualsNoCollectiveBitForBit) {
   auto m = GpuModel::loadSynthetic(tiny16(), g.seed, g.dev, go);
   ASSERT_TRUE(m.ok()) << m.error().message;
   EXPECT_NE((*m)->stages()[0].collective.find("nccl"), std::string::npos) << (*m)->stages()[0].collective;
-  // One rank: every partial sum is the whole sum, the all-reduce a copy, the rounding the same
-  // round-to-nearest-even of the same f32 value the fused bf16 epilogue rounds.
+  // One rank: the partial output is the whole sum, rounded where it is without a collective; the
+  // all-reduces (BF16) and the logits all-gather move it unchanged.
   const int64_t V = single()->config().vocabSize;
   const auto prompt = testing_util::randomIds(60, g.seed + 13, V);
   auto r1 = single()->newRequest();

@@ -12,15 +12,16 @@ Result<std::unique_ptr<NcclTpCollective>> NcclTpCollective::create(const std::ve
   if (!(timeoutSeconds > 0)) return Error{fmt::format("collective timeout {} s must be positive", timeoutSeconds)};
   auto group = NcclGroup::create(devices);
   if (!group.ok()) return group.error();
-  return std::unique_ptr<NcclTpCollective>(new NcclTpCollective(std::move(*group), timeoutSeconds));
+  return std::unique_ptr<NcclTpCollective>(new NcclTpCollective(std::move(*group), devices, timeoutSeconds));
 }
 
-NcclTpCollective::NcclTpCollective(std::unique_ptr<NcclGroup> group, double timeoutSeconds)
-    : TpCollective(group->size(), timeoutSeconds), group_(std::move(group)) {}
+NcclTpCollective::NcclTpCollective(std::unique_ptr<NcclGroup> group, std::vector<std::shared_ptr<Device>> devices,
+                                   double timeoutSeconds)
+    : TpCollective(group->size(), timeoutSeconds), group_(std::move(group)), devices_(std::move(devices)) {}
 
 std::string NcclTpCollective::backend() const { return "nccl (" + describeNccl(group_->library()) + ")"; }
 
-Status NcclTpCollective::enqueue(TpOp op, const std::vector<TpCall>& calls, size_t count, DType dtype) {
+Status NcclTpCollective::enqueue(TpOp op, const std::vector<TpCall>& calls, size_t count, DType dtype, int caller) {
   std::vector<uint64_t> send, recv;
   std::vector<void*> streams;
   for (const TpCall& c : calls) {
@@ -28,8 +29,11 @@ Status NcclTpCollective::enqueue(TpOp op, const std::vector<TpCall>& calls, size
     recv.push_back(c.recv);
     streams.push_back(c.stream);
   }
-  return op == TpOp::AllReduceSum ? group_->allReduceSum(send, recv, count, dtype, streams)
-                                  : group_->allGather(send, recv, count, dtype, streams);
+  Status st = op == TpOp::AllReduceSum ? group_->allReduceSum(send, recv, count, dtype, streams)
+                                       : group_->allGather(send, recv, count, dtype, streams);
+  // NCCL launches on every rank's device; the calling rank's thread goes on with its own.
+  Status back = devices_[size_t(caller)]->use();
+  return st.ok() ? back : st;
 }
 
 Status NcclTpCollective::finish(const std::vector<void*>& streams) {
@@ -66,7 +70,7 @@ std::string LogicalTpCollective::backend() const {
   return fmt::format("logical ({} ranks sharing GPU {}: a test double, sums in rank order)", size(), dev_->ordinal());
 }
 
-Status LogicalTpCollective::enqueue(TpOp op, const std::vector<TpCall>& calls, size_t count, DType dtype) {
+Status LogicalTpCollective::enqueue(TpOp op, const std::vector<TpCall>& calls, size_t count, DType dtype, int) {
   const int n = size();
   const size_t bytes = count * dtypeSize(dtype);
   DI_TRY(dev_->use());  // the calling rank's thread may not have made it current

@@ -27,11 +27,13 @@ class NcclTpCollective : public TpCollective {
   Status finish(const std::vector<void*>& streams) override;
 
  protected:
-  Status enqueue(TpOp op, const std::vector<TpCall>& calls, size_t count, DType dtype) override;
+  Status enqueue(TpOp op, const std::vector<TpCall>& calls, size_t count, DType dtype, int caller) override;
 
  private:
-  NcclTpCollective(std::unique_ptr<NcclGroup> group, double timeoutSeconds);
+  NcclTpCollective(std::unique_ptr<NcclGroup> group, std::vector<std::shared_ptr<Device>> devices,
+                   double timeoutSeconds);
   std::unique_ptr<NcclGroup> group_;
+  std::vector<std::shared_ptr<Device>> devices_;
 };
 
 class LogicalTpCollective : public TpCollective {
@@ -44,7 +46,7 @@ class LogicalTpCollective : public TpCollective {
   Status finish(const std::vector<void*>& streams) override;
 
  protected:
-  Status enqueue(TpOp op, const std::vector<TpCall>& calls, size_t count, DType dtype) override;
+  Status enqueue(TpOp op, const std::vector<TpCall>& calls, size_t count, DType dtype, int caller) override;
 
  private:
   LogicalTpCollective(int ranks, std::shared_ptr<Device> dev, const ModelKernels& kernels, double timeoutSeconds);

@@ -45,8 +45,10 @@ Status GpuForwardPass::moeBlock(const GpuMoeWeights& mw, int64_t k, uint64_t u, 
     DI_TRY(project(sh, mw.shared.w2, sy, T));
     shared = sy;
   }
-  if (!tensorParallel()) {
+  if (m.tp == 1) {
     DI_LAUNCH(mk.moeSum(shared, routed, T, k, C, fOut, stream));
+    // One rank over NCCL: the whole sum, rounded as without a collective, moved unchanged.
+    if (tensorParallel()) DI_TRY(tpAllReduce(fOut, T * C, DType::BF16));
     return {};
   }
   // Tensor ranks: this rank's shared-expert slice and experts (f32), summed over the ranks,

@@ -65,7 +65,7 @@ Status TpCollective::arrive(int rank, TpOp op, const TpCall& call, size_t count,
   const int64_t gen = generation_;
   if (++arrivedCount_ == ranks_) {
     // The last rank in: the collective of every rank, in rank order, from this one thread.
-    result_ = enqueue(op_, calls_, count_, dtype_);
+    result_ = enqueue(op_, calls_, count_, dtype_, rank);
     if (!result_.ok() && failed_.empty()) failed_ = fmt::format("{}: {}", what, result_.error().message);
     std::fill(arrived_.begin(), arrived_.end(), 0);
     arrivedCount_ = 0;

@@ -54,9 +54,10 @@ class TpCollective {
   int64_t collectives() const;  // completed so far (for tests and reports)
 
  protected:
-  // One collective of every rank: calls[r] is rank r's part. Runs on the last arriving rank's
-  // thread, under the rendezvous lock (so the backend needs no lock of its own).
-  virtual Status enqueue(TpOp op, const std::vector<TpCall>& calls, size_t count, DType dtype) = 0;
+  // One collective of every rank: calls[r] is rank r's part. Runs on the thread of the last
+  // arriving rank (`caller`: its device must be current again on return), under the rendezvous
+  // lock (so the backend needs no lock of its own).
+  virtual Status enqueue(TpOp op, const std::vector<TpCall>& calls, size_t count, DType dtype, int caller) = 0;
 
  private:
   Status arrive(int rank, TpOp op, const TpCall& call, size_t count, DType dtype);
