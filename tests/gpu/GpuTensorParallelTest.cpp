@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -28,6 +29,7 @@
 #include "deepinfer/Device.h"
 #include "lib/Nccl.h"
 #include "model/CpuForward.h"
+#include "model/MakeModel.h"
 #include "model/MakeModelPresets.h"
 #include "model/gpu/GpuCollective.h"
 #include "model/gpu/GpuModel.h"
@@ -350,6 +352,27 @@ TEST(GpuTensorParallel, Tp2LogicalRanksMatchOneGpuWithinTheBound) {
   // Each rank holds about half of the sharded tensors.
   EXPECT_LT((*tp)->stages()[0].weightBytes, single()->weightInfo().deviceBytes);
   expectWithinBound(*single(), **tp, g.seed + 11, 12, "tp2");
+}
+
+// A checkpoint of tiny16 on disk: each rank reads only its shard's rows and blocks of the
+// mapping (fp8 codes and scales, bf16 rows, fp4 experts of its range).
+TEST(GpuTensorParallel, Tp2FromACheckpointMatchesOneGpuWithinTheBound) {
+  NEED_GPU();
+  const std::string dir =
+      (std::filesystem::path(::testing::TempDir()) / fmt::format("di_gpu_tp16_{}", ::getpid())).string();
+  MakeModelOptions mo;
+  mo.outDir = dir;
+  mo.seed = g.seed | 1;
+  // The draft's tensors are written too; tensor ranks do not load them.
+  Status made = makeModelFromConfig(tiny16(), mo);
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  auto one = GpuModel::load(dir, g.dev, tpOptions(1, 1));
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  auto tp = GpuModel::load(dir, g.dev, tpOptions(2, 1));
+  ASSERT_TRUE(tp.ok()) << tp.error().message;
+  expectWithinBound(**one, **tp, g.seed + 14, 8, "tp2 from a checkpoint");
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 TEST(GpuTensorParallel, Tp2TimesPp2MatchesOneGpuWithinTheBound) {
