@@ -146,6 +146,13 @@ class UploadSink : public GpuWeightSink {
       std::vector<uint8_t> part(size_t(sr * sc * 2));
       for (int64_t r = 0; r < sr; ++r)
         std::memcpy(&part[size_t(r * sc * 2)], *raw + ((sl.rowBegin + r) * cols + sl.colBegin) * 2, size_t(sc * 2));
+      for (size_t i = 0; i < part.size(); i += 2) {  // what loadBf16 rejects: NaN or infinity
+        const unsigned v = unsigned(part[i]) | unsigned(part[i + 1]) << 8;
+        if ((v & 0x7F80u) == 0x7F80u)
+          return Error{fmt::format("{}: tensor '{}' holds a non-finite value at [{}, {}]: weights must be finite",
+                                   baseName(ti->file), name, sl.rowBegin + int64_t(i / 2) / sc,
+                                   sl.colBegin + int64_t(i / 2) % sc)};
+      }
       DI_TRY(uploadBytes(name, part, out.data));
     } else {
       auto full = ckpt_.loadBf16(name, {rows, cols});
@@ -171,8 +178,9 @@ class UploadSink : public GpuWeightSink {
       DI_TRY(alloc(ti->scaleName, scaleBytes(f, rows, cols), out.scales));
       DI_TRY(uploadRaw(*ti, out.data, 0, out.scales, 0));
     } else {
-      // A shard (whole 32-wide blocks): its rows' code bytes and its blocks' scale bytes.
-      DI_TRY(ckpt_.checkQuantizedBytes(*ti));
+      // A shard (whole 32-wide blocks): its rows' code bytes and its blocks' scale bytes, checked
+      // like checkQuantizedBytes checks a whole tensor (no e4m3 NaN code, exact scale bytes) but
+      // reading only the shard.
       SafetensorsEntry ce, se;
       auto c = ckpt_.rawData(ti->name, &ce);
       if (!c.ok()) return c.error();
@@ -190,6 +198,19 @@ class UploadSink : public GpuWeightSink {
       for (int64_t r = 0; r < scaleRows; ++r)
         std::memcpy(&scales[size_t(r * partScaleCols)], *scl + (scaleRow0 + r) * fullScaleCols + sl.colBegin / 32,
                     size_t(partScaleCols));
+      if (!fp4)
+        for (size_t i = 0; i < codes.size(); ++i)
+          if ((codes[i] & 0x7F) == 0x7F)
+            return Error{fmt::format("{}: tensor '{}' holds NaN at element [{}, {}] of the shard ({}, code 0x{:02X}): "
+                                     "weights must be finite (a corrupt file)",
+                                     baseName(ti->file), name, sl.rowBegin + int64_t(i) / partRow,
+                                     sl.colBegin + int64_t(i) % partRow, weightFormatName(ti->format), codes[i])};
+      const ScaleByteRange range = exactScaleBytes(ti->format);
+      for (size_t i = 0; i < scales.size(); ++i)
+        if (scales[i] < range.lo || scales[i] > range.hi)
+          return Error{fmt::format("{}: scale '{}' holds byte {} in the shard of '{}', outside {}..{} (a corrupt file, "
+                                   "or not a V4.1 checkpoint)",
+                                   baseName(ti->file), ti->scaleName, int(scales[i]), name, range.lo, range.hi)};
       DI_TRY(uploadBytes(name, codes, out.data));
       DI_TRY(uploadBytes(ti->scaleName, scales, out.scales));
     }
