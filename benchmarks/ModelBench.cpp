@@ -321,6 +321,14 @@ int runModelBench(const ModelBenchOptions& opts) {
   int maxStreams = 1;
   for (int s : opts.streams) maxStreams = std::max(maxStreams, s);
   mo.maxRequests = std::max(16, maxStreams + 1);
+  mo.tp = opts.tp;
+  if (opts.tp > 1) {
+    // One GPU per tensor rank when that many are visible, else logical ranks on this one.
+    bool enough = true;
+    for (int r = 1; r < opts.tp && enough; ++r) enough = Device::open((*dev)->ordinal() + r).ok();
+    if (enough)
+      for (int r = 0; r < opts.tp; ++r) mo.gpus.push_back((*dev)->ordinal() + r);
+  }
   auto mem = (*dev)->memInfo();
   if (!mem.ok()) {
     fmt::print(stderr, "deepinfer-model-bench: {}\n", mem.error().message);

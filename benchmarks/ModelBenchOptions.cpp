@@ -11,7 +11,7 @@ std::string modelBenchUsage() {
          "                             [--contexts N,N] [--streams N,N]\n"
          "                             [--decode-steps N] [--chunk N] [--prompt N] [--kv-bytes B]\n"
          "                             [--repeats N] [--seed N] [--commit SHA] [--quick] [--no-speculative]\n"
-         "                             [--pdl on|off]\n"
+         "                             [--pdl on|off] [--tp N]\n"
          "       deepinfer-model-bench (--model DIR | --synthetic flash|proxy) --long-context N [--decode-contexts N,N]\n"
          "                             [--segment N] [--time-budget S] [--chunk N] [--decode-steps N] [--repeats N]\n"
          "\n"
@@ -51,6 +51,8 @@ std::string modelBenchUsage() {
          "  --commit SHA       git commit recorded in the JSON (default $DI_GIT_COMMIT, else the build's)\n"
          "  --quick            smoke sizes: contexts 2048,8192, streams 1,4, 8 steps, 1 repeat, prompt 128\n"
          "  --no-speculative   skip the speculative-decoding measurements (--synthetic: build no draft)\n"
+         "  --tp N             tensor ranks (docs/parallelism.md §2): one GPU each from GPU 0 when that many\n"
+         "                     are visible (NCCL), else logical ranks on GPU 0 (a test double: no speed)\n"
          "  --pdl on|off       programmatic dependent launch of the kernels compiled for sm_90+ on a 9.0+ GPU\n"
          "                     (default on unless DEEPINFER_PDL=0): a kernel's launch overlaps the previous\n"
          "                     kernel's drain, in the graphs too; the report says which was used\n"
@@ -115,7 +117,7 @@ Result<ModelBenchOptions> parseModelBenchOptions(int argc, char** argv) {
     static const char* const kValued[] = {"--model", "--out", "--contexts", "--streams", "--decode-steps", "--chunk",
                                           "--prompt", "--kv-bytes", "--repeats", "--seed", "--commit",
                                           "--synthetic", "--experts", "--long-context", "--decode-contexts",
-                                          "--segment", "--time-budget", "--pdl"};
+                                          "--segment", "--time-budget", "--pdl", "--tp"};
     bool known = false;
     for (const char* k : kValued) known = known || a == k;
     if (!known) return Error{fmt::format("unknown option '{}'", a)};
@@ -157,6 +159,7 @@ Result<ModelBenchOptions> parseModelBenchOptions(int argc, char** argv) {
       if (a == "--repeats") o.repeats = int(*n), setRepeats = true;
       if (a == "--seed") o.seed = uint64_t(*n);
       if (a == "--experts") o.experts = int(*n);
+      if (a == "--tp") o.tp = int(*n);
     }
   }
   if (o.help) return o;

@@ -33,6 +33,7 @@ struct ModelBenchOptions {
   std::vector<int64_t> decodeContexts{16384, 131072};  // --decode-contexts (each below N)
   int64_t segment = 131072;                  // --segment: prefill reported per this many positions
   int64_t timeBudget = 0;                    // --time-budget S: stop the long prefill after S s of the run (0: none)
+  int tp = 1;                                // --tp N: tensor ranks (GpuModelOptions::tp), one GPU each when visible
   // Decode tokens of one decode measurement: 2 untimed steps, then repeats x decode-steps.
   int64_t decodeTokens() const { return 2 + int64_t(repeats) * decodeSteps; }
 };

@@ -37,8 +37,8 @@ class Engine:
 
     pp splits the layers into pipeline stages (stage_layers: layers per stage, default as even as
     possible) on gpus (one ordinal per stage; default one GPU per stage when that many are
-    visible, else all on `device`); describe() then reports every stage. tp > 1 raises
-    deepinfer.Error (tensor parallelism is not built yet)."""
+    visible, else all on `device`); describe() then reports every stage. tp tensor ranks per stage
+    (cuda; docs/parallelism.md §2): gpus then lists pp * tp ordinals."""
 
     def __init__(self, model=None, *, backend="cuda", threads=0, device=0, target=None, kv_cache_bytes=0,
                  max_requests=16, max_chunk_tokens=256, speculative=True, pp=1, tp=1, stage_layers=None,

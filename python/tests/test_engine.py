@@ -76,7 +76,7 @@ def test_cpu_engine_rejects_bad_options(tiny):
 
 
 def test_parallel_options_that_are_not_built_are_refused():
-    with pytest.raises(deepinfer.Error, match="tp 2: tensor parallelism is not built yet"):
+    with pytest.raises(deepinfer.Error, match="cpu backend runs the whole model in one stage on one rank"):
         Engine(backend="cpu", tp=2)
     with pytest.raises(deepinfer.Error, match="cpu backend runs the whole model in one stage"):
         Engine(backend="cpu", pp=2, stage_layers=[4, 4])

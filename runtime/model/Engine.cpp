@@ -58,23 +58,21 @@ Engine::~Engine() = default;
 Status checkParallelOptions(const EngineOptions& opts) {
   if (opts.pp < 1) return Error{fmt::format("engine: pp {} < 1", opts.pp)};
   if (opts.tp < 1) return Error{fmt::format("engine: tp {} < 1", opts.tp)};
-  if (opts.tp > 1)
-    return Error{fmt::format("engine: tp {}: tensor parallelism is not built yet (no head/vocabulary-sharded "
-                             "weights, expert-parallel MoE or NCCL all-reduce in the forward pass; "
-                             "docs/parallelism.md); use tp 1 (pipeline stages, pp, are built)",
-                             opts.tp)};
   if (!opts.stageLayers.empty() && int(opts.stageLayers.size()) != opts.pp)
     return Error{fmt::format("engine: {} stage layer counts given for pp {}", opts.stageLayers.size(), opts.pp)};
   for (size_t s = 0; s < opts.stageLayers.size(); ++s)
     if (opts.stageLayers[s] < 1)
       return Error{fmt::format("engine: stage {} has {} layers; every stage needs at least one", s, opts.stageLayers[s])};
-  if (!opts.gpus.empty() && int(opts.gpus.size()) != opts.pp)
-    return Error{fmt::format("engine: {} GPUs given for {} pipeline stages (one ordinal per stage)", opts.gpus.size(),
-                             opts.pp)};
+  if (!opts.gpus.empty() && int64_t(opts.gpus.size()) != int64_t(opts.pp) * opts.tp)
+    return Error{opts.tp > 1 ? fmt::format("engine: {} GPUs given for {} pipeline stages x {} tensor ranks (one "
+                                           "ordinal per rank, rank r of stage s at s * tp + r)",
+                                           opts.gpus.size(), opts.pp, opts.tp)
+                             : fmt::format("engine: {} GPUs given for {} pipeline stages (one ordinal per stage)",
+                                           opts.gpus.size(), opts.pp)};
   for (size_t s = 0; s < opts.gpus.size(); ++s)
-    if (opts.gpus[s] < 0) return Error{fmt::format("engine: GPU ordinal {} of stage {} is negative", opts.gpus[s], s)};
-  if (opts.backend == "cpu" && (opts.pp > 1 || !opts.gpus.empty()))
-    return Error{"engine: the cpu backend runs the whole model in one stage (pp 1, no GPUs)"};
+    if (opts.gpus[s] < 0) return Error{fmt::format("engine: GPU ordinal {} of rank {} is negative", opts.gpus[s], s)};
+  if (opts.backend == "cpu" && (opts.pp > 1 || opts.tp > 1 || !opts.gpus.empty()))
+    return Error{"engine: the cpu backend runs the whole model in one stage on one rank (pp 1, tp 1, no GPUs)"};
   return {};
 }
 

@@ -115,7 +115,10 @@ __device__ __forceinline__ void moe_sum(const MoeSumParams& p) {
     float acc = p.shared != nullptr ? p.shared[i] : 0.f;
     const float* r = p.routed + t * p.k * p.C + d;
     for (int j = 0; j < p.k; ++j) acc = __fadd_rn(acc, r[int64_t(j) * p.C]);
-    p.out[i] = f32_to_bf16(acc);
+    if (p.f32_out)
+      static_cast<float*>(p.out)[i] = acc;
+    else
+      static_cast<uint16_t*>(p.out)[i] = f32_to_bf16(acc);
   }
 }
 

@@ -534,6 +534,20 @@ TEST(ModelKernelsGpu, MoeSum) {
       sync(env);
       expectSame(want, download<uint16_t>(dOut, want.size()),
                  fmt::format("moeSum T={} k={} C={} shared={}", c.T, c.k, c.C, c.shared));
+      // The unrounded f32 sum (a tensor rank's partial output), in the same order.
+      std::vector<float> wantF(size_t(c.T * c.C));
+      for (int64_t t = 0; t < c.T; ++t)
+        for (int64_t d = 0; d < c.C; ++d) {
+          float acc = c.shared ? shared[size_t(t * c.C + d)] : 0.f;
+          for (int64_t r = 0; r < c.k; ++r) acc += routed[size_t((t * c.k + r) * c.C + d)];
+          wantF[size_t(t * c.C + d)] = acc;
+        }
+      auto dOutF = poisoned(wantF.size() * 4);
+      ASSERT_TRUE(
+          mk.moeSum(c.shared ? dS.addr() : 0, dR.addr(), c.T, c.k, c.C, dOutF.addr(), nullptr, /*f32Out=*/true).ok());
+      sync(env);
+      expectSame(wantF, download<float>(dOutF, wantF.size()),
+                 fmt::format("moeSum f32 T={} k={} C={} shared={}", c.T, c.k, c.C, c.shared));
     }
   });
 }
@@ -891,3 +905,66 @@ TEST(ModelKernelsGpu, BadSizesAreErrorsNamingTheKernel) {
   EXPECT_TRUE(mk.roundToBf16(0, 0, 0, nullptr).ok());
   EXPECT_TRUE(mk.argmax(0, 0, 10, 0, nullptr).ok());
 }
+
+// Tensor parallelism: the logical-rank collective's elementwise sum (f32, and bf16 summed in f32
+// and rounded once) and the expert-parallel id map, against the host, outputs poisoned, sizes
+// from empty to odd, in place and out of place.
+TEST(ModelKernelsGpu, AddElems) {
+  DI_GPU_PRELUDE();
+  auto rng = rngFor("AddElems");
+  forEachTarget(env, [&](const ModelKernels& mk, const std::string&) {
+    for (int64_t n : {int64_t(1), int64_t(7), int64_t(4096 * 4 + 3), int64_t(1) << 20}) {
+      // Mixed magnitudes and signs: cancellations and roundings at every exponent.
+      const auto a = randomF32(rng, size_t(n), 1e-3f, 1e4f), b = randomF32(rng, size_t(n), 1e-3f, 1e4f);
+      std::vector<float> want(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) want[size_t(i)] = a[size_t(i)] + b[size_t(i)];
+      auto dA = upload(a), dB = upload(b);
+      auto dOut = poisoned(size_t(n) * 4);
+      ASSERT_TRUE(mk.addElems(dA.addr(), dB.addr(), dOut.addr(), n, false, nullptr).ok());
+      ASSERT_TRUE(mk.addElems(dA.addr(), dB.addr(), dA.addr(), n, false, nullptr).ok());  // in place
+      sync(env);
+      expectSame(want, download<float>(dOut, want.size()), fmt::format("addElems f32 n={}", n));
+      expectSame(want, download<float>(dA, want.size()), fmt::format("addElems f32 in place n={}", n));
+      const auto ab = toBf16(randomF32(rng, size_t(n), 1e-3f, 1e4f)), bb = toBf16(randomF32(rng, size_t(n), 1e-3f, 1e4f));
+      std::vector<uint16_t> wantB(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i)
+        wantB[size_t(i)] = floatToBf16(bf16ToFloat(ab[size_t(i)]) + bf16ToFloat(bb[size_t(i)]));
+      auto dAb = upload(ab), dBb = upload(bb);
+      auto dOutB = poisoned(size_t(n) * 2);
+      ASSERT_TRUE(mk.addElems(dAb.addr(), dBb.addr(), dOutB.addr(), n, true, nullptr).ok());
+      sync(env);
+      expectSame(wantB, download<uint16_t>(dOutB, wantB.size()), fmt::format("addElems bf16 n={}", n));
+    }
+    EXPECT_TRUE(mk.addElems(0, 0, 0, 0, false, nullptr).ok());  // empty: nothing launched
+    auto one = poisoned(8);
+    Status bad = mk.addElems(one.addr() + 2, one.addr(), one.addr(), 1, false, nullptr);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("not 4-byte aligned"), std::string::npos) << bad.error().message;
+  });
+}
+
+TEST(ModelKernelsGpu, LocalExpertIds) {
+  DI_GPU_PRELUDE();
+  auto rng = rngFor("LocalExpertIds");
+  forEachTarget(env, [&](const ModelKernels& mk, const std::string&) {
+    struct Case { int64_t n, E, begin, end; };
+    for (const Case& c : {Case{1, 8, 0, 4}, Case{37, 8, 4, 8}, Case{6 * 4096 + 5, 384, 96, 192}, Case{9, 16, 3, 3}}) {
+      std::uniform_int_distribution<int32_t> pick(-1, int32_t(c.E - 1));  // -1: a router pad
+      std::vector<int32_t> ids(size_t(c.n));
+      for (auto& i : ids) i = pick(rng);
+      ids[0] = int32_t(c.begin);
+      std::vector<int32_t> want(ids.size());
+      for (size_t i = 0; i < ids.size(); ++i)
+        want[i] = ids[i] >= c.begin && ids[i] < c.end ? int32_t(ids[i] - c.begin) : -1;
+      auto d = upload(ids);
+      ASSERT_TRUE(mk.localExpertIds(d.addr(), c.n, c.begin, c.end, nullptr).ok());
+      sync(env);
+      expectSame(want, download<int32_t>(d, want.size()),
+                 fmt::format("localExpertIds n={} [{}, {})", c.n, c.begin, c.end));
+    }
+    Status bad = mk.localExpertIds(0, 4, 5, 3, nullptr);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("end = 3 is outside [5,"), std::string::npos) << bad.error().message;
+  });
+}
+

@@ -98,7 +98,11 @@ int verbRun(const std::vector<std::string>& argv) {
                         "holds its layers' weights and KV caches on its GPU (--gpus, one ordinal per stage; "
                         "default one GPU per stage when that many are visible, else all on GPU 0 as logical "
                         "devices); the last line then reports each stage's layers, weights and KV capacity. "
-                        "--tp N > 1 (tensor parallelism) is not built yet and is refused.");
+                        "--tp N runs N tensor ranks per stage (heads, output groups, shared-expert slices, routed "
+                        "experts and vocabulary rows split as shard-plan prints; partial outputs all-reduced over "
+                        "NCCL, one process driving every GPU; --gpus then lists pp x tp ordinals, rank r of stage "
+                        "s at s * tp + r; ranks sharing one GPU run as logical ranks, a test double). tp > 1 runs "
+                        "without CUDA graphs and without speculation.");
   args.option("backend", "cuda|cpu", "execution backend (default: cuda when a GPU is present, else cpu)")
       .option("model", "DIR", "model directory (config.json, safetensors, token_map.i32)")
       .option("prompt-ids", "IDS", "comma-separated prompt token ids")

@@ -91,12 +91,14 @@ Result<std::unique_ptr<EngineBackend>> loadGpuEngineBackend(const std::string& m
   go.tp = opts.tp;
   go.stageLayers = opts.stageLayers;
   go.gpus = opts.gpus;
-  if (go.gpus.empty() && go.pp > 1) {
-    // One GPU per stage when that many are visible from `device` on, else all on `device`.
+  const int ranks = go.pp * go.tp;
+  if (go.gpus.empty() && ranks > 1) {
+    // One GPU per rank when that many are visible from `device` on, else all on `device` (tensor
+    // ranks then run as logical ranks: the one-GPU test double, docs/parallelism.md §1).
     bool enough = true;
-    for (int s = 1; s < go.pp && enough; ++s) enough = localGpu(dev->ordinal() + s).ok();
+    for (int s = 1; s < ranks && enough; ++s) enough = localGpu(dev->ordinal() + s).ok();
     if (enough)
-      for (int s = 0; s < go.pp; ++s) go.gpus.push_back(dev->ordinal() + s);
+      for (int s = 0; s < ranks; ++s) go.gpus.push_back(dev->ordinal() + s);
   }
   auto model = GpuModel::load(modelDir, dev, go);
   if (!model.ok()) return model.error();

@@ -260,7 +260,18 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
   bool attnPreDone = false;  // layer_input/post/comb of this layer's attention already computed
   if (sp.first()) {
     // Embedding broadcast to the 4 streams; the first collapse selects stream 0 (one-hot pre).
-    DI_LAUNCH(mk.embedStreams(idsDev, w.embed.addr(), st.X, T, C, stream));
+    if (m.tp > 1) {
+      // Vocabulary rows: a token of another rank's rows reads this rank's zero row (the last);
+      // the sum over the ranks (exactly one nonzero term per element) is the embedding.
+      const int64_t vb = m.rank.vocabBegin, ve = m.rank.vocabEnd;
+      std::vector<int32_t> local(ids.size());
+      for (size_t i = 0; i < ids.size(); ++i) local[i] = ids[i] >= vb && ids[i] < ve ? int32_t(ids[i] - vb) : int32_t(ve - vb);
+      DI_ASSIGN(localDev, upload("idsLocal", local.data(), local.size() * 4));
+      DI_LAUNCH(mk.embedStreams(localDev, w.embed.addr(), st.X, T, C, stream));
+      DI_TRY(tpAllReduce(st.X, T * kGpuStreams * C, DType::BF16));
+    } else {
+      DI_LAUNCH(mk.embedStreams(idsDev, w.embed.addr(), st.X, T, C, stream));
+    }
     std::vector<float> oneHot(size_t(T * 4), 0.f);
     for (int64_t t = 0; t < T; ++t) oneHot[size_t(t * 4)] = 1.f;
     DI_TRY(upload("preF", oneHot.data(), oneHot.size() * 4));
@@ -319,7 +330,22 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
     h = hLast;
   }
   DI_ASSIGN(logitsDev, buf("logits", size_t(rows * V * 4)));
-  DI_LAUNCH(gemm(h, C, w.head, logitsDev, rows));
+  if (!tensorParallel()) {
+    DI_LAUNCH(gemm(h, C, w.head, logitsDev, rows));
+  } else {
+    // Vocabulary rows: this rank's logits columns, gathered from every rank ([rank, rows, V/tp])
+    // and laid out as [rows, V].
+    const int64_t Vr = w.head.rows, n = m.tp;
+    DI_ASSIGN(part, buf("logitsPartial", size_t(rows * Vr * 4)));
+    DI_ASSIGN(all, buf("logitsGathered", size_t(n * rows * Vr * 4)));
+    DI_LAUNCH(gemm(h, C, w.head, part, rows));
+    sig += "tp_all_gather;";
+    if (launching()) DI_TRY(m.collective->allGather(m.rank.tpRank, part, all, size_t(rows * Vr), DType::F32, stream));
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t t = 0; t < rows; ++t)
+        DI_LAUNCH(copyDeviceToDevice(logitsDev + uint64_t((t * V + r * Vr) * 4), all + uint64_t(((r * rows) + t) * Vr * 4),
+                                     size_t(Vr * 4), stream));
+  }
   launches.total = threadLaunchTally() - start;
   ++m.counters.forwards;
   m.counters.tokens += T;

@@ -19,6 +19,8 @@
 #include "PagePool.h"
 #include "model/Checkpoint.h"
 #include "model/EngramHash.h"
+#include "model/parallel/ShardPlan.h"
+#include "model/parallel/TpCollective.h"
 
 // Enqueues device work unless the pass only refreshes a graph's host-side inputs.
 #define DI_LAUNCH(expr)              \
@@ -97,6 +99,7 @@ struct GpuStagePlan {
   // and the candidate source's kept blocks. recv* are the previous stage's send*.
   std::vector<int> sendInputs, sendSelections, recvInputs, recvSelections;
   bool sendKept = false, recvKept = false;
+  std::vector<RankPlan> ranks;        // the stage's tensor ranks (planShards), tp entries
   bool first() const { return index == 0; }
   bool last() const { return index + 1 == count; }
   bool owns(int layer) const { return layer >= layerBegin && layer < layerEnd; }
@@ -140,8 +143,17 @@ class GpuModelImpl {
   // every row it computed (rejected ones too; they are never read, docs/dspark.md §3 / §5).
   bool speculation = false;
   GpuStagePlan stage;                                  // this stage's layers (one stage: all of them)
+  // Tensor parallelism (docs/parallelism.md §2): this model is tensor rank rank.tpRank of `tp`
+  // of its stage, with the rank's weights (cfg's heads and groups are the rank's: its attention
+  // runs on them unchanged); its pass sums partial outputs through `collective` (shared by the
+  // stage's ranks; also set for tp = 1 over NCCL). fullCfg is the model's.
+  int tp = 1;
+  RankPlan rank;
+  ModelConfig fullCfg;
+  std::shared_ptr<TpCollective> collective;
   int kvShare = 1;                                     // stages that split this GPU's free memory for KV
-  // Pipelines: stage 0 owns the later stages and drives every call through all of them.
+  // Pipelines: stage 0 owns the later stages and drives every call through all of them. With
+  // tp > 1, pipeline() lists every rank, stage-major (rank = stage * tp + tensor rank).
   std::vector<std::unique_ptr<GpuModelImpl>> laterStages;
   Event handoff;                                       // recorded after this stage's work of a call
   GpuKvCapacity totalCapacity;                         // over all stages (tokens: the smallest stage's)
@@ -317,6 +329,10 @@ struct GpuForwardPass {
   // router, one moe_experts launch sequence (grouping on the device), the shared expert through
   // weight_gemm, the ordered sum.
   Status moeBlock(const GpuMoeWeights& mw, int64_t k, uint64_t u, uint64_t fOut);
+  // Tensor parallelism: sums `n` elements at `x` over the stage's ranks in place (a no-op
+  // without a collective).
+  Status tpAllReduce(uint64_t x, int64_t n, DType dtype);
+  bool tensorParallel() const { return m.collective != nullptr; }
 
   // DSpark (GpuSpeculative.cpp): the taps (streams entering a tapped layer) into G, then
   // main_x and the draft-ring rows of the speculative sequences' positions.

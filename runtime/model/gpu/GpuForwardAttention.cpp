@@ -75,7 +75,19 @@ Status GpuForwardPass::attnOutput(const GpuAttentionWeights& aw, uint64_t invFre
   // rounded once.
   DI_ASSIGN(z, buf("z", size_t(T * G * oL * 2)));
   DI_TRY(project(o, aw.woA, z, T, GemmEpilogue::Bf16, G));
-  DI_TRY(project(z, aw.woB, fOut, T, GemmEpilogue::Bf16));
+  const int64_t C = cfg.hiddenSize;
+  if (m.tp == 1) {
+    DI_TRY(project(z, aw.woB, fOut, T, GemmEpilogue::Bf16));
+    // One rank over NCCL: its output is the whole sum, rounded as without a collective; the
+    // all-reduce of one rank moves it unchanged.
+    if (tensorParallel()) DI_TRY(tpAllReduce(fOut, T * C, DType::BF16));
+    return {};
+  }
+  // Tensor ranks: this rank's groups' share of y (f32), summed over the ranks, then rounded once.
+  DI_ASSIGN(yPart, buf("attnPartial", size_t(T * C * 4)));
+  DI_TRY(project(z, aw.woB, yPart, T));
+  DI_TRY(tpAllReduce(yPart, T * C, DType::F32));
+  DI_LAUNCH(mk.roundToBf16(yPart, fOut, T * C, stream));
   return {};
 }
 

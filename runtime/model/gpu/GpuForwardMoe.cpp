@@ -18,14 +18,20 @@ Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
 
 Status GpuForwardPass::moeBlock(const GpuMoeWeights& mw, int64_t k, uint64_t u, uint64_t fOut) {
   const int64_t C = cfg.hiddenSize, E = mw.routed.experts;
+  if (tensorParallel() && m.opts.failTensorRank == m.rank.tpRank)
+    return Error{fmt::format("injected failure of tensor rank {} (GpuModelOptions::failTensorRank)", m.rank.tpRank)};
 
-  // Router.
-  DI_ASSIGN(logits, buf("routerLogits", size_t(T * E * 4)));
+  // Router (over every expert, also on a tensor rank holding a range of them).
+  DI_ASSIGN(logits, buf("routerLogits", size_t(T * mw.gate.rows * 4)));
   DI_ASSIGN(ids, buf("routerIds", size_t(T * k * 4)));
   DI_ASSIGN(wts, buf("routerWeights", size_t(T * k * 4)));
   DI_LAUNCH(gemm(u, C, mw.gate, logits, T));
-  DI_LAUNCH(mk.routerTopk(logits, mw.gateBias.addr(), T, E, k, cfg.normTopkProb, cfg.routedScalingFactor, ids, wts,
+  const int64_t Eall = mw.gate.rows;  // every expert (a tensor rank holds E of them)
+  DI_LAUNCH(mk.routerTopk(logits, mw.gateBias.addr(), T, Eall, k, cfg.normTopkProb, cfg.routedScalingFactor, ids, wts,
                        stream));
+  // Expert parallelism: the routing is every rank's (replicated router); this rank runs only its
+  // experts, the others' slots give zero rows here.
+  if (tensorParallel()) DI_LAUNCH(mk.localExpertIds(ids, T * k, m.rank.expertBegin, m.rank.expertEnd, stream));
   // Routed experts: row t * k + r holds rank r's output, which moeSum adds in rank order.
   DI_ASSIGN(routed, buf("moeRouted", size_t(T * k * C * 4)));
   DI_TRY(routedExperts(mw.routed, u, ids, wts, k, routed));
@@ -39,8 +45,25 @@ Status GpuForwardPass::moeBlock(const GpuMoeWeights& mw, int64_t k, uint64_t u, 
     DI_TRY(project(sh, mw.shared.w2, sy, T));
     shared = sy;
   }
-  DI_LAUNCH(mk.moeSum(shared, routed, T, k, C, fOut, stream));
+  if (m.tp == 1) {
+    DI_LAUNCH(mk.moeSum(shared, routed, T, k, C, fOut, stream));
+    // One rank over NCCL: the whole sum, rounded as without a collective, moved unchanged.
+    if (tensorParallel()) DI_TRY(tpAllReduce(fOut, T * C, DType::BF16));
+    return {};
+  }
+  // Tensor ranks: this rank's shared-expert slice and experts (f32), summed over the ranks,
+  // then rounded once.
+  DI_ASSIGN(part, buf("moePartial", size_t(T * C * 4)));
+  DI_LAUNCH(mk.moeSum(shared, routed, T, k, C, part, stream, /*f32Out=*/true));
+  DI_TRY(tpAllReduce(part, T * C, DType::F32));
+  DI_LAUNCH(mk.roundToBf16(part, fOut, T * C, stream));
   return {};
+}
+
+Status GpuForwardPass::tpAllReduce(uint64_t x, int64_t n, DType dtype) {
+  sig += "tp_all_reduce;";
+  if (!m.collective || !launching()) return {};
+  return m.collective->allReduceSum(m.rank.tpRank, x, x, size_t(n), dtype, stream);
 }
 
 Status GpuForwardPass::engram(int layer, uint64_t X) {

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <set>
 #include <fmt/format.h>
 
+#include "GpuCollective.h"
 #include "GpuForward.h"
 #include "GpuSyntheticWeights.h"
 #include "deepinfer/DeviceCopy.h"
@@ -49,6 +51,7 @@ const GpuForwardCounters& GpuModel::counters() const {
   GpuForwardCounters& t = impl_->totalCounters;
   t = {};
   for (const GpuModelImpl* s : impl_->pipeline()) {
+    if (s->rank.tpRank != 0) continue;  // the tensor ranks of a stage run the same pass
     const GpuForwardCounters& c = s->counters;
     t.forwards += c.forwards;  // counted by the last stage (it runs the head)
     t.tokens += c.tokens;
@@ -120,8 +123,8 @@ Result<std::unique_ptr<GpuModel>> GpuModel::load(const std::string& modelDir, st
     auto ckpt = Checkpoint::open(modelDir);
     if (!ckpt.ok()) return ckpt.error();
     m.ckpt = std::make_unique<Checkpoint>(std::move(*ckpt));
-    DI_TRY(checkQuantizationMatchesCheckpoint(m.cfg, *m.ckpt, modelDir + "/config.json"));
-    auto weights = loadGpuWeights(m.cfg, *m.ckpt, *m.dev, tensors);
+    DI_TRY(checkQuantizationMatchesCheckpoint(m.fullCfg, *m.ckpt, modelDir + "/config.json"));
+    auto weights = loadGpuWeights(m.fullCfg, *m.ckpt, *m.dev, tensors);
     if (!weights.ok()) return weights.error();
     m.w = std::move(*weights);
     m.weightInfo.deviceBytes = m.w.deviceBytes;
@@ -145,7 +148,7 @@ Result<std::unique_ptr<GpuModel>> GpuModel::loadSynthetic(const ModelConfig& cfg
                                                           std::shared_ptr<Device> dev, const GpuModelOptions& opts) {
   return loadStages(cfg, dev, opts, [&](GpuModelImpl& m, const GpuStageTensors& tensors) -> Status {
     const auto t0 = std::chrono::steady_clock::now();
-    auto weights = makeSyntheticGpuWeights(m.cfg, opts.speculative, seed, *m.dev, tensors);
+    auto weights = makeSyntheticGpuWeights(m.fullCfg, opts.speculative && tensors.draft, seed, *m.dev, tensors);
     if (!weights.ok()) return weights.error();
     m.w = std::move(*weights);
     m.weightInfo.deviceBytes = m.w.deviceBytes;
@@ -169,6 +172,47 @@ Result<std::unique_ptr<GpuModel>> GpuModel::loadSynthetic(const ModelConfig& cfg
   });
 }
 
+// A tensor rank's embedding rows get one zero row after them: the row the ids of other ranks'
+// rows read (GpuForwardPass::run).
+Status GpuModel::appendZeroEmbeddingRow(GpuModelImpl& m) {
+  GpuMatrix& e = m.w.embed;
+  const size_t rowBytes = size_t(e.cols) * 2, bytes = size_t(e.rows) * rowBytes;
+  auto grown = DeviceBuffer::alloc(bytes + rowBytes);
+  if (!grown.ok()) return grown.error();
+  DI_TRY(copyDeviceToDevice(grown->addr(), e.data.addr(), bytes, nullptr));
+  DI_TRY(fillDevice8(grown->addr() + bytes, 0, rowBytes, nullptr));
+  DI_TRY(m.dev->synchronize());
+  e.data = std::move(*grown);
+  m.w.deviceBytes += int64_t(rowBytes);
+  m.weightInfo.deviceBytes = m.w.deviceBytes;
+  return {};
+}
+
+// The collective of a stage's ranks: NCCL when they are on distinct GPUs (or one rank), the
+// logical-rank test double when they share one GPU.
+Result<std::shared_ptr<TpCollective>> GpuModel::makeStageCollective(const std::vector<GpuModelImpl*>& ranks,
+                                                                   double timeoutSeconds) {
+  std::vector<std::shared_ptr<Device>> devs;
+  std::set<int> ordinals;
+  for (GpuModelImpl* m : ranks) {
+    devs.push_back(m->dev);
+    ordinals.insert(m->dev->ordinal());
+  }
+  if (ordinals.size() == ranks.size()) {
+    auto c = NcclTpCollective::create(devs, timeoutSeconds);
+    if (!c.ok()) return Error{"tensor ranks over NCCL: " + c.error().message};
+    return std::shared_ptr<TpCollective>(std::move(*c));
+  }
+  if (ordinals.size() == 1) {
+    auto c = LogicalTpCollective::create(int(ranks.size()), devs[0], *ranks[0]->mk, timeoutSeconds);
+    if (!c.ok()) return c.error();
+    return std::shared_ptr<TpCollective>(std::move(*c));
+  }
+  return Error{fmt::format("{} tensor ranks on {} GPUs: a stage's ranks are either on distinct GPUs (NCCL) or all on "
+                           "one GPU (logical ranks, for tests)",
+                           ranks.size(), ordinals.size())};
+}
+
 // Every stage of opts (one: the whole model): its device, options and target, its weights
 // (`loadWeights`: only the stage's tensors), kernels and KV pools; then the totals.
 Result<std::unique_ptr<GpuModel>> GpuModel::loadStages(
@@ -177,9 +221,9 @@ Result<std::unique_ptr<GpuModel>> GpuModel::loadStages(
   if (!dev) return Error{"gpu model: no device"};
   auto plans = planGpuStages(cfg, opts);
   if (!plans.ok()) return plans.error();
-  const int pp = int(plans->size());
-  std::vector<std::shared_ptr<Device>> devs;
-  for (int s = 0; s < pp; ++s) {
+  const int pp = int(plans->size()), tp = opts.tp;
+  std::vector<std::shared_ptr<Device>> devs;  // one per rank, stage-major
+  for (int s = 0; s < pp * tp; ++s) {
     const int ordinal = opts.gpus.empty() ? dev->ordinal() : opts.gpus[size_t(s)];
     std::shared_ptr<Device> d;
     for (const auto& o : devs)
@@ -187,38 +231,66 @@ Result<std::unique_ptr<GpuModel>> GpuModel::loadStages(
     if (!d && ordinal == dev->ordinal()) d = dev;
     if (!d) {
       auto od = Device::open(ordinal);
-      if (!od.ok()) return Error{fmt::format("stage {}: GPU {}: {}", s, ordinal, od.error().message)};
+      if (!od.ok())
+        return Error{fmt::format("stage {}{}: GPU {}: {}", s / tp, tp > 1 ? fmt::format(" tensor rank {}", s % tp) : "",
+                                 ordinal, od.error().message)};
       d = *od;
     }
     devs.push_back(d);
   }
   std::unique_ptr<GpuModel> model(new GpuModel());
+  // Tensor ranks (docs/parallelism.md §2): run with a collective (also NCCL with one rank), no
+  // CUDA graphs (a capture cannot span the ranks' rendezvous) and no draft.
+  const bool collective = tp > 1 || opts.nccl;
+  GpuModelOptions rankOpts = opts;
+  if (collective) rankOpts.cudaGraphs = false;
   for (int s = 0; s < pp; ++s) {
-    auto impl = std::make_unique<GpuModelImpl>();
-    GpuModelImpl& m = *impl;
-    m.cfg = cfg;
-    m.stage = (*plans)[size_t(s)];
-    // Stages on one GPU split its free memory for KV: this one takes its share of what the
-    // earlier ones left.
-    for (int t = s; t < pp; ++t) m.kvShare += t > s && devs[size_t(t)]->ordinal() == devs[size_t(s)]->ordinal();
-    GpuStageTensors tensors;
-    tensors.layerBegin = m.stage.layerBegin;
-    tensors.layerEnd = m.stage.layerEnd;
-    tensors.embedding = m.stage.first();
-    tensors.head = m.stage.last();
-    tensors.draft = pp == 1;  // speculation across stages is not built
-    tensors.mirroredSources = m.stage.mirroredSources;
-    auto where = [&](const Error& e) {
-      return pp == 1 ? e : Error{fmt::format("stage {} (layers {}..{}, GPU {}): {}", s, m.stage.layerBegin,
-                                             m.stage.layerEnd - 1, devs[size_t(s)]->ordinal(), e.message)};
-    };
-    if (Status st = beginLoad(m, devs[size_t(s)], opts); !st.ok()) return where(st.error());
-    if (Status st = loadWeights(m, tensors); !st.ok()) return where(st.error());
-    if (Status st = finishLoad(m); !st.ok()) return where(st.error());
-    if (s == 0) {
-      model->impl_ = std::move(impl);
-    } else {
-      model->impl_->laterStages.push_back(std::move(impl));
+    std::vector<GpuModelImpl*> stageRanks;
+    for (int r = 0; r < tp; ++r) {
+      const size_t idx = size_t(s) * size_t(tp) + size_t(r);
+      auto impl = std::make_unique<GpuModelImpl>();
+      GpuModelImpl& m = *impl;
+      m.fullCfg = cfg;
+      m.cfg = cfg;
+      m.stage = (*plans)[size_t(s)];
+      m.tp = tp;
+      m.rank = m.stage.ranks.at(size_t(r));
+      // The rank's attention runs on its heads and output groups as a model of that many would.
+      m.cfg.numAttentionHeads = m.rank.headEnd - m.rank.headBegin;
+      m.cfg.oGroups = m.rank.groupEnd - m.rank.groupBegin;
+      // Ranks on one GPU split its free memory for KV: this one takes its share of what the
+      // earlier ones left.
+      for (size_t t = idx + 1; t < devs.size(); ++t) m.kvShare += devs[t]->ordinal() == devs[idx]->ordinal();
+      GpuStageTensors tensors;
+      tensors.layerBegin = m.stage.layerBegin;
+      tensors.layerEnd = m.stage.layerEnd;
+      tensors.embedding = m.stage.first();
+      tensors.head = m.stage.last();
+      tensors.draft = pp == 1 && !collective;  // speculation across stages or ranks is not built
+      tensors.mirroredSources = m.stage.mirroredSources;
+      tensors.tp = tp;
+      tensors.rank = m.rank;
+      auto where = [&](const Error& e) {
+        if (pp == 1 && tp == 1) return e;
+        return Error{fmt::format("{}stage {} (layers {}..{}, GPU {}): {}", tp > 1 ? fmt::format("tensor rank {} of ", r) : "",
+                                 s, m.stage.layerBegin, m.stage.layerEnd - 1, devs[idx]->ordinal(), e.message)};
+      };
+      if (Status st = beginLoad(m, devs[idx], rankOpts); !st.ok()) return where(st.error());
+      if (Status st = loadWeights(m, tensors); !st.ok()) return where(st.error());
+      if (tp > 1 && tensors.embedding)
+        if (Status st = appendZeroEmbeddingRow(m); !st.ok()) return where(st.error());
+      if (Status st = finishLoad(m); !st.ok()) return where(st.error());
+      stageRanks.push_back(&m);
+      if (idx == 0) {
+        model->impl_ = std::move(impl);
+      } else {
+        model->impl_->laterStages.push_back(std::move(impl));
+      }
+    }
+    if (collective) {
+      auto c = makeStageCollective(stageRanks, opts.collectiveTimeoutSeconds);
+      if (!c.ok()) return Error{fmt::format("stage {}: {}", s, c.error().message)};
+      for (GpuModelImpl* m : stageRanks) m->collective = *c;
     }
   }
   GpuModelImpl& m0 = *model->impl_;
@@ -236,6 +308,8 @@ Result<std::unique_ptr<GpuModel>> GpuModel::loadStages(
     GpuStageReport r;
     r.stage = st->stage.index;
     r.gpu = st->dev->ordinal();
+    r.tpRank = st->rank.tpRank;
+    if (st->collective) r.collective = st->collective->backend();
     r.layerBegin = st->stage.layerBegin;
     r.layerEnd = st->stage.layerEnd;
     r.embedding = st->stage.first();

@@ -44,11 +44,20 @@ struct GpuModelOptions {
   // gpus[s] (empty: every stage on the GPU given to load; the same ordinal twice makes two
   // logical devices of one GPU). Each stage holds only its tensors, its own KV pools (kvCacheBytes
   // each, or kvMemoryFraction / k of the free memory it sees, k = the stages of its GPU from it
-  // on) and stream; the last stage's GPU holds the logits. DSpark speculation needs pp = 1. tp > 1 (tensor parallelism) is not built: an error.
+  // on) and stream; the last stage's GPU holds the logits. DSpark speculation needs pp = 1.
+  // tp tensor ranks per stage (docs/parallelism.md §2): each holds its heads, output groups,
+  // shared-expert slice, routed experts and vocabulary rows (planShards' split); with tp > 1,
+  // gpus has pp * tp entries, rank r of stage s on gpus[s * tp + r]. A stage's ranks on distinct
+  // GPUs sum their partial outputs over NCCL (tp = 1 with nccl = true runs NCCL with one rank);
+  // ranks sharing one GPU use the logical-rank test double (a device sum in rank order). tp > 1
+  // runs without CUDA graphs and without the DSpark draft.
   int pp = 1;
   int tp = 1;
   std::vector<int> stageLayers;
   std::vector<int> gpus;
+  bool nccl = false;                // tp = 1: still sum (one rank) through NCCL
+  double collectiveTimeoutSeconds = 120;  // a rank that does not reach a collective: an error
+  int failTensorRank = -1;          // tests: this tensor rank's pass fails at its first MoE (before its all-reduce)
 };
 
 // What the runtime did, for tests and reports.
@@ -129,6 +138,8 @@ struct GpuKvCapacity {
 // One pipeline stage: where it runs, what it holds, and its KV capacity.
 struct GpuStageReport {
   int stage = 0, gpu = 0;           // stage index, device ordinal
+  int tpRank = 0;                   // tensor rank within the stage
+  std::string collective;           // the backend of the stage's collectives (tp > 1 or nccl), else empty
   int layerBegin = 0, layerEnd = 0; // executed layers [begin, end)
   bool embedding = false, head = false;
   std::vector<int> mirroredSources; // kv sources of earlier stages it keeps caches of
@@ -144,6 +155,7 @@ struct GpuDeviceLogits {
 };
 
 class GpuModelImpl;
+class TpCollective;
 struct GpuStageTensors;
 
 class GpuModel {
@@ -217,6 +229,9 @@ class GpuModel {
   GpuModel() = default;
   static Status beginLoad(GpuModelImpl& m, const std::shared_ptr<Device>& dev, const GpuModelOptions& opts);
   static Status finishLoad(GpuModelImpl& m);
+  static Status appendZeroEmbeddingRow(GpuModelImpl& m);
+  static Result<std::shared_ptr<TpCollective>> makeStageCollective(const std::vector<GpuModelImpl*>& ranks,
+                                                                   double timeoutSeconds);
   static Result<std::unique_ptr<GpuModel>> loadStages(
       const ModelConfig& cfg, const std::shared_ptr<Device>& dev, const GpuModelOptions& opts,
       const std::function<Status(GpuModelImpl&, const GpuStageTensors&)>& loadWeights);

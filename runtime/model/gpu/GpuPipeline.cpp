@@ -3,6 +3,7 @@
 // model of one stage takes the same path with nothing to hand off.
 #include <algorithm>
 #include <set>
+#include <thread>
 #include <fmt/format.h>
 
 #include "GpuForward.h"
@@ -27,30 +28,43 @@ std::vector<GpuHandoffItem> gpuHandoffItems(const ModelConfig& cfg, const std::v
 
 Result<std::vector<GpuStagePlan>> planGpuStages(const ModelConfig& cfg, const GpuModelOptions& opts) {
   if (opts.tp < 1) return Error{fmt::format("tp {} must be at least 1", opts.tp)};
-  if (opts.tp > 1)
-    return Error{fmt::format(
-        "tp {}: tensor parallelism is not built yet: the runtime has no head/group/vocabulary-sharded weight "
-        "loading, no expert-parallel MoE dispatch and no all-reduce of the attention and MoE outputs over NCCL "
-        "(docs/parallelism.md §2); use --tp 1 (pipeline stages: --pp)",
-        opts.tp)};
   if (opts.pp < 1) return Error{fmt::format("pp {} must be at least 1", opts.pp)};
-  if (!opts.gpus.empty() && int(opts.gpus.size()) != opts.pp)
-    return Error{fmt::format("{} GPUs given for {} pipeline stages (one ordinal per stage)", opts.gpus.size(), opts.pp)};
+  const size_t ranks = size_t(opts.pp) * size_t(opts.tp);
+  if (!opts.gpus.empty() && opts.gpus.size() != ranks)
+    return Error{opts.tp == 1 ? fmt::format("{} GPUs given for {} pipeline stages (one ordinal per stage)",
+                                            opts.gpus.size(), opts.pp)
+                              : fmt::format("{} GPUs given for {} pipeline stages x {} tensor ranks (one ordinal per "
+                                            "rank, rank r of stage s at s * tp + r)",
+                                            opts.gpus.size(), opts.pp, opts.tp)};
   for (size_t s = 0; s < opts.gpus.size(); ++s)
-    if (opts.gpus[s] < 0) return Error{fmt::format("GPU ordinal {} of stage {} is negative", opts.gpus[s], s)};
-  if (opts.pp == 1 && opts.stageLayers.empty()) {  // the whole model, as before pipelines existed
+    if (opts.gpus[s] < 0)
+      return Error{opts.tp == 1 ? fmt::format("GPU ordinal {} of stage {} is negative", opts.gpus[s], s)
+                                : fmt::format("GPU ordinal {} of rank {} is negative", opts.gpus[s], s)};
+  if (opts.pp == 1 && opts.tp == 1 && opts.stageLayers.empty()) {  // the whole model, as before pipelines existed
     GpuStagePlan one;
     one.layerEnd = cfg.numHiddenLayers;
+    RankPlan rp;
+    rp.layerEnd = cfg.numHiddenLayers;
+    rp.embedding = rp.head = true;
+    rp.headEnd = cfg.numAttentionHeads;
+    rp.groupEnd = cfg.oGroups;
+    rp.expertEnd = cfg.nRoutedExperts;
+    rp.vocabEnd = cfg.vocabSize;
+    rp.sharedEnd = cfg.moeIntermediateSize * cfg.nSharedExperts;
+    one.ranks = {rp};
     return std::vector<GpuStagePlan>{one};
   }
   ParallelShape shape;
   shape.pp = opts.pp;
+  shape.tp = opts.tp;
   shape.stageLayers = opts.stageLayers;
   if (opts.pp == 1 && opts.stageLayers.size() == 1 && opts.stageLayers[0] != cfg.numHiddenLayers)
     return Error{fmt::format("stage layer counts add up to {}, the model has {} layers", opts.stageLayers[0],
                              cfg.numHiddenLayers)};
   auto plan = planShards(cfg, shape, /*withDraft=*/false, opts.maxChunkTokens);
-  if (!plan.ok()) return Error{"pipeline stages: " + plan.error().message};
+  if (!plan.ok())
+    return Error{(opts.tp > 1 ? fmt::format("tp {} x pp {}: ", opts.tp, opts.pp) : std::string("pipeline stages: ")) +
+                 plan.error().message};
   const int pp = opts.pp, L = cfg.numHiddenLayers;
   std::vector<GpuStagePlan> stages(static_cast<size_t>(pp));
   for (int s = 0; s < pp; ++s) {
@@ -59,7 +73,8 @@ Result<std::vector<GpuStagePlan>> planGpuStages(const ModelConfig& cfg, const Gp
     sp.count = pp;
     sp.layerBegin = plan->stageFirstLayer[size_t(s)];
     sp.layerEnd = plan->stageFirstLayer[size_t(s) + 1];
-    sp.mirroredSources = plan->ranks[size_t(s)].mirroredKvSources;
+    sp.mirroredSources = plan->ranks[size_t(s) * size_t(opts.tp)].mirroredKvSources;
+    for (int r = 0; r < opts.tp; ++r) sp.ranks.push_back(plan->ranks[size_t(s) * size_t(opts.tp) + size_t(r)]);
   }
   for (int s = 0; s + 1 < pp; ++s) {
     GpuStagePlan& sp = stages[size_t(s)];
@@ -160,10 +175,15 @@ Status GpuModelImpl::runStage(const std::vector<GpuSeq>& seqs, const std::vector
 
 // One forward call through every stage in order: stage s runs on its device and stream, then
 // stage s + 1's stream waits for it, copies what it sent (peer copies between GPUs) into its
-// own buffers and runs. The next call's first stage waits for this call's last stage.
+// own buffers and runs. The next call's first stage waits for this call's last stage. With
+// tensor ranks, rank r of a stage takes the hand-off of rank r of the previous stage (after the
+// all-reduces every rank holds the whole residual state), and the ranks of a stage run their
+// passes on host threads of their own, meeting in the collectives; a failing rank fails the
+// stage's collective, so the others return an error instead of waiting.
 Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWise, uint64_t* logitsDev,
                                      int64_t* rows) {
-  const std::vector<GpuModelImpl*> stages = pipeline();
+  const std::vector<GpuModelImpl*> stages = pipeline();  // every rank, stage-major
+  const size_t tpN = size_t(std::max(tp, 1)), ppN = stages.size() / tpN;
   std::vector<int32_t> ids;
   bool anySpeculative = false;
   for (const auto& [rq, tokens] : work) {
@@ -188,32 +208,53 @@ Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWi
   lastLogits = {};
   lastLaunches = {};
   Status st;
-  std::vector<uint64_t> outs;
-  int64_t outRows = 0;
+  std::vector<std::vector<uint64_t>> outsOf(stages.size());
+  std::vector<int64_t> rowsOf(stages.size(), 0);
+  std::vector<GpuCallLaunches> launchesOf(stages.size());
   const int64_t T = int64_t(ids.size());
-  for (size_t s = 0; s < stages.size() && st.ok(); ++s) {
-    GpuModelImpl& g = *stages[s];
-    st = g.dev->use();
-    if (!st.ok()) break;
-    if (stages.size() > 1) {
+  // Rank i's part of the call: the hand-off from the previous stage's rank, its pass, the record.
+  auto runRank = [&](size_t i) -> Status {
+    GpuModelImpl& g = *stages[i];
+    DI_TRY(g.dev->use());
+    if (ppN > 1) {
       // Ordered after the previous stage of this call (or the last stage of the previous call).
-      const GpuModelImpl& prev = s > 0 ? *stages[s - 1] : *stages.back();
-      st = prev.handoff.waitIn(g.stream);
-      if (st.ok() && s > 0) {
+      const size_t prevIdx = i >= tpN ? i - tpN : i + (ppN - 1) * tpN;
+      const GpuModelImpl& prev = *stages[prevIdx];
+      DI_TRY(prev.handoff.waitIn(g.stream));
+      if (i >= tpN) {
         const GpuStagePlan& sp = g.stage;
         const auto items = gpuHandoffItems(cfg, sp.recvInputs, sp.recvSelections, sp.recvKept, T);
-        for (size_t i = 0; i < items.size() && st.ok(); ++i) {
-          auto dst = g.scratch.get("in." + items[i].name, items[i].bytes);
-          st = dst.ok() ? copyBetweenDevices(*dst, *g.dev, outs.at(i), *prev.dev, items[i].bytes, g.stream)
-                        : Status{dst.error()};
+        for (size_t k = 0; k < items.size(); ++k) {
+          auto dst = g.scratch.get("in." + items[k].name, items[k].bytes);
+          if (!dst.ok()) return dst.error();
+          DI_TRY(copyBetweenDevices(*dst, *g.dev, outsOf[prevIdx].at(k), *prev.dev, items[k].bytes, g.stream));
         }
       }
-      if (!st.ok()) break;
     }
-    GpuCallLaunches launches;
-    st = g.runStage(seqsOf[s], ids, lastOnly, rowWise, anySpeculative, &outs, &outRows, &launches);
-    if (st.ok() && stages.size() > 1) st = g.handoff.record(g.stream);
+    DI_TRY(g.runStage(seqsOf[i], ids, lastOnly, rowWise, anySpeculative, &outsOf[i], &rowsOf[i], &launchesOf[i]));
+    if (ppN > 1) DI_TRY(g.handoff.record(g.stream));
+    return {};
+  };
+  for (size_t s = 0; s < ppN && st.ok(); ++s) {
+    const size_t first = s * tpN;
+    if (tpN == 1) {
+      st = runRank(first);
+    } else {
+      std::vector<Status> rankSt(tpN);
+      std::vector<std::thread> threads;
+      for (size_t r = 0; r < tpN; ++r)
+        threads.emplace_back([&, r] {
+          rankSt[r] = runRank(first + r);
+          if (!rankSt[r].ok() && stages[first + r]->collective)
+            stages[first + r]->collective->fail(int(r), rankSt[r].error().message);
+        });
+      for (auto& t : threads) t.join();
+      // The first failure is the cause; the others' errors name it.
+      for (size_t r = 0; r < tpN && st.ok(); ++r)
+        if (!rankSt[r].ok()) st = Error{fmt::format("tensor rank {} of stage {}: {}", r, s, rankSt[r].error().message)};
+    }
     if (!st.ok()) break;
+    const GpuCallLaunches& launches = launchesOf[first];  // tensor rank 0's
     if (s == 0) {
       lastLaunches = launches;
     } else {
@@ -229,6 +270,17 @@ Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWi
       }
     }
   }
+  // The collectives' transport errors (NCCL's asynchronous ones, a stuck rank) within the timeout.
+  for (size_t s = 0; s < ppN && st.ok(); ++s) {
+    const size_t first = s * tpN;
+    if (!stages[first]->collective) continue;
+    std::vector<void*> streams;
+    for (size_t r = 0; r < tpN; ++r) streams.push_back(stages[first + r]->stream);
+    if (Status f = stages[first]->collective->finish(streams); !f.ok())
+      st = Error{fmt::format("stage {} collectives: {}", s, f.error().message)};
+  }
+  std::vector<uint64_t> outs = st.ok() ? outsOf.back() : std::vector<uint64_t>{};
+  const int64_t outRows = rowsOf.back();
   if (stages.size() > 1) {
     if (Status u = dev->use(); st.ok()) st = u;
   }

@@ -39,32 +39,53 @@ class SyntheticSink : public GpuWeightSink {
     }
   }
 
-  Status bf16Matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out) override {
-    DI_TRY(bf16Values(name, rows * cols, out.data));
-    out.rows = rows;
-    out.cols = cols;
+  // A shard (GpuSlice) holds exactly the values of the whole tensor's rows and columns: every
+  // value is a function of the tensor's name and its position in the whole tensor.
+  Status bf16Matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out, const GpuSlice& sl) override {
+    DI_TRY(bf16Values(name, rows * cols, out.data, sl));
+    out.rows = sl.rowsOf(rows);
+    out.cols = sl.colsOf(cols);
     out.format = GpuWeightFormat::Bf16;
     return {};
   }
-  Status projection(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out) override {
+  Status projection(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out, const GpuSlice& sl) override {
     auto spec = specOf(name);
     if (!spec.ok()) return spec.error();
     const bool fp4 = (*spec)->format == WeightFormat::Fp4;
-    const int64_t codes = fp4 ? rows * cols / 2 : rows * cols;
-    const int64_t scales = fp4 ? rows * (cols / 32) : ((rows + 31) / 32) * ((cols + 31) / 32);
-    DI_TRY(codesFromPool(name, fp4, codes, out.data));
+    const int64_t sr = sl.rowsOf(rows), sc = sl.colsOf(cols);
+    const int64_t scales = fp4 ? sr * (sc / 32) : ((sr + 31) / 32) * ((sc + 31) / 32);
+    if (sl.whole(rows, cols)) {
+      DI_TRY(codesFromPool(name, fp4, fp4 ? rows * cols / 2 : rows * cols, out.data));
+    } else {
+      // The whole tensor's code bytes at the shard's rows and columns.
+      const int64_t rowBytes = fp4 ? cols / 2 : cols, partRow = fp4 ? sc / 2 : sc;
+      const int64_t c0 = fp4 ? sl.colBegin / 2 : sl.colBegin;
+      const std::vector<uint8_t>& pool = fp4 ? fp4Pool_ : fp8Pool_;
+      const size_t at = poolOffset(name);
+      std::vector<uint8_t> codes(size_t(sr * partRow));
+      for (int64_t r = 0; r < sr; ++r)
+        for (int64_t c = 0; c < partRow; ++c)
+          codes[size_t(r * partRow + c)] = pool[(at + size_t((sl.rowBegin + r) * rowBytes + c0 + c)) % kPoolBytes];
+      DI_TRY(alloc(name, int64_t(codes.size()), out.data));
+      DI_TRY(out.data.upload(codes.data(), codes.size()));
+    }
+    // One scale byte per tensor (from the whole tensor's fan-in), so a shard's are the same byte.
     DI_TRY(constantBytes(name + " scales", scales, syntheticScaleByte(fp4 ? kFp4CodeRms : kFp8CodeRms, cols),
                          out.scales));
-    out.rows = rows;
-    out.cols = cols;
+    out.rows = sr;
+    out.cols = sc;
     out.format = fp4 ? GpuWeightFormat::Fp4 : GpuWeightFormat::Fp8;
     return {};
   }
-  Status experts(const std::string& prefix, int64_t E, int64_t C, int64_t I, GpuRoutedExperts& out) override {
+  Status experts(const std::string& prefix, int64_t Eall, int64_t C, int64_t I, int64_t eBegin, int64_t eEnd,
+                 GpuRoutedExperts& out) override {
     const std::string p = prefix + "experts";
-    DI_TRY(codesFromPool(p + " w1", true, E * I * C / 2, out.w1));
-    DI_TRY(codesFromPool(p + " w3", true, E * I * C / 2, out.w3));
-    DI_TRY(codesFromPool(p + " w2", true, E * C * I / 2, out.w2));
+    const int64_t E = eEnd - eBegin;
+    // Expert e's bytes sit at e times its size in the whole buffer: the shard starts at eBegin's.
+    DI_TRY(codesFromPool(p + " w1", true, E * I * C / 2, out.w1, eBegin * I * C / 2));
+    DI_TRY(codesFromPool(p + " w3", true, E * I * C / 2, out.w3, eBegin * I * C / 2));
+    DI_TRY(codesFromPool(p + " w2", true, E * C * I / 2, out.w2, eBegin * C * I / 2));
+    (void)Eall;
     DI_TRY(constantBytes(p + " w1 scales", E * I * (C / 32), syntheticScaleByte(kFp4CodeRms, C), out.w1Scale));
     DI_TRY(constantBytes(p + " w3 scales", E * I * (C / 32), syntheticScaleByte(kFp4CodeRms, C), out.w3Scale));
     DI_TRY(constantBytes(p + " w2 scales", E * C * (I / 32), syntheticScaleByte(kFp4CodeRms, I), out.w2Scale));
@@ -76,16 +97,20 @@ class SyntheticSink : public GpuWeightSink {
   Status bf16(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) override {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    return bf16Values(name, n, out);
+    return bf16Values(name, n, out, {});
   }
-  Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) override {
+  Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out, const GpuSlice& sl) override {
     auto spec = specOf(name);
     if (!spec.ok()) return spec.error();
-    const int64_t rows = shape.size() == 2 ? shape[0] : 1;
-    std::vector<float> v(size_t(rows * (shape.size() == 2 ? shape[1] : shape[0])));
+    const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.size() == 2 ? shape[1] : shape[0];
+    std::vector<float> v(size_t(rows * cols));
     synth_.fillRows(**spec, 0, rows, v.data());
-    DI_TRY(alloc(name, int64_t(v.size() * 4), out));
-    return out.upload(v.data(), v.size() * 4);
+    const int64_t sr = sl.rowsOf(rows), sc = sl.colsOf(cols);
+    std::vector<float> part(size_t(sr * sc));
+    for (int64_t r = 0; r < sr; ++r)
+      for (int64_t c = 0; c < sc; ++c) part[size_t(r * sc + c)] = v[size_t((sl.rowBegin + r) * cols + sl.colBegin + c)];
+    DI_TRY(alloc(name, int64_t(part.size() * 4), out));
+    return out.upload(part.data(), part.size() * 4);
   }
   int64_t bytes = 0;
 
@@ -103,32 +128,38 @@ class SyntheticSink : public GpuWeightSink {
     return {};
   }
   // make-model's values (SyntheticWeights::fillRows), rounded to bf16; rows in parallel.
-  Status bf16Values(const std::string& name, int64_t n, DeviceBuffer& out) {
+  // `sl`: the rows and columns of the whole tensor kept (rows generated one at a time).
+  Status bf16Values(const std::string& name, int64_t n, DeviceBuffer& out, const GpuSlice& sl) {
     auto spec = specOf(name);
     if (!spec.ok()) return spec.error();
     const ModelTensorSpec& s = **spec;
-    const int64_t rows = s.shape.size() == 2 ? s.shape[0] : 1, cols = n / rows;
-    std::vector<uint16_t> v(static_cast<size_t>(n));
+    const int64_t fullRows = s.shape.size() == 2 ? s.shape[0] : 1, cols = n / fullRows;
+    const int64_t rows = sl.rowsOf(fullRows), keep = sl.colsOf(cols);
+    std::vector<uint16_t> v(static_cast<size_t>(rows * keep));
     const int threads = int(std::clamp<int64_t>(rows / 256, 1, std::max(1u, std::thread::hardware_concurrency())));
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t)
       pool.emplace_back([&, t] {
         std::vector<float> row(static_cast<size_t>(cols));
         for (int64_t r = rows * t / threads; r < rows * (t + 1) / threads; ++r) {
-          synth_.fillRows(s, r, r + 1, row.data());
-          for (int64_t c = 0; c < cols; ++c) v[size_t(r * cols + c)] = floatToBf16(row[size_t(c)]);
+          synth_.fillRows(s, sl.rowBegin + r, sl.rowBegin + r + 1, row.data());
+          for (int64_t c = 0; c < keep; ++c) v[size_t(r * keep + c)] = floatToBf16(row[size_t(sl.colBegin + c)]);
         }
       });
     for (auto& th : pool) th.join();
-    DI_TRY(alloc(name, n * 2, out));
+    DI_TRY(alloc(name, int64_t(v.size()) * 2, out));
     return out.upload(v.data(), v.size() * 2);
   }
   // n code bytes from the format's pool, starting at a per-tensor offset and wrapping.
-  Status codesFromPool(const std::string& name, bool fp4, int64_t n, DeviceBuffer& out) {
+  size_t poolOffset(const std::string& name) const {
+    uint64_t h = seed_ ^ stableHash(name);
+    return size_t(splitMix64(h) % kPoolBytes);
+  }
+  // n code bytes of the whole tensor from byte `skip` on (a shard of experts).
+  Status codesFromPool(const std::string& name, bool fp4, int64_t n, DeviceBuffer& out, int64_t skip = 0) {
     DI_TRY(alloc(name, n, out));
     const std::vector<uint8_t>& pool = fp4 ? fp4Pool_ : fp8Pool_;
-    uint64_t h = seed_ ^ stableHash(name);
-    size_t at = size_t(splitMix64(h) % kPoolBytes);
+    size_t at = (poolOffset(name) + size_t(skip)) % kPoolBytes;
     for (int64_t done = 0; done < n;) {
       const size_t len = std::min<size_t>(kPoolBytes - at, size_t(n - done));
       if (Status st = out.upload(pool.data() + at, len, size_t(done)); !st.ok())

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "model/ModelTensors.h"
 
 namespace deepinfer {
@@ -41,13 +44,14 @@ GpuWeightFormat gpuFormat(WeightFormat f) {
 class PlanSink : public GpuWeightSink {
  public:
   explicit PlanSink(const GpuWeightTable& table) : table_(table) {}
-  Status bf16Matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix&) override {
+  Status bf16Matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix&, const GpuSlice& sl) override {
     auto ti = check(name, {rows, cols});
     if (!ti.ok()) return ti.error();
-    bytes += rows * cols * 2;
+    DI_TRY(checkSlice(name, rows, cols, sl, 1));
+    bytes += sl.rowsOf(rows) * sl.colsOf(cols) * 2;
     return {};
   }
-  Status projection(const std::string& name, int64_t rows, int64_t cols, GpuMatrix&) override {
+  Status projection(const std::string& name, int64_t rows, int64_t cols, GpuMatrix&, const GpuSlice& sl) override {
     auto ti = check(name, {rows, cols});
     if (!ti.ok()) return ti.error();
     if (!gemmFormat(ti->format))
@@ -56,10 +60,14 @@ class PlanSink : public GpuWeightSink {
                                "columns) formats",
                                baseName(ti->file), name, ti->dtype, weightFormatName(ti->format))};
     const GpuWeightFormat f = gpuFormat(ti->format);
-    bytes += codeBytes(f, rows, cols) + scaleBytes(f, rows, cols);
+    DI_TRY(checkSlice(name, rows, cols, sl, 32));
+    bytes += codeBytes(f, sl.rowsOf(rows), sl.colsOf(cols)) + scaleBytes(f, sl.rowsOf(rows), sl.colsOf(cols));
     return {};
   }
-  Status experts(const std::string& prefix, int64_t E, int64_t C, int64_t I, GpuRoutedExperts&) override {
+  Status experts(const std::string& prefix, int64_t E, int64_t C, int64_t I, int64_t eBegin, int64_t eEnd,
+                 GpuRoutedExperts&) override {
+    if (eBegin < 0 || eBegin > eEnd || eEnd > E)
+      return Error{fmt::format("{}experts: range [{}, {}) is not within the {} experts", prefix, eBegin, eEnd, E)};
     for (int64_t e = 0; e < E; ++e)
       for (const auto& [which, rows, cols] : {std::tuple{"w1", I, C}, std::tuple{"w3", I, C}, std::tuple{"w2", C, I}}) {
         const std::string name = fmt::format("{}experts.{}.{}.weight", prefix, e, which);
@@ -69,7 +77,8 @@ class PlanSink : public GpuWeightSink {
           return Error{fmt::format("{}: tensor '{}' is {} ({}); the GPU runtime runs the routed experts through "
                                    "moe_experts, which reads fp4 (e2m1 + UE8M0 per 32 columns) experts",
                                    baseName(ti->file), name, ti->dtype, weightFormatName(ti->format))};
-        bytes += codeBytes(GpuWeightFormat::Fp4, rows, cols) + scaleBytes(GpuWeightFormat::Fp4, rows, cols);
+        if (e >= eBegin && e < eEnd)
+          bytes += codeBytes(GpuWeightFormat::Fp4, rows, cols) + scaleBytes(GpuWeightFormat::Fp4, rows, cols);
       }
     return {};
   }
@@ -79,16 +88,29 @@ class PlanSink : public GpuWeightSink {
     bytes += numel(shape) * 2;
     return {};
   }
-  Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer&) override {
+  Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer&, const GpuSlice& sl) override {
     auto ti = check(name, shape);
     if (!ti.ok()) return ti.error();
-    bytes += numel(shape) * 4;
+    const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = numel(shape) / std::max<int64_t>(rows, 1);
+    DI_TRY(checkSlice(name, rows, cols, sl, 1));
+    bytes += sl.rowsOf(rows) * sl.colsOf(cols) * 4;
     return {};
   }
   int64_t bytes = 0;
   int64_t tensors = 0;
 
  private:
+  // A slice within the tensor, on `quantum`-aligned bounds (the quantization blocks).
+  static Status checkSlice(const std::string& name, int64_t rows, int64_t cols, const GpuSlice& sl, int64_t quantum) {
+    const int64_t r1 = sl.rowEnd < 0 ? rows : sl.rowEnd, c1 = sl.colEnd < 0 ? cols : sl.colEnd;
+    auto aligned = [&](int64_t v, int64_t n) { return v % quantum == 0 || v == n; };
+    if (sl.rowBegin < 0 || sl.rowBegin >= r1 || r1 > rows || sl.colBegin < 0 || sl.colBegin >= c1 || c1 > cols ||
+        !aligned(sl.rowBegin, rows) || !aligned(r1, rows) || !aligned(sl.colBegin, cols) || !aligned(c1, cols))
+      return Error{fmt::format("tensor '{}' [{}, {}]: shard rows [{}, {}) x columns [{}, {}) is not a non-empty "
+                               "range of whole {}-wide blocks",
+                               name, rows, cols, sl.rowBegin, r1, sl.colBegin, c1, quantum)};
+    return {};
+  }
   Result<TensorInfo> check(const std::string& name, const std::vector<int64_t>& shape) {
     auto ti = table_.info(name);
     if (!ti.ok()) return ti.error();
@@ -110,26 +132,97 @@ class PlanSink : public GpuWeightSink {
 class UploadSink : public GpuWeightSink {
  public:
   explicit UploadSink(const Checkpoint& ckpt) : ckpt_(ckpt) {}
-  Status bf16Matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out) override {
-    DI_TRY(uploadHost(name, ckpt_.loadBf16(name, {rows, cols}), out.data));
-    out.rows = rows;
-    out.cols = cols;
+  Status bf16Matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out, const GpuSlice& sl) override {
+    const int64_t sr = sl.rowsOf(rows), sc = sl.colsOf(cols);
+    auto ti = ckpt_.info(name);
+    if (!ti.ok()) return ti.error();
+    if (sl.whole(rows, cols)) {
+      DI_TRY(uploadHost(name, ckpt_.loadBf16(name, {rows, cols}), out.data));
+    } else if (ti->format == WeightFormat::Plain && ti->dtype == "BF16") {
+      // A shard of a bf16 tensor: only its rows' bytes of the mapping are read.
+      SafetensorsEntry e;
+      auto raw = ckpt_.rawData(name, &e);
+      if (!raw.ok()) return raw.error();
+      std::vector<uint8_t> part(size_t(sr * sc * 2));
+      for (int64_t r = 0; r < sr; ++r)
+        std::memcpy(&part[size_t(r * sc * 2)], *raw + ((sl.rowBegin + r) * cols + sl.colBegin) * 2, size_t(sc * 2));
+      for (size_t i = 0; i < part.size(); i += 2) {  // what loadBf16 rejects: NaN or infinity
+        const unsigned v = unsigned(part[i]) | unsigned(part[i + 1]) << 8;
+        if ((v & 0x7F80u) == 0x7F80u)
+          return Error{fmt::format("{}: tensor '{}' holds a non-finite value at [{}, {}]: weights must be finite",
+                                   baseName(ti->file), name, sl.rowBegin + int64_t(i / 2) / sc,
+                                   sl.colBegin + int64_t(i / 2) % sc)};
+      }
+      DI_TRY(uploadBytes(name, part, out.data));
+    } else {
+      auto full = ckpt_.loadBf16(name, {rows, cols});
+      if (!full.ok()) return full.error();
+      std::vector<uint8_t> part(size_t(sr * sc * 2));
+      for (int64_t r = 0; r < sr; ++r)
+        std::memcpy(&part[size_t(r * sc * 2)], full->bytes.data() + ((sl.rowBegin + r) * cols + sl.colBegin) * 2,
+                    size_t(sc * 2));
+      DI_TRY(uploadBytes(name, part, out.data));
+    }
+    out.rows = sr;
+    out.cols = sc;
     out.format = GpuWeightFormat::Bf16;
     return {};
   }
-  Status projection(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out) override {
+  Status projection(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out, const GpuSlice& sl) override {
     auto ti = ckpt_.info(name);
     if (!ti.ok()) return ti.error();
     const GpuWeightFormat f = gpuFormat(ti->format);
-    DI_TRY(alloc(name, codeBytes(f, rows, cols), out.data));
-    DI_TRY(alloc(ti->scaleName, scaleBytes(f, rows, cols), out.scales));
-    DI_TRY(uploadRaw(*ti, out.data, 0, out.scales, 0));
-    out.rows = rows;
-    out.cols = cols;
+    const int64_t sr = sl.rowsOf(rows), sc = sl.colsOf(cols);
+    if (sl.whole(rows, cols)) {
+      DI_TRY(alloc(name, codeBytes(f, rows, cols), out.data));
+      DI_TRY(alloc(ti->scaleName, scaleBytes(f, rows, cols), out.scales));
+      DI_TRY(uploadRaw(*ti, out.data, 0, out.scales, 0));
+    } else {
+      // A shard (whole 32-wide blocks): its rows' code bytes and its blocks' scale bytes, checked
+      // like checkQuantizedBytes checks a whole tensor (no e4m3 NaN code, exact scale bytes) but
+      // reading only the shard.
+      SafetensorsEntry ce, se;
+      auto c = ckpt_.rawData(ti->name, &ce);
+      if (!c.ok()) return c.error();
+      auto scl = ckpt_.rawData(ti->scaleName, &se);
+      if (!scl.ok()) return scl.error();
+      const bool fp4 = f == GpuWeightFormat::Fp4;
+      const int64_t rowBytes = fp4 ? cols / 2 : cols, partRow = fp4 ? sc / 2 : sc, c0 = fp4 ? sl.colBegin / 2 : sl.colBegin;
+      std::vector<uint8_t> codes(size_t(sr * partRow));
+      for (int64_t r = 0; r < sr; ++r)
+        std::memcpy(&codes[size_t(r * partRow)], *c + (sl.rowBegin + r) * rowBytes + c0, size_t(partRow));
+      // Scales: fp4 one per row and 32 columns; fp8 one per 32x32 block.
+      const int64_t scaleRows = fp4 ? sr : ceilDiv(sr, 32), scaleRow0 = fp4 ? sl.rowBegin : sl.rowBegin / 32;
+      const int64_t fullScaleCols = fp4 ? cols / 32 : ceilDiv(cols, 32), partScaleCols = fp4 ? sc / 32 : ceilDiv(sc, 32);
+      std::vector<uint8_t> scales(size_t(scaleRows * partScaleCols));
+      for (int64_t r = 0; r < scaleRows; ++r)
+        std::memcpy(&scales[size_t(r * partScaleCols)], *scl + (scaleRow0 + r) * fullScaleCols + sl.colBegin / 32,
+                    size_t(partScaleCols));
+      if (!fp4)
+        for (size_t i = 0; i < codes.size(); ++i)
+          if ((codes[i] & 0x7F) == 0x7F)
+            return Error{fmt::format("{}: tensor '{}' holds NaN at element [{}, {}] of the shard ({}, code 0x{:02X}): "
+                                     "weights must be finite (a corrupt file)",
+                                     baseName(ti->file), name, sl.rowBegin + int64_t(i) / partRow,
+                                     sl.colBegin + int64_t(i) % partRow, weightFormatName(ti->format), codes[i])};
+      const ScaleByteRange range = exactScaleBytes(ti->format);
+      for (size_t i = 0; i < scales.size(); ++i)
+        if (scales[i] < range.lo || scales[i] > range.hi)
+          return Error{fmt::format("{}: scale '{}' holds byte {} in the shard of '{}', outside {}..{} (a corrupt file, "
+                                   "or not a V4.1 checkpoint)",
+                                   baseName(ti->file), ti->scaleName, int(scales[i]), name, range.lo, range.hi)};
+      DI_TRY(uploadBytes(name, codes, out.data));
+      DI_TRY(uploadBytes(ti->scaleName, scales, out.scales));
+    }
+    out.rows = sr;
+    out.cols = sc;
     out.format = f;
     return {};
   }
-  Status experts(const std::string& prefix, int64_t E, int64_t C, int64_t I, GpuRoutedExperts& out) override {
+  Status experts(const std::string& prefix, int64_t Eall, int64_t C, int64_t I, int64_t eBegin, int64_t eEnd,
+                 GpuRoutedExperts& out) override {
+    (void)Eall;
+    const int64_t E = eEnd - eBegin;
     const GpuWeightFormat f = GpuWeightFormat::Fp4;
     const int64_t c13 = codeBytes(f, I, C), s13 = scaleBytes(f, I, C), c2 = codeBytes(f, C, I), s2 = scaleBytes(f, C, I);
     const std::string what = prefix + "experts";
@@ -140,7 +233,7 @@ class UploadSink : public GpuWeightSink {
     DI_TRY(alloc(what + " w2", E * c2, out.w2));
     DI_TRY(alloc(what + " w2 scales", E * s2, out.w2Scale));
     for (int64_t e = 0; e < E; ++e) {
-      const std::string p = fmt::format("{}experts.{}.", prefix, e);
+      const std::string p = fmt::format("{}experts.{}.", prefix, eBegin + e);
       for (const auto& [which, codes, scales, cb, sb] :
            {std::tuple{"w1", &out.w1, &out.w1Scale, c13, s13}, std::tuple{"w3", &out.w3, &out.w3Scale, c13, s13},
             std::tuple{"w2", &out.w2, &out.w2Scale, c2, s2}}) {
@@ -157,12 +250,27 @@ class UploadSink : public GpuWeightSink {
   Status bf16(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) override {
     return uploadHost(name, ckpt_.loadBf16(name, shape), out);
   }
-  Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) override {
-    return uploadHost(name, ckpt_.loadF32(name, shape), out);
+  Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out, const GpuSlice& sl) override {
+    const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = numel(shape) / std::max<int64_t>(rows, 1);
+    if (sl.whole(rows, cols)) return uploadHost(name, ckpt_.loadF32(name, shape), out);
+    auto full = ckpt_.loadF32(name, shape);
+    if (!full.ok()) return full.error();
+    const int64_t sr = sl.rowsOf(rows), sc = sl.colsOf(cols);
+    std::vector<uint8_t> part(size_t(sr * sc * 4));
+    for (int64_t r = 0; r < sr; ++r)
+      std::memcpy(&part[size_t(r * sc * 4)], full->bytes.data() + ((sl.rowBegin + r) * cols + sl.colBegin) * 4,
+                  size_t(sc * 4));
+    return uploadBytes(name, part, out);
   }
   int64_t bytes = 0;
 
  private:
+  Status uploadBytes(const std::string& name, const std::vector<uint8_t>& bytesIn, DeviceBuffer& out) {
+    DI_TRY(alloc(name, int64_t(bytesIn.size()), out));
+    if (auto st = out.upload(bytesIn.data(), bytesIn.size()); !st.ok())
+      return Error{fmt::format("weight '{}': {}", name, st.error().message)};
+    return {};
+  }
   Status alloc(const std::string& what, int64_t n, DeviceBuffer& out) {
     auto buf = DeviceBuffer::alloc(size_t(n));
     if (!buf.ok()) return Error{fmt::format("weight '{}' ({} bytes): {}", what, n, buf.error().message)};
@@ -195,10 +303,38 @@ class UploadSink : public GpuWeightSink {
   const Checkpoint& ckpt_;
 };
 
+// The slices of a tensor rank (GpuStageTensors): whole tensors when tp == 1.
+struct RankSlices {
+  bool sharded = false;
+  GpuSlice wqB, attnSink, woA, woB, sharedW13, sharedW2, vocab;
+  int64_t expertBegin = 0, expertEnd = -1;  // -1: all
+};
+
+RankSlices rankSlices(const ModelConfig& cfg, const GpuStageTensors& stage, int64_t sharedRows) {
+  RankSlices r;
+  if (stage.tp <= 1) return r;
+  const RankPlan& rp = stage.rank;
+  const int64_t D = cfg.headDim, oL = cfg.oLoraRank, C = cfg.hiddenSize;
+  r.sharded = true;
+  r.wqB = {rp.headBegin * D, rp.headEnd * D, 0, -1};
+  r.attnSink = {0, -1, rp.headBegin, rp.headEnd};
+  r.woA = {rp.groupBegin * oL, rp.groupEnd * oL, 0, -1};
+  r.woB = {0, -1, rp.groupBegin * oL, rp.groupEnd * oL};
+  const int64_t sb = rp.sharedEnd > rp.sharedBegin ? rp.sharedBegin : 0;
+  const int64_t se = rp.sharedEnd > rp.sharedBegin ? rp.sharedEnd : sharedRows;
+  r.sharedW13 = {sb, se, 0, -1};
+  r.sharedW2 = {0, -1, sb, se};
+  r.vocab = {rp.vocabBegin, rp.vocabEnd, 0, -1};
+  r.expertBegin = rp.expertBegin;
+  r.expertEnd = rp.expertEnd;
+  (void)C;
+  return r;
+}
+
 Status walkMhc(GpuWeightSink& s, const std::string& p, const std::string& which, int64_t C, GpuMhcWeights& w) {
-  DI_TRY(s.f32(p + "hc_" + which + "_fn", {24, 4 * C}, w.fn));
-  DI_TRY(s.f32(p + "hc_" + which + "_base", {24}, w.base));
-  DI_TRY(s.f32(p + "hc_" + which + "_scale", {3}, w.scale));
+  DI_TRY(s.f32(p + "hc_" + which + "_fn", {24, 4 * C}, w.fn, {}));
+  DI_TRY(s.f32(p + "hc_" + which + "_base", {24}, w.base, {}));
+  DI_TRY(s.f32(p + "hc_" + which + "_scale", {3}, w.scale, {}));
   return {};
 }
 
@@ -206,10 +342,10 @@ Status walkMhc(GpuWeightSink& s, const std::string& p, const std::string& which,
 Status walkKvSource(GpuWeightSink& s, const ModelConfig& cfg, const std::string& p, const LayerRole& role,
                     GpuAttentionWeights& w) {
   const int64_t C = cfg.hiddenSize, D = cfg.headDim, Di = cfg.indexHeadDim;
-  DI_TRY(s.bf16Matrix(p + "compressor.wkv.weight", D, C, w.compWkv));
+  DI_TRY(s.bf16Matrix(p + "compressor.wkv.weight", D, C, w.compWkv, {}));
   DI_TRY(s.bf16(p + "compressor.norm.weight", {D}, w.compNorm));
-  if (role.ratio == 2) DI_TRY(s.bf16Matrix(p + "compressor.wgate.weight", D, C, w.compWgate));
-  DI_TRY(s.bf16Matrix(p + "indexer.wk.weight", Di, D, w.idxWk));
+  if (role.ratio == 2) DI_TRY(s.bf16Matrix(p + "compressor.wgate.weight", D, C, w.compWgate, {}));
+  DI_TRY(s.bf16Matrix(p + "indexer.wk.weight", Di, D, w.idxWk, {}));
   DI_TRY(s.bf16(p + "indexer.k_norm.weight", {Di}, w.idxKNorm));
   return {};
 }
@@ -217,33 +353,33 @@ Status walkKvSource(GpuWeightSink& s, const ModelConfig& cfg, const std::string&
 // The attention tensors under `p` ("layers.L.attn." or "mtp.s.attn."); `role` says which
 // compressor/indexer tensors the layer owns (none for draft stages).
 Status walkAttention(GpuWeightSink& s, const ModelConfig& cfg, const std::string& p, const LayerRole& role,
-                     GpuAttentionWeights& w) {
+                     GpuAttentionWeights& w, const RankSlices& rs = {}) {
   const int64_t C = cfg.hiddenSize, H = cfg.numAttentionHeads, D = cfg.headDim;
   const int64_t G = cfg.oGroups, qL = cfg.qLoraRank, oL = cfg.oLoraRank;
-  DI_TRY(s.projection(p + "wq_a.weight", qL, C, w.wqA));
+  DI_TRY(s.projection(p + "wq_a.weight", qL, C, w.wqA, {}));
   DI_TRY(s.bf16(p + "q_norm.weight", {qL}, w.qNorm));
-  DI_TRY(s.projection(p + "wq_b.weight", H * D, qL, w.wqB));
-  DI_TRY(s.projection(p + "wkv.weight", D, C, w.wkv));
+  DI_TRY(s.projection(p + "wq_b.weight", H * D, qL, w.wqB, rs.wqB));
+  DI_TRY(s.projection(p + "wkv.weight", D, C, w.wkv, {}));
   DI_TRY(s.bf16(p + "kv_norm.weight", {D}, w.kvNorm));
-  DI_TRY(s.projection(p + "wo_a.weight", G * oL, (H / G) * D, w.woA));
-  DI_TRY(s.projection(p + "wo_b.weight", C, G * oL, w.woB));
-  DI_TRY(s.f32(p + "attn_sink", {H}, w.attnSink));
+  DI_TRY(s.projection(p + "wo_a.weight", G * oL, (H / G) * D, w.woA, rs.woA));
+  DI_TRY(s.projection(p + "wo_b.weight", C, G * oL, w.woB, rs.woB));
+  DI_TRY(s.f32(p + "attn_sink", {H}, w.attnSink, rs.attnSink));
   const int64_t Hi = cfg.indexNHeads, Di = cfg.indexHeadDim;
   if (role.isKvSource) DI_TRY(walkKvSource(s, cfg, p, role, w));
   if (role.isIndexSource) {
-    DI_TRY(s.projection(p + "indexer.wq_b.weight", Hi * Di, qL, w.idxWqB));
-    DI_TRY(s.bf16Matrix(p + "indexer.weights_proj.weight", Hi, C, w.idxWeightsProj));
+    DI_TRY(s.projection(p + "indexer.wq_b.weight", Hi * Di, qL, w.idxWqB, {}));
+    DI_TRY(s.bf16Matrix(p + "indexer.weights_proj.weight", Hi, C, w.idxWeightsProj, {}));
   }
   return {};
 }
 
 // The MoE tensors under `p` ("layers.L.ffn." or "mtp.s.ffn.") with E routed experts.
 Status walkMoe(GpuWeightSink& s, const GpuWeightTable& table, const ModelConfig& cfg, const std::string& p, int64_t E,
-               GpuMoeWeights& w) {
+               GpuMoeWeights& w, const RankSlices& rs = {}) {
   const int64_t C = cfg.hiddenSize, I = cfg.moeIntermediateSize;
-  DI_TRY(s.bf16Matrix(p + "gate.weight", E, C, w.gate));
-  DI_TRY(s.f32(p + "gate.bias", {E}, w.gateBias));
-  DI_TRY(s.experts(p, E, C, I, w.routed));
+  DI_TRY(s.bf16Matrix(p + "gate.weight", E, C, w.gate, {}));
+  DI_TRY(s.f32(p + "gate.bias", {E}, w.gateBias, {}));
+  DI_TRY(s.experts(p, E, C, I, rs.expertBegin, rs.expertEnd < 0 ? E : rs.expertEnd, w.routed));
   if (cfg.nSharedExperts > 0) {
     // The shared experts' width comes from the table (loadCpuWeights reads it the same way).
     const std::string w1 = p + "shared_experts.w1.weight";
@@ -252,9 +388,9 @@ Status walkMoe(GpuWeightSink& s, const GpuWeightTable& table, const ModelConfig&
     if (info->logicalShape.size() != 2)
       return Error{fmt::format("checkpoint: tensor '{}' has rank {}, expected 2", w1, info->logicalShape.size())};
     const int64_t Is = info->logicalShape[0];
-    DI_TRY(s.projection(w1, Is, C, w.shared.w1));
-    DI_TRY(s.projection(p + "shared_experts.w3.weight", Is, C, w.shared.w3));
-    DI_TRY(s.projection(p + "shared_experts.w2.weight", C, Is, w.shared.w2));
+    DI_TRY(s.projection(w1, Is, C, w.shared.w1, rs.sharedW13));
+    DI_TRY(s.projection(p + "shared_experts.w3.weight", Is, C, w.shared.w3, rs.sharedW13));
+    DI_TRY(s.projection(p + "shared_experts.w2.weight", C, Is, w.shared.w2, rs.sharedW2));
   }
   return {};
 }
@@ -263,7 +399,7 @@ Status walkEngram(GpuWeightSink& s, const ModelConfig& cfg, int layer, GpuEngram
   const std::string p = fmt::format("layers.{}.engram.", layer);
   const int64_t C = cfg.hiddenSize;
   w.tableName = p + "embed.weight";
-  DI_TRY(s.projection(p + "wkv.weight", 5 * C, engramConcatWidth(cfg), w.wkv));
+  DI_TRY(s.projection(p + "wkv.weight", 5 * C, engramConcatWidth(cfg), w.wkv, {}));
   DI_TRY(s.bf16(p + "q_weight", {4, C}, w.qWeight));
   DI_TRY(s.bf16(p + "k_weight", {4, C}, w.kWeight));
   return {};
@@ -286,11 +422,11 @@ Status walkDspark(GpuWeightSink& s, const GpuWeightTable& table, const ModelConf
     DI_TRY(walkAttention(s, cfg, p + "attn.", cfg.role(cfg.numHiddenLayers + st), lw.attn));
     DI_TRY(walkMoe(s, table, cfg, p + "ffn.", cfg.draftRoutedExperts(), lw.ffn));
   }
-  DI_TRY(s.projection(draftTensorName(0, "main_proj.weight"), C, taps * C, w.mainProj));
+  DI_TRY(s.projection(draftTensorName(0, "main_proj.weight"), C, taps * C, w.mainProj, {}));
   DI_TRY(s.bf16(draftTensorName(0, "main_norm.weight"), {C}, w.mainNorm));
   DI_TRY(s.bf16(draftTensorName(S - 1, "norm.weight"), {C}, w.norm));
-  DI_TRY(s.bf16Matrix(draftTensorName(S - 1, "markov_head.embed.weight"), V, r, w.markovEmbed));
-  DI_TRY(s.bf16Matrix(draftTensorName(S - 1, "markov_head.head.weight"), V, r, w.markovHead));
+  DI_TRY(s.bf16Matrix(draftTensorName(S - 1, "markov_head.embed.weight"), V, r, w.markovEmbed, {}));
+  DI_TRY(s.bf16Matrix(draftTensorName(S - 1, "markov_head.head.weight"), V, r, w.markovHead, {}));
   DI_TRY(s.bf16(draftTensorName(S - 1, "confidence_head.proj.weight"), {1, C + r}, w.confidence));
   return {};
 }
@@ -365,9 +501,21 @@ Status walkGpuWeights(const ModelConfig& cfg, const GpuWeightTable& table, GpuWe
   if (stage.layerBegin < 0 || stage.layerBegin >= end || end > cfg.numHiddenLayers)
     return Error{fmt::format("weights of a stage: layers [{}, {}) are not a non-empty range of the model's {}",
                              stage.layerBegin, end, cfg.numHiddenLayers)};
-  if (stage.embedding) DI_TRY(s.bf16Matrix("embed.weight", V, C, w.embed));
+  if (stage.tp > 1 && (stage.rank.headEnd <= stage.rank.headBegin || stage.rank.vocabEnd <= stage.rank.vocabBegin))
+    return Error{fmt::format("weights of tensor rank {} of {}: its ranges are empty (planShards makes them)",
+                             stage.rank.tpRank, stage.tp)};
+  if (stage.tp > 1 && stage.draft && stage.head && cfg.dsparkConfigured() && table.hasDraft())
+    return Error{"weights of a tensor rank: the DSpark draft is not sharded (tp > 1 runs without it)"};
+  int64_t sharedRows = 0;
+  if (cfg.nSharedExperts > 0 && stage.tp > 1) {
+    auto info = table.info(fmt::format("layers.{}.ffn.shared_experts.w1.weight", stage.layerBegin));
+    if (!info.ok()) return info.error();
+    sharedRows = info->logicalShape.empty() ? 0 : info->logicalShape[0];
+  }
+  const RankSlices rs = rankSlices(cfg, stage, sharedRows);
+  if (stage.embedding) DI_TRY(s.bf16Matrix("embed.weight", V, C, w.embed, rs.vocab));
   if (stage.head) {
-    DI_TRY(s.bf16Matrix("head.weight", V, C, w.head));
+    DI_TRY(s.bf16Matrix("head.weight", V, C, w.head, rs.vocab));
     DI_TRY(s.bf16("norm.weight", {C}, w.norm));
   }
   w.layers.resize(size_t(cfg.numHiddenLayers));
@@ -383,8 +531,8 @@ Status walkGpuWeights(const ModelConfig& cfg, const GpuWeightTable& table, GpuWe
     DI_TRY(s.bf16(p + "ffn_norm.weight", {C}, lw.ffnNorm));
     DI_TRY(walkMhc(s, p, "attn", C, lw.hcAttn));
     DI_TRY(walkMhc(s, p, "ffn", C, lw.hcFfn));
-    DI_TRY(walkAttention(s, cfg, p + "attn.", cfg.role(L), lw.attn));
-    DI_TRY(walkMoe(s, table, cfg, p + "ffn.", cfg.nRoutedExperts, lw.ffn));
+    DI_TRY(walkAttention(s, cfg, p + "attn.", cfg.role(L), lw.attn, rs));
+    DI_TRY(walkMoe(s, table, cfg, p + "ffn.", cfg.nRoutedExperts, lw.ffn, rs));
     lw.hasEngram = cfg.role(L).isEngram;
     if (lw.hasEngram) DI_TRY(walkEngram(s, cfg, L, lw.engram));
   }

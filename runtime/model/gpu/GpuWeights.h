@@ -16,6 +16,7 @@
 #include "deepinfer/Error.h"
 #include "model/Checkpoint.h"
 #include "model/ModelConfig.h"
+#include "model/parallel/ShardPlan.h"
 
 namespace deepinfer {
 
@@ -119,10 +120,28 @@ struct GpuWeights {
 // layerEnd), the embedding on the first stage, the final norm and head (and the DSpark draft) on
 // the last, and the compressor and index-key tensors of the kv sources of earlier stages that its
 // layers read (it mirrors their caches). The default is the whole model on one stage.
+//
+// With tp > 1 the stage's tensors are those of one tensor rank (docs/parallelism.md §2), by the
+// ranges of its RankPlan (planShards: the one source of the split): its heads' rows of wq_b and
+// entries of attn_sink, its output groups' rows of wo_a and columns of wo_b, its rows of the
+// shared experts' w1/w3 and columns of w2, its routed experts, its vocabulary rows of embed
+// (plus one zero row at the end, which the ids of other ranks' rows read) and head. Everything
+// else is replicated. The draft is not sharded (tp > 1 has none).
 struct GpuStageTensors {
   int layerBegin = 0, layerEnd = -1;    // -1: num_hidden_layers
   bool embedding = true, head = true, draft = true;
   std::vector<int> mirroredSources;     // kv source layers < layerBegin
+  int tp = 1;
+  RankPlan rank;                        // the ranges of this tensor rank (tp > 1)
+};
+
+// The part of a [rows, cols] tensor a tensor rank holds: rows [rowBegin, rowEnd), columns
+// [colBegin, colEnd); -1 ends mean the whole extent. Quantized tensors split on 32-wide blocks.
+struct GpuSlice {
+  int64_t rowBegin = 0, rowEnd = -1, colBegin = 0, colEnd = -1;
+  int64_t rowsOf(int64_t rows) const { return (rowEnd < 0 ? rows : rowEnd) - rowBegin; }
+  int64_t colsOf(int64_t cols) const { return (colEnd < 0 ? cols : colEnd) - colBegin; }
+  bool whole(int64_t rows, int64_t cols) const { return rowsOf(rows) == rows && colsOf(cols) == cols; }
 };
 
 // Where the weights' tensors are described: a checkpoint's table, or the tensor list the config
@@ -182,12 +201,19 @@ Result<GpuWeights> loadGpuWeights(const ModelConfig& cfg, const Checkpoint& ckpt
 class GpuWeightSink {
  public:
   virtual ~GpuWeightSink() = default;
-  virtual Status bf16Matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out) = 0;
-  virtual Status projection(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out) = 0;
-  // `prefix` + "experts.e.w1.weight" etc. for e < E.
-  virtual Status experts(const std::string& prefix, int64_t E, int64_t C, int64_t I, GpuRoutedExperts& out) = 0;
+  // [rows, cols] is the tensor's full logical shape; `out` gets the slice (GpuSlice).
+  virtual Status bf16Matrix(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out,
+                            const GpuSlice& slice) = 0;
+  virtual Status projection(const std::string& name, int64_t rows, int64_t cols, GpuMatrix& out,
+                            const GpuSlice& slice) = 0;
+  // `prefix` + "experts.e.w1.weight" etc. for e in [eBegin, eEnd) of the E experts (`out` holds
+  // eEnd - eBegin of them, the first at offset 0).
+  virtual Status experts(const std::string& prefix, int64_t E, int64_t C, int64_t I, int64_t eBegin, int64_t eEnd,
+                         GpuRoutedExperts& out) = 0;
   virtual Status bf16(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) = 0;
-  virtual Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out) = 0;
+  // A 1-D tensor is one row; `slice` picks its columns (attn_sink's heads).
+  virtual Status f32(const std::string& name, const std::vector<int64_t>& shape, DeviceBuffer& out,
+                     const GpuSlice& slice) = 0;
 };
 // Hands every tensor of `stage` to `sink` (run gpuWeightBytes on the same table first: the walk
 // itself only asks the table for the shared experts' width and whether the draft is present).

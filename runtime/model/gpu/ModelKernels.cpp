@@ -18,7 +18,7 @@ constexpr const char* kUnitName = "di_model_kernels.cu";
 // Every templates/model header with kernels, and the entries they define.
 const char* const kHeaders[] = {"model/ModelMisc.cuh",   "model/ModelNorm.cuh",       "model/ModelRope.cuh",
                                 "model/ModelMoe.cuh",    "model/ModelEngram.cuh",     "model/ModelCompressor.cuh",
-                                "model/ModelIndex.cuh"};
+                                "model/ModelIndex.cuh",   "model/ModelParallel.cuh"};
 const char* const kEntries[] = {
     "di_model_embed_streams",     "di_model_round_bf16",         "di_model_round_f32_inplace",
     "di_model_argmax",            "di_model_rms_norm_bf16_warp", "di_model_rms_norm_f32_warp",
@@ -27,7 +27,8 @@ const char* const kEntries[] = {
     "di_model_gather_rows_bf16",  "di_model_scatter_rows_f32",   "di_model_moe_sum",
     "di_model_engram_gate",       "di_model_pair_pool",          "di_model_index_query_quant",
     "di_model_index_key_insert",  "di_model_candidate_block_scores", "di_model_mask_to_blocks",
-    "di_model_drop_neg_inf",      "di_model_stream_mean"};
+    "di_model_drop_neg_inf",      "di_model_stream_mean",
+    "di_model_add",               "di_model_local_expert_ids"};
 
 }  // namespace
 

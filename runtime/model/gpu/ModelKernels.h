@@ -94,9 +94,14 @@ class ModelKernels {
   Status scatterRowsF32(uint64_t src, uint64_t rowIdx, int64_t n, int64_t C, uint64_t dst, void* stream) const;
   // out[t, :] = bf16(shared[t, :] + routed[t, 0, :] + ... + routed[t, k-1, :]) summed in this
   // order in fp32 (per element, so bit-exact with the reference). shared f32 [T, C] (0 = zeros),
-  // routed f32 [T, k, C], out bf16 [T, C].
+  // routed f32 [T, k, C], out bf16 [T, C] (f32 [T, C], the sum unrounded, with f32Out).
   Status moeSum(uint64_t shared, uint64_t routed, int64_t T, int64_t k, int64_t C, uint64_t out,
-                void* stream) const;
+                void* stream, bool f32Out = false) const;
+  // Tensor parallelism (docs/parallelism.md §2). out[i] = a[i] + b[i] (f32, or bf16 elements
+  // summed in f32 and rounded once when `bf16`); out may alias a or b.
+  Status addElems(uint64_t a, uint64_t b, uint64_t out, int64_t n, bool bf16, void* stream) const;
+  // ids[i] (i32, in place) = ids[i] - begin when in [begin, end), else -1 (a zero row in moe_experts).
+  Status localExpertIds(uint64_t ids, int64_t n, int64_t begin, int64_t end, void* stream) const;
 
   // Engram gate (CpuLayersEngram, fp32 path): for each token t and stream s, with
   // key = kv[t, s*C : (s+1)*C], value = kv[t, 4C : 5C] (bf16 values in f32), x = X[t, s, :]:

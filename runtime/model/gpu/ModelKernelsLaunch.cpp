@@ -14,6 +14,7 @@
 #include "model/params/ModelMiscParams.h"
 #include "model/params/ModelMoeParams.h"
 #include "model/params/ModelNormParams.h"
+#include "model/params/ModelParallelParams.h"
 #include "model/params/ModelRopeParams.h"
 
 namespace deepinfer {
@@ -245,17 +246,39 @@ Status ModelKernels::scatterRowsF32(uint64_t src, uint64_t rowIdx, int64_t n, in
 }
 
 Status ModelKernels::moeSum(uint64_t shared, uint64_t routed, int64_t T, int64_t k, int64_t C, uint64_t out,
-                            void* stream) const {
+                            void* stream, bool f32Out) const {
   Check c("moeSum");
   c.range("T", T, 0, kI32Max).range("k", k, 0, 1024).range("C", C, 1, kI32Max);
   if (T > 0) {
-    c.addr("out", out, 2);
+    c.addr("out", out, f32Out ? 4 : 2);
     if (k > 0) c.addr("routed", routed, 4);
     if (shared != 0) c.addr("shared", shared, 4);
   }
   DI_TRY(c.status());
-  di::MoeSumParams p{ptr<const float>(shared), ptr<const float>(routed), ptr<uint16_t>(out), T, C, int32_t(k), 0};
+  di::MoeSumParams p{ptr<const float>(shared), ptr<const float>(routed), ptr<void>(out), T, C, int32_t(k),
+                     f32Out ? 1 : 0};
   return launch("di_model_moe_sum", gridFor(T * C), 0, &p, sizeof(p), stream);
+}
+
+Status ModelKernels::addElems(uint64_t a, uint64_t b, uint64_t out, int64_t n, bool bf16, void* stream) const {
+  Check c("addElems");
+  c.range("n", n, 0, std::numeric_limits<int64_t>::max() / 4);
+  const int64_t align = bf16 ? 2 : 4;
+  if (n > 0) c.addr("a", a, align).addr("b", b, align).addr("out", out, align);
+  DI_TRY(c.status());
+  if (n == 0) return {};
+  di::AddParams p{ptr<const void>(a), ptr<const void>(b), ptr<void>(out), n, bf16 ? 1 : 0, 0};
+  return launch("di_model_add", gridFor(n), 0, &p, sizeof(p), stream);
+}
+
+Status ModelKernels::localExpertIds(uint64_t ids, int64_t n, int64_t begin, int64_t end, void* stream) const {
+  Check c("localExpertIds");
+  c.range("n", n, 0, kI32Max).range("begin", begin, 0, kI32Max).range("end", end, begin, kI32Max);
+  if (n > 0) c.addr("ids", ids, 4);
+  DI_TRY(c.status());
+  if (n == 0) return {};
+  di::LocalExpertIdsParams p{ptr<int32_t>(ids), n, int32_t(begin), int32_t(end)};
+  return launch("di_model_local_expert_ids", gridFor(n), 0, &p, sizeof(p), stream);
 }
 
 Status ModelKernels::engramGate(uint64_t X, uint64_t kv, uint64_t qw, uint64_t kw, int64_t T, int64_t C, double eps,

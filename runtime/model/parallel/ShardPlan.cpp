@@ -189,6 +189,8 @@ Result<ShardPlan> planShards(const ModelConfig& cfg, const ParallelShape& shape,
       std::tie(rp.expertBegin, rp.expertEnd) = part(cfg.nRoutedExperts, tp, r);
       if (draft) std::tie(rp.draftExpertBegin, rp.draftExpertEnd) = part(cfg.draftRoutedExperts(), tp, r);
       std::tie(rp.vocabBegin, rp.vocabEnd) = part(cfg.vocabSize, tp, r);
+      if (cfg.nSharedExperts > 0)
+        std::tie(rp.sharedBegin, rp.sharedEnd) = part(cfg.moeIntermediateSize * cfg.nSharedExperts, tp, r);
       rp.mirroredKvSources.assign(mirrored[size_t(s)].begin(), mirrored[size_t(s)].end());
       rp.kvBytesPerToken = int64_t(std::ceil(perToken));
       rp.windowBytesPerRequest =

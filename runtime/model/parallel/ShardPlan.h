@@ -48,6 +48,7 @@ struct RankPlan {
   int expertBegin = 0, expertEnd = 0;     // routed experts (backbone)
   int draftExpertBegin = 0, draftExpertEnd = 0;
   int64_t vocabBegin = 0, vocabEnd = 0;   // rows of embed/head
+  int64_t sharedBegin = 0, sharedEnd = 0; // shared-expert intermediate rows (w1/w3 rows, w2 columns)
   std::vector<int> mirroredKvSources;     // kv sources of earlier stages this stage's layers read
   int64_t weightBytes = 0;                // this rank's shard of every tensor, as stored (device)
   int64_t hostBytes = 0;                  // engram tables its layers look up (host memory, mmap)

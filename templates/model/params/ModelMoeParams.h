@@ -32,11 +32,11 @@ static_assert(sizeof(RowsParams) == 48, "RowsParams layout");
 struct MoeSumParams {
   const float* shared;   // [T, C] or null (zeros)
   const float* routed;   // [T, k, C]
-  uint16_t* out;         // bf16 [T, C]
+  void* out;             // bf16 [T, C], or f32 with f32_out (a tensor rank's partial sum)
   int64_t T;
   int64_t C;
   int32_t k;
-  int32_t pad_;
+  int32_t f32_out;
 };
 static_assert(sizeof(MoeSumParams) == 48, "MoeSumParams layout");
 

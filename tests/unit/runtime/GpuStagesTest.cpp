@@ -123,10 +123,14 @@ TEST(GpuStages, BadSplitsAndTensorParallelismAreClearErrors) {
   o.gpus = {0, -1};
   EXPECT_EQ(stageError(o), "GPU ordinal -1 of stage 1 is negative");
   o.gpus = {};
-  o.tp = 2;
+  o.tp = 3;  // the split ShardPlan rejects
   const std::string tp = stageError(o);
-  EXPECT_NE(tp.find("tp 2: tensor parallelism is not built yet"), std::string::npos) << tp;
-  EXPECT_NE(tp.find("all-reduce"), std::string::npos) << "names what is missing: " << tp;
+  EXPECT_NE(tp.find("tp 3 x pp 2: tp 3 does not split num_attention_heads = 8"), std::string::npos) << tp;
+  o.tp = 2;
+  o.gpus = {0, 1};
+  EXPECT_EQ(stageError(o), "2 GPUs given for 2 pipeline stages x 2 tensor ranks (one ordinal per rank, rank r of "
+                           "stage s at s * tp + r)");
+  o.gpus = {};
   o.tp = 1;
   o.pp = 1;
   o.stageLayers = {7};
@@ -173,11 +177,12 @@ TEST(GpuStages, EachStageHoldsOnlyItsTensors) {
 TEST(GpuStages, EngineAndCApiRefuseWhatIsNotBuilt) {
   EngineOptions o;
   o.tp = 2;
+  o.backend = "cpu";
   auto e = Engine::create(o);
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.error().message.find("tensor parallelism is not built yet"), std::string::npos) << e.error().message;
+  EXPECT_NE(e.error().message.find("cpu backend runs the whole model in one stage on one rank"), std::string::npos)
+      << e.error().message;
   o.tp = 1;
-  o.backend = "cpu";
   o.pp = 2;
   e = Engine::create(o);
   ASSERT_FALSE(e.ok());
@@ -198,7 +203,8 @@ TEST(GpuStages, EngineAndCApiRefuseWhatIsNotBuilt) {
   c.tp = 4;
   di_engine* eng = nullptr;
   EXPECT_NE(di_engine_create(&c, &eng), 0);
-  EXPECT_NE(std::string(di_last_error()).find("tp 4: tensor parallelism is not built yet"), std::string::npos)
+  EXPECT_NE(std::string(di_last_error()).find("cpu backend runs the whole model in one stage on one rank"),
+            std::string::npos)
       << di_last_error();
   c.tp = 0;
   c.pp = 2;
