@@ -15,7 +15,8 @@ loaded shard; a test with no time there counts 30 s. Writes OUT_DIR/shard-I.filt
 --gtest_filter naming the shard's tests) and prints each shard's expected seconds."""
 import json, re, sys, os, datetime, glob
 
-RESULT = re.compile(r"^\[\s+(OK|FAILED|SKIPPED)\s+\] (\S+) \((\d+) ms\)")
+# A parameterized test's FAILED line carries ", where GetParam() = ..." before its time.
+RESULT = re.compile(r"^\[\s+(OK|FAILED|SKIPPED)\s+\] ([^\s,]+)(?:, where .*)? \((\d+) ms\)")
 STARTED = re.compile(r"^\[ RUN\s+\] (\S+)")
 
 
