@@ -16,6 +16,7 @@
 // [(n / Ng) * Kg, (n / Ng + 1) * Kg).
 #pragma once
 #include "QuantGemmTile.cuh"
+#include "common/Arrival.cuh"
 #include "params/WeightGemmParams.h"
 
 namespace di {
@@ -116,23 +117,14 @@ __device__ __forceinline__ void weight_gemm_tile(const WeightGemmParams& p) {
           else dst[p.N] = v0;
         }
       });
-    // Arrival: every thread's partial stores are made visible device-wide before the CTA counts
-    // itself; the CTA that brings the tile's count to `splits` sums all of them (its own too).
-    __threadfence();
-    __syncthreads();
-    // The row table is not read after the main loop: its first word carries the verdict (no static
-    // shared memory, which would count against the 48 KB the dynamic size was checked against).
-    volatile int* last_arrival = reinterpret_cast<volatile int*>(smem + T::kTableOffset);
-    if (threadIdx.x == 0) {
-      unsigned* count = p.arrivals + (int64_t(blockIdx.y) * gridDim.x + blockIdx.x);
-      const unsigned before = atomicAdd(count, 1u);
-      const bool last = before == unsigned(p.splits - 1);
-      if (last) *count = 0u;  // every split has arrived: zero again for the next launch
-      *last_arrival = last ? 1 : 0;
-      __threadfence();
-    }
-    __syncthreads();
-    if (*last_arrival == 0 || !holds_tile) return;  // CTA-uniform, then warp-uniform
+    // Arrival (common/Arrival.cuh): the CTA that brings the tile's count to `splits` sums all the
+    // partials (its own too). The row table is not read after the main loop: its first word carries
+    // the verdict (no static shared memory, which would count against the 48 KB the dynamic size
+    // was checked against).
+    volatile int* verdict = reinterpret_cast<volatile int*>(smem + T::kTableOffset);
+    const bool last = cta_arrived_last(p.arrivals + (int64_t(blockIdx.y) * gridDim.x + blockIdx.x),
+                                       unsigned(p.splits), verdict);
+    if (!last || !holds_tile) return;  // CTA-uniform, then warp-uniform
     // The same threads own the same elements in every split's CTA, so each thread sums exactly
     // the partials it would have written.
     const int64_t split_stride = int64_t(p.M) * Nw;

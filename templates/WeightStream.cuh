@@ -351,10 +351,24 @@ struct WeightGemmStream {
     ws::load_round(rows, ws::first_step<WN, U>(rows), first);
   }
 
-  // After the wait: x, the multiply, y.
-  __device__ __forceinline__ void run(const WeightGemmParams& p) const {
+  // f(nt, c, m, n) for each element of this thread's C fragments inside [M) x [n_end): fragment
+  // (nt, c) is weight row nw + g + 8 (c / 2) and x row m0 + 8 nt + 2 t + c % 2.
+  template <class F>
+  __device__ __forceinline__ void for_each_output(int m0, int M, F f) const {
     const int lane = int(threadIdx.x) & 31;
     const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < NT8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
+        if (n < n_end && m < M) f(nt, c, m, n);
+      }
+  }
+
+  // After the wait: x, the multiply, y.
+  __device__ __forceinline__ void run(const WeightGemmParams& p) const {
+    const int g = (int(threadIdx.x) & 31) >> 2;
     const int m0 = int(blockIdx.y) * 8 * NT8;
     const uint16_t* xrow[NT8];
 #pragma unroll
@@ -366,56 +380,31 @@ struct WeightGemmStream {
     const bool holds = ws::stream_core<FP4, NT8, WN, WK, U, kMats, PIPE>(rows, first, xrow, acc);
     if constexpr (!SPLIT) {
       if (!holds) return;
-#pragma unroll
-      for (int nt = 0; nt < NT8; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
-          if (n >= n_end || m >= p.M) continue;
-          store_pair<EPI>(p, m, n, false, acc[0][nt][c], 0.f, acc[kMats - 1][nt][c], 0.f);
-        }
+      for_each_output(m0, p.M, [&](int nt, int c, int m, int n) {
+        store_pair<EPI>(p, m, n, false, acc[0][nt][c], 0.f, acc[kMats - 1][nt][c], 0.f);
+      });
     } else {
       const int Nw = kMats > 1 ? 2 * p.N : p.N;  // a SwiGLU pair's up sums at column + N
       if (holds)
-#pragma unroll
-        for (int nt = 0; nt < NT8; ++nt)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
-            if (n >= n_end || m >= p.M) continue;
-            float* dst = p.partial + (int64_t(blockIdx.z) * p.M + m) * Nw + n;
-            dst[0] = acc[0][nt][c];
-            if constexpr (kMats > 1) dst[p.N] = acc[1][nt][c];
-          }
-      // Arrival: every thread's partial stores are visible device-wide before the CTA counts
-      // itself. Every thread of the CTA reaches both barriers (the wk > 0 warps hold no tile).
-      __threadfence();
-      __syncthreads();
-      // After the WK reduction's shared memory (read only before the first barrier above).
-      volatile int* last_arrival =
+        for_each_output(m0, p.M, [&](int nt, int c, int m, int n) {
+          float* dst = p.partial + (int64_t(blockIdx.z) * p.M + m) * Nw + n;
+          dst[0] = acc[0][nt][c];
+          if constexpr (kMats > 1) dst[p.N] = acc[1][nt][c];
+        });
+      // Arrival (common/Arrival.cuh): every thread of the CTA calls it (the wk > 0 warps hold no
+      // tile). The verdict goes after the WK reduction's shared memory (read only before this).
+      volatile int* verdict =
           reinterpret_cast<volatile int*>(qg::dynamic_smem() + ws::stream_smem_bytes(kMats, NT8, WN, WK));
-      if (threadIdx.x == 0) {
-        unsigned* count = p.arrivals + (int64_t(blockIdx.y) * gridDim.x + blockIdx.x);
-        const unsigned before = atomicAdd(count, 1u);
-        const bool last = before == unsigned(p.splits - 1);
-        if (last) *count = 0u;  // every split has arrived: zero again for the next launch
-        *last_arrival = last ? 1 : 0;
-        __threadfence();
-      }
-      __syncthreads();
-      if (*last_arrival == 0 || !holds) return;  // CTA-uniform, then warp-uniform
+      const bool last = cta_arrived_last(p.arrivals + (int64_t(blockIdx.y) * gridDim.x + blockIdx.x),
+                                         unsigned(p.splits), verdict);
+      if (!last || !holds) return;  // CTA-uniform, then warp-uniform
       const int64_t stride = int64_t(p.M) * Nw;
-#pragma unroll
-      for (int nt = 0; nt < NT8; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
-          if (n >= n_end || m >= p.M) continue;
-          const float* src = p.partial + int64_t(m) * Nw + n;
-          const float gsum = sum_splits(src, stride, p.splits, false).x;
-          const float vsum = kMats > 1 ? sum_splits(src + p.N, stride, p.splits, false).x : 0.f;
-          store_pair<EPI>(p, m, n, false, gsum, 0.f, vsum, 0.f);
-        }
+      for_each_output(m0, p.M, [&](int, int, int m, int n) {
+        const float* src = p.partial + int64_t(m) * Nw + n;
+        const float gsum = sum_splits(src, stride, p.splits, false).x;
+        const float vsum = kMats > 1 ? sum_splits(src + p.N, stride, p.splits, false).x : 0.f;
+        store_pair<EPI>(p, m, n, false, gsum, 0.f, vsum, 0.f);
+      });
     }
   }
 };

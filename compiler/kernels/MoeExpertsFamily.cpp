@@ -262,7 +262,7 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
   std::vector<std::string> templateHeaders() const override {
     return {"MoeExperts.cuh", "MoeStream.cuh", "WeightStream.cuh", "WeightGemm.cuh", "params/WeightGemmParams.h",
             "QuantGemmTile.cuh", "params/MoeExpertsParams.h", "common/QuantWeights.cuh",
-            "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
+            "common/Arrival.cuh", "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
   }
 
   Status validate(const OpDesc& d) const override {

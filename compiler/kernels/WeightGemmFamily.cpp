@@ -314,7 +314,7 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
 
   std::vector<std::string> templateHeaders() const override {
     return {"WeightGemm.cuh", "WeightStream.cuh", "QuantGemmTile.cuh", "params/WeightGemmParams.h", "common/QuantWeights.cuh",
-            "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
+            "common/Arrival.cuh", "common/Mma.cuh", "common/Numerics.cuh", "common/Types.h"};
   }
 
   Status validate(const OpDesc& d) const override {
