@@ -14,6 +14,10 @@ gpu-tests*.log has a test giving its time, the slowest seed's): longest first on
 loaded shard; a test with no time there counts 30 s. Writes OUT_DIR/shard-I.filter (a
 --gtest_filter naming the shard's tests) and prints each shard's expected seconds."""
 import json, re, sys, os, datetime, glob
+import signal
+
+# Piped into head & co.: stop quietly when the reader goes away.
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 # A parameterized test's FAILED line carries ", where GetParam() = ..." before its time.
 RESULT = re.compile(r"^\[\s+(OK|FAILED|SKIPPED)\s+\] ([^\s,]+)(?:, where .*)? \((\d+) ms\)")
