@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "GpuTestDevice.h"
+#include "cases/TensorParallelModels.h"
 #include "TinyModelDir.h"
 #include "deepinfer/Device.h"
 #include "lib/Nccl.h"
@@ -83,6 +84,22 @@ std::vector<float> downloadF32(const DeviceBuffer& b, size_t n) {
   return v;
 }
 
+// Each rank's random input (in), uploaded (send), and a receive buffer of recvCount floats
+// poisoned with NaN (0xFF bytes).
+struct RankBuffers {
+  std::vector<std::vector<float>> in;
+  std::vector<DeviceBuffer> send, recv;
+};
+void makeRankBuffers(std::mt19937_64& rng, int ranks, size_t count, size_t recvCount, RankBuffers& b) {
+  for (int r = 0; r < ranks; ++r) {
+    b.in.push_back(randomF32(rng, count));
+    b.send.push_back(uploadF32(b.in.back()));
+    auto out = DeviceBuffer::alloc(recvCount * 4);
+    ASSERT_TRUE(out.ok() && out->fill(0xFF).ok());
+    b.recv.push_back(std::move(*out));
+  }
+}
+
 // `ranks` threads, one per rank, each on a stream of its own, run `body(rank, stream)`.
 template <class Body>
 std::vector<Status> onRankThreads(int ranks, const std::shared_ptr<Device>& dev, Body&& body) {
@@ -112,16 +129,11 @@ TEST(TpCollectiveGpu, LogicalRanksSumInRankOrderBitForBit) {
     for (size_t count : {size_t(1), size_t(1000), (size_t(1) << 20) + 3}) {
       auto c = LogicalTpCollective::create(ranks, g.dev, *kernels(), 60);
       ASSERT_TRUE(c.ok()) << c.error().message;
-      std::vector<std::vector<float>> in;
-      std::vector<DeviceBuffer> send, recv;
-      for (int r = 0; r < ranks; ++r) {
-        in.push_back(randomF32(rng, count));
-        send.push_back(uploadF32(in.back()));
-        auto out = DeviceBuffer::alloc(count * 4);
-        ASSERT_TRUE(out.ok());
-        ASSERT_TRUE(out->fill(0xFF).ok());  // poisoned: NaN
-        recv.push_back(std::move(*out));
-      }
+      RankBuffers b;
+      ASSERT_NO_FATAL_FAILURE(makeRankBuffers(rng, ranks, count, count, b));
+      auto& in = b.in;
+      auto& send = b.send;
+      auto& recv = b.recv;
       ASSERT_TRUE(g.dev->synchronize().ok());
       // Rank 0 arrives last half of the time: the order of arrival must not matter.
       const bool zeroLate = (rng() & 1) != 0;
@@ -154,15 +166,11 @@ TEST(TpCollectiveGpu, LogicalRanksGatherInRankOrderAndSumBf16) {
   const size_t count = 4099;
   auto c = LogicalTpCollective::create(ranks, g.dev, *kernels(), 60);
   ASSERT_TRUE(c.ok()) << c.error().message;
-  std::vector<std::vector<float>> in;
-  std::vector<DeviceBuffer> send, recv;
-  for (int r = 0; r < ranks; ++r) {
-    in.push_back(randomF32(rng, count));
-    send.push_back(uploadF32(in.back()));
-    auto out = DeviceBuffer::alloc(count * 4 * ranks);
-    ASSERT_TRUE(out.ok() && out->fill(0xFF).ok());
-    recv.push_back(std::move(*out));
-  }
+  RankBuffers b;
+  ASSERT_NO_FATAL_FAILURE(makeRankBuffers(rng, ranks, count, count * ranks, b));
+  auto& in = b.in;
+  auto& send = b.send;
+  auto& recv = b.recv;
   ASSERT_TRUE(g.dev->synchronize().ok());
   auto st = onRankThreads(ranks, g.dev, [&](int r, void* stream) {
     return (*c)->allGather(r, send[size_t(r)].addr(), recv[size_t(r)].addr(), count, DType::F32, stream);
@@ -249,14 +257,7 @@ TEST(TpCollectiveGpu, NcclWithOneRankThroughTheCollectiveCopiesBitForBit) {
   EXPECT_NE(two.error().message.find("appears twice"), std::string::npos) << two.error().message;
 }
 
-// The tiny preset with 16 heads (8 per rank with tp 2) and 2 output groups (1 per rank).
-ModelConfig tiny16() {
-  auto c = makeModelPresetConfig("tiny");
-  EXPECT_TRUE(c.ok());
-  ModelConfig cfg = *c;
-  cfg.numAttentionHeads = 16;
-  return cfg;
-}
+using deepinfer::testing::tiny16;
 
 GpuModelOptions tpOptions(int tp, int pp) {
   GpuModelOptions go;

@@ -5,6 +5,7 @@
 // plus 1/tp of the sharded ones; misaligned shards are clear errors.
 #include <gtest/gtest.h>
 
+#include "cases/TensorParallelModels.h"
 #include "model/MakeModelPresets.h"
 #include "model/gpu/GpuForward.h"
 #include "model/gpu/GpuWeights.h"
@@ -13,13 +14,7 @@
 namespace deepinfer {
 namespace {
 
-ModelConfig tiny16() {
-  auto c = makeModelPresetConfig("tiny");
-  EXPECT_TRUE(c.ok());
-  ModelConfig cfg = *c;
-  cfg.numAttentionHeads = 16;
-  return cfg;
-}
+using deepinfer::testing::tiny16;
 
 TEST(TpShard, RanksHoldDisjointCoveringRanges) {
   const ModelConfig cfg = tiny16();
