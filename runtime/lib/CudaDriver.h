@@ -23,7 +23,8 @@ namespace deepinfer::cuda {
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture)       \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)       \
   X(cuGraphNodeGetType) X(cuGraphGetEdges) X(cuMemAllocHost)                                       \
-  X(cuMemFreeHost) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemcpyPeerAsync) X(cuStreamWaitEvent)
+  X(cuMemFreeHost) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemcpyPeerAsync) X(cuStreamWaitEvent)    \
+  X(cuMemcpy2DAsync)
 
 struct Driver {
 #define DI_DECLARE(fn) decltype(&::fn) fn = nullptr;

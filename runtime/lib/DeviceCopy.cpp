@@ -52,6 +52,30 @@ Status copyBetweenDevices(uint64_t dst, const Device& dstDev, uint64_t src, cons
   return {};
 }
 
+Status copyDevice2D(uint64_t dst, size_t dstPitch, uint64_t src, size_t srcPitch, size_t widthBytes, size_t rows,
+                    void* stream) {
+  if (widthBytes == 0 || rows == 0) return {};
+  if (dstPitch < widthBytes || srcPitch < widthBytes)
+    return Error{fmt::format("2D copy of {} rows x {} bytes: pitches {} (destination) and {} (source) must be at "
+                             "least the row width", rows, widthBytes, dstPitch, srcPitch)};
+  auto d = cuda::driver();
+  if (!d.ok()) return d.error();
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = CUdeviceptr(src);
+  c.srcPitch = srcPitch;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = CUdeviceptr(dst);
+  c.dstPitch = dstPitch;
+  c.WidthInBytes = widthBytes;
+  c.Height = rows;
+  DI_CU((*d)->cuMemcpy2DAsync(&c, static_cast<CUstream>(stream)),
+        fmt::format("copying {} rows x {} bytes device 0x{:x} (pitch {}) -> 0x{:x} (pitch {})", rows, widthBytes, src,
+                    srcPitch, dst, dstPitch));
+  ++threadLaunchTally().memoryOps;
+  return {};
+}
+
 Status fillDevice8(uint64_t dst, uint8_t value, size_t bytes, void* stream) {
   if (bytes == 0) return {};
   auto d = cuda::driver();

@@ -437,10 +437,13 @@ TEST(GpuTensorParallel, Tp1OverNcclEqualsNoCollectiveBitForBit) {
 TEST(GpuTensorParallel, AFailingRankIsAClearErrorNotAHang) {
   NEED_GPU();
   GpuModelOptions go = tpOptions(2, 1);
-  go.failTensorRank = 1;
   go.collectiveTimeoutSeconds = 60;
   auto tp = GpuModel::loadSynthetic(tiny16(), g.seed, g.dev, go);
   ASSERT_TRUE(tp.ok()) << tp.error().message;
+  // Rank 1 stops at its first MoE all-reduce (collectives 0 and 1: the embedding's and layer 0's
+  // attention's); rank 0 is already waiting there.
+  ASSERT_NE((*tp)->stageCollective(0), nullptr);
+  (*tp)->stageCollective(0)->injectFailure(1, 2, "injected failure of tensor rank 1");
   auto r = (*tp)->newRequest();
   ASSERT_TRUE(r.ok());
   const auto t0 = std::chrono::steady_clock::now();

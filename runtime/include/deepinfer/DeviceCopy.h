@@ -17,6 +17,11 @@ Status copyDeviceToDevice(uint64_t dst, uint64_t src, size_t bytes, void* stream
 // device-to-device copy when both are the same GPU, else a peer copy (cuMemcpyPeerAsync).
 Status copyBetweenDevices(uint64_t dst, const Device& dstDev, uint64_t src, const Device& srcDev, size_t bytes,
                           void* stream);
+// `rows` rows of `widthBytes` each, from rows `srcPitch` bytes apart to rows `dstPitch` bytes
+// apart, on one device, as one pitched copy (cuMemcpy2DAsync; one graph node when captured).
+// Pitches must be at least widthBytes.
+Status copyDevice2D(uint64_t dst, size_t dstPitch, uint64_t src, size_t srcPitch, size_t widthBytes, size_t rows,
+                    void* stream);
 Status fillDevice8(uint64_t dst, uint8_t value, size_t bytes, void* stream);
 
 }  // namespace deepinfer

@@ -341,10 +341,10 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
     DI_LAUNCH(gemm(h, C, w.head, part, rows));
     sig += "tp_all_gather;";
     if (launching()) DI_TRY(m.collective->allGather(m.rank.tpRank, part, all, size_t(rows * Vr), DType::F32, stream));
+    // Rank r's block [rows, Vr] becomes columns [r * Vr, (r + 1) * Vr) of every row: one pitched copy.
     for (int64_t r = 0; r < n; ++r)
-      for (int64_t t = 0; t < rows; ++t)
-        DI_LAUNCH(copyDeviceToDevice(logitsDev + uint64_t((t * V + r * Vr) * 4), all + uint64_t(((r * rows) + t) * Vr * 4),
-                                     size_t(Vr * 4), stream));
+      DI_LAUNCH(copyDevice2D(logitsDev + uint64_t(r * Vr * 4), size_t(V * 4), all + uint64_t(r * rows * Vr * 4),
+                             size_t(Vr * 4), size_t(Vr * 4), size_t(rows), stream));
   }
   launches.total = threadLaunchTally() - start;
   ++m.counters.forwards;

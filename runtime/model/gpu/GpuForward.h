@@ -19,6 +19,7 @@
 #include "PagePool.h"
 #include "model/Checkpoint.h"
 #include "model/EngramHash.h"
+#include "model/parallel/RankPool.h"
 #include "model/parallel/ShardPlan.h"
 #include "model/parallel/TpCollective.h"
 
@@ -155,6 +156,9 @@ class GpuModelImpl {
   // Pipelines: stage 0 owns the later stages and drives every call through all of them. With
   // tp > 1, pipeline() lists every rank, stage-major (rank = stage * tp + tensor rank).
   std::vector<std::unique_ptr<GpuModelImpl>> laterStages;
+  // tp > 1 (stage 0 only): the ranks' persistent host threads; rank r of every stage runs on
+  // thread r (declared after laterStages: joined before the ranks go).
+  std::unique_ptr<RankPool> rankPool;
   Event handoff;                                       // recorded after this stage's work of a call
   GpuKvCapacity totalCapacity;                         // over all stages (tokens: the smallest stage's)
   GpuWeightInfo totalWeights;

@@ -18,8 +18,6 @@ Status GpuForwardPass::moe(int layer, uint64_t u, uint64_t fOut) {
 
 Status GpuForwardPass::moeBlock(const GpuMoeWeights& mw, int64_t k, uint64_t u, uint64_t fOut) {
   const int64_t C = cfg.hiddenSize, E = mw.routed.experts;
-  if (tensorParallel() && m.opts.failTensorRank == m.rank.tpRank)
-    return Error{fmt::format("injected failure of tensor rank {} (GpuModelOptions::failTensorRank)", m.rank.tpRank)};
 
   // Router (over every expert, also on a tensor rank holding a range of them).
   DI_ASSIGN(logits, buf("routerLogits", size_t(T * mw.gate.rows * 4)));

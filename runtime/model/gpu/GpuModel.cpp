@@ -46,6 +46,12 @@ const ModelConfig& GpuModel::config() const { return impl_->cfg; }
 const GpuKvCapacity& GpuModel::capacity() const { return impl_->totalCapacity; }
 const GpuWeightInfo& GpuModel::weightInfo() const { return impl_->totalWeights; }
 const std::vector<GpuStageReport>& GpuModel::stages() const { return impl_->stageReports; }
+
+TpCollective* GpuModel::stageCollective(int stage) const {
+  for (GpuModelImpl* m : impl_->pipeline())
+    if (m->stage.index == stage) return m->collective.get();
+  return nullptr;
+}
 const GpuForwardCounters& GpuModel::counters() const {
   if (impl_->laterStages.empty()) return impl_->counters;
   GpuForwardCounters& t = impl_->totalCounters;
@@ -294,6 +300,7 @@ Result<std::unique_ptr<GpuModel>> GpuModel::loadStages(
     }
   }
   GpuModelImpl& m0 = *model->impl_;
+  if (tp > 1) m0.rankPool = std::make_unique<RankPool>(tp);
   m0.totalCapacity = {};
   m0.totalWeights = {};
   m0.totalWeights.synthetic = m0.weightInfo.synthetic;

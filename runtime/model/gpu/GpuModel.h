@@ -57,7 +57,6 @@ struct GpuModelOptions {
   std::vector<int> gpus;
   bool nccl = false;                // tp = 1: still sum (one rank) through NCCL
   double collectiveTimeoutSeconds = 120;  // a rank that does not reach a collective: an error
-  int failTensorRank = -1;          // tests: this tensor rank's pass fails at its first MoE (before its all-reduce)
 };
 
 // What the runtime did, for tests and reports.
@@ -177,6 +176,9 @@ class GpuModel {
   const GpuWeightInfo& weightInfo() const;
   const GpuForwardCounters& counters() const;
   const std::vector<GpuStageReport>& stages() const;  // one entry per pipeline stage
+  // The collective of pipeline stage `stage`'s tensor ranks (nullptr without one); tests inject
+  // a rank's failure through it (TpCollective::injectFailure).
+  TpCollective* stageCollective(int stage) const;
   // What the last forward call (prefill chunk, decode step or forward) enqueued.
   const GpuCallLaunches& lastCallLaunches() const;
   // NVRTC compiles the model's JIT has run so far (kernels loaded from the disk cache are not).

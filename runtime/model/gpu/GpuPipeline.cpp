@@ -3,7 +3,6 @@
 // model of one stage takes the same path with nothing to hand off.
 #include <algorithm>
 #include <set>
-#include <thread>
 #include <fmt/format.h>
 
 #include "GpuForward.h"
@@ -178,7 +177,7 @@ Status GpuModelImpl::runStage(const std::vector<GpuSeq>& seqs, const std::vector
 // own buffers and runs. The next call's first stage waits for this call's last stage. With
 // tensor ranks, rank r of a stage takes the hand-off of rank r of the previous stage (after the
 // all-reduces every rank holds the whole residual state), and the ranks of a stage run their
-// passes on host threads of their own, meeting in the collectives; a failing rank fails the
+// passes on the model's persistent rank threads (RankPool), meeting in the collectives; a failing rank fails the
 // stage's collective, so the others return an error instead of waiting.
 Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWise, uint64_t* logitsDev,
                                      int64_t* rows) {
@@ -240,15 +239,12 @@ Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWi
     if (tpN == 1) {
       st = runRank(first);
     } else {
-      std::vector<Status> rankSt(tpN);
-      std::vector<std::thread> threads;
-      for (size_t r = 0; r < tpN; ++r)
-        threads.emplace_back([&, r] {
-          rankSt[r] = runRank(first + r);
-          if (!rankSt[r].ok() && stages[first + r]->collective)
-            stages[first + r]->collective->fail(int(r), rankSt[r].error().message);
-        });
-      for (auto& t : threads) t.join();
+      const std::vector<Status> rankSt = rankPool->run([&](int r) -> Status {
+        Status rs = runRank(first + size_t(r));
+        if (!rs.ok() && stages[first + size_t(r)]->collective)
+          stages[first + size_t(r)]->collective->fail(r, rs.error().message);
+        return rs;
+      });
       // The first failure is the cause; the others' errors name it.
       for (size_t r = 0; r < tpN && st.ok(); ++r)
         if (!rankSt[r].ok()) st = Error{fmt::format("tensor rank {} of stage {}: {}", r, s, rankSt[r].error().message)};

@@ -27,6 +27,13 @@ void TpCollective::fail(int rank, const std::string& why) {
   cv_.notify_all();
 }
 
+void TpCollective::injectFailure(int rank, int64_t afterCollectives, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  injectRank_ = rank;
+  injectAfter_ = afterCollectives;
+  injectWhy_ = why;
+}
+
 Status TpCollective::failure() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (failed_.empty()) return {};
@@ -45,6 +52,11 @@ Status TpCollective::arrive(int rank, TpOp op, const TpCall& call, size_t count,
   if (dtype != DType::F32 && dtype != DType::BF16)
     return Error{fmt::format("{} (rank {}): only F32 and BF16 are summed or gathered", what, rank)};
   if (!failed_.empty()) return Error{fmt::format("{} (rank {}): {}", what, rank, failed_)};
+  if (rank == injectRank_ && generation_ == injectAfter_) {
+    failed_ = fmt::format("tensor rank {} failed: {}", rank, injectWhy_);
+    cv_.notify_all();
+    return Error{fmt::format("{} (rank {}): {}", what, rank, failed_)};
+  }
   if (arrived_[size_t(rank)]) {
     failed_ = fmt::format("{}: rank {} called twice in one collective", what, rank);
     cv_.notify_all();

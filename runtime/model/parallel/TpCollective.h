@@ -48,6 +48,10 @@ class TpCollective {
   // A rank stops (its pass failed): every rank's pending and later calls return `why`.
   void fail(int rank, const std::string& why);
   Status failure() const;  // the first failure, or OK
+  // Failure injection (tests): `rank` fails with `why` when it arrives at the collective after
+  // `afterCollectives` completed ones (its pass stops there, the others are waiting or arrive
+  // later), exactly as a pass that fails before that collective and calls fail().
+  void injectFailure(int rank, int64_t afterCollectives, const std::string& why);
   // After a forward call: waits for the ranks' streams and reports an asynchronous error of the
   // transport (NCCL's), within the timeout.
   virtual Status finish(const std::vector<void*>& streams) = 0;
@@ -75,6 +79,9 @@ class TpCollective {
   int64_t generation_ = 0;  // completed collectives
   Status result_;           // of the last completed collective
   std::string failed_;      // the first failure (empty: none)
+  int injectRank_ = -1;     // injectFailure's
+  int64_t injectAfter_ = 0;
+  std::string injectWhy_;
 };
 
 }  // namespace deepinfer

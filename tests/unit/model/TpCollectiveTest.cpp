@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "model/parallel/RankPool.h"
 #include "model/parallel/TpCollective.h"
 
 namespace deepinfer {
@@ -138,6 +139,37 @@ TEST(TpCollective, AFailedRankWakesTheOthersWithAnErrorNamingIt) {
         << st[size_t(r)].error().message;
   }
   EXPECT_EQ(c.collectives(), 0);
+}
+
+TEST(TpCollective, AnInjectedFailureStopsItsRankAtThatCollectiveAndWakesTheOthers) {
+  // Three ranks on a RankPool (as the forward pass runs them), three collectives each; rank 1
+  // fails on arriving at collective 2, after the first two completed for everyone.
+  HostCollective c(3, 60);
+  c.injectFailure(1, 2, "injected failure of tensor rank 1");
+  RankPool pool(3);
+  std::vector<int> done(3, 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto st = pool.run([&](int r) -> Status {
+    float a[4] = {1, 2, 3, 4};
+    for (int k = 0; k < 3; ++k) {
+      // Rank 1 comes late to collective 2: the others are already waiting in it.
+      if (r == 1 && k == 2) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      DI_TRY(c.allReduceSum(r, addr(a), addr(a), 4, DType::F32, nullptr));
+      ++done[size_t(r)];
+    }
+    return {};
+  });
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+  EXPECT_EQ(c.collectives(), 2);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(done[size_t(r)], 2) << "rank " << r;
+    ASSERT_FALSE(st[size_t(r)].ok()) << "rank " << r;
+    EXPECT_NE(st[size_t(r)].error().message.find("tensor rank 1 failed: injected failure of tensor rank 1"),
+              std::string::npos)
+        << st[size_t(r)].error().message;
+  }
+  // It stays failed, and finish() reports it.
+  EXPECT_FALSE(c.finish({}).ok());
 }
 
 TEST(TpCollective, ARankThatNeverArrivesIsATimeoutErrorNamingIt) {
