@@ -24,6 +24,7 @@
 #include "Roofline.h"
 #include "model/Checkpoint.h"
 #include "model/gpu/GpuModel.h"
+#include "model/gpu/GpuStagesReport.h"
 #include "model/gpu/GpuWeights.h"
 #include "model/Sampling.h"
 
@@ -435,6 +436,9 @@ int runModelBench(const ModelBenchOptions& opts) {
              "cache {} tokens, {} bytes per token\n",
              run.modelDir, run.loadSeconds, run.target, run.pdl, cfg.numHiddenLayers, cfg.nRoutedExperts,
              rep.deviceWeightBytes / 1e9, run.weightLoadSeconds, cap.tokens, cap.bytesPerToken);
+  // Stages and tensor ranks: each rank's, each GPU's and the total weights and KV.
+  if (const std::string where = describeGpuStages(model.stages()); !where.empty())
+    fmt::print("placement{}\n", where);
   std::fflush(stdout);
 
   std::mt19937_64 rng(opts.seed);

@@ -44,8 +44,8 @@ int di_engine_create(const di_engine_options* opts, di_engine** out);
 void di_engine_destroy(di_engine* e);
 int di_engine_load_model(di_engine* e, const char* model_dir);
 int64_t di_engine_vocab_size(const di_engine* e);
-/* Engine::describe(): the backend, KV capacity and, with pipeline stages, each stage's layers,
- * GPU, weights and KV capacity. Copies up to cap - 1 bytes and a NUL; *len_out = the full length. */
+/* Engine::describe(): the backend, KV capacity and, with pipeline stages or tensor ranks, each
+ * rank's layers, GPU, weights and KV capacity, then per GPU and in total. Copies up to cap - 1 bytes and a NUL; *len_out = the full length. */
 int di_engine_describe(const di_engine* e, char* buf, size_t cap, size_t* len_out);
 
 int di_request_add(di_engine* e, const int32_t* prompt, size_t prompt_len, int64_t max_new_tokens,

@@ -6,6 +6,7 @@
 #include "deepinfer/LocalGpu.h"
 #include "model/EngineBackend.h"
 #include "model/gpu/GpuModel.h"
+#include "model/gpu/GpuStagesReport.h"
 
 namespace deepinfer {
 namespace {
@@ -20,21 +21,7 @@ class GpuEngineBackend : public EngineBackend {
   std::string describe() const override {
     std::string out =
         fmt::format("cuda, {} ({} kernels), KV capacity {} tokens", gpu_, m_->targetName(), m_->capacity().tokens);
-    const auto& stages = m_->stages();
-    if (stages.size() < 2) return out;
-    out += fmt::format("; {} pipeline stages", stages.size());
-    for (const GpuStageReport& s : stages) {
-      std::string mirrors;
-      for (int L : s.mirroredSources) mirrors += (mirrors.empty() ? "" : ",") + std::to_string(L);
-      out += fmt::format("; stage {}: layers {}..{} on GPU {}, weights {:.1f} MiB, KV capacity {} tokens "
-                         "({} bytes/token{})",
-                         s.stage, s.layerBegin, s.layerEnd - 1, s.gpu, double(s.weightBytes) / (1 << 20),
-                         s.capacity.tokens, s.capacity.bytesPerToken,
-                         mirrors.empty() ? "" : ", mirrors kv source " + mirrors);
-    }
-    out += fmt::format("; in total weights {:.1f} MiB, KV {:.1f} MiB", double(m_->weightInfo().deviceBytes) / (1 << 20),
-                       double(m_->capacity().totalBytes) / (1 << 20));
-    return out;
+    return out + describeGpuStages(m_->stages());
   }
   Result<int64_t> newRequest(bool speculative) override {
     return speculative ? m_->newSpeculativeRequest() : m_->newRequest();

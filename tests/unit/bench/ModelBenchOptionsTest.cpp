@@ -88,6 +88,29 @@ TEST(ModelBenchOptions, UsageDescribesTheDraftAndTheOracle) {
 
 }  // namespace
 
+TEST(ModelBenchOptions, TensorRanks) {
+  auto dflt = parse({"--synthetic", "proxy"});
+  ASSERT_TRUE(dflt.ok()) << dflt.error().message;
+  EXPECT_EQ(dflt->tp, 1);
+  auto two = parse({"--synthetic", "proxy", "--tp", "2"});
+  ASSERT_TRUE(two.ok()) << two.error().message;
+  EXPECT_EQ(two->tp, 2);
+  auto four = parse({"--model", "/tmp/m", "--tp", "4", "--quick"});
+  ASSERT_TRUE(four.ok()) << four.error().message;
+  EXPECT_EQ(four->tp, 4);
+  auto zero = parse({"--synthetic", "proxy", "--tp", "0"});
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.error().message.find("--tp expects an integer >= 1, got '0'"), std::string::npos)
+      << zero.error().message;
+  auto word = parse({"--synthetic", "proxy", "--tp", "two"});
+  ASSERT_FALSE(word.ok());
+  EXPECT_NE(word.error().message.find("--tp"), std::string::npos) << word.error().message;
+  auto none = parse({"--synthetic", "proxy", "--tp"});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("--tp needs a value"), std::string::npos) << none.error().message;
+  EXPECT_NE(modelBenchUsage().find("--tp N"), std::string::npos);
+}
+
 TEST(ModelBenchOptions, PdlSwitch) {
   auto on = parse({"--synthetic", "proxy", "--pdl", "on"});
   ASSERT_TRUE(on.ok()) << on.error().message;
