@@ -457,6 +457,124 @@ TEST(GpuTensorParallel, AFailingRankIsAClearErrorNotAHang) {
   EXPECT_FALSE((*tp)->prefill(*r2, {1, 2, 3}).ok());
 }
 
+// CUDA graphs with tensor ranks: each rank's decode pass is captured in segments cut at its
+// collectives (GpuModelImpl::runGraph), replayed with the collectives between them. The same
+// kernels in the same order on the same bytes: bit for bit the eager ranks' logits, over several
+// replayed steps of one request and of two requests batched.
+void expectGraphsEqualEager(GpuModelOptions go, uint64_t seed, const std::string& tag) {
+  const auto& g = testing_util::gpuTestDevice();
+  go.cudaGraphs = false;
+  auto eager = GpuModel::loadSynthetic(tiny16(), g.seed, g.dev, go);
+  go.cudaGraphs = true;
+  auto graphs = GpuModel::loadSynthetic(tiny16(), g.seed, g.dev, go);
+  ASSERT_TRUE(eager.ok()) << tag << ": " << eager.error().message;
+  ASSERT_TRUE(graphs.ok()) << tag << ": " << graphs.error().message;
+  GpuModel& e = **eager;
+  GpuModel& q = **graphs;
+  const int64_t V = e.config().vocabSize;
+  std::vector<int64_t> re, rq;
+  std::vector<int32_t> next;
+  for (int k = 0; k < 2; ++k) {
+    auto a = e.newRequest();
+    auto b = q.newRequest();
+    ASSERT_TRUE(a.ok() && b.ok());
+    re.push_back(*a);
+    rq.push_back(*b);
+    const auto prompt = testing_util::randomIds(40 + 9 * k, seed + uint64_t(k), V);
+    auto la = e.prefill(*a, prompt, true);
+    auto lb = q.prefill(*b, prompt, true);
+    ASSERT_TRUE(la.ok() && lb.ok()) << tag << ": " << (lb.ok() ? la.error().message : lb.error().message);
+    ASSERT_EQ(std::memcmp(la->ptr<float>(), lb->ptr<float>(), size_t(V * 4)), 0) << tag << ": prefill " << k;
+    next.push_back(argmaxToken(la->ptr<float>(), V));
+  }
+  const int64_t capturesBefore = q.counters().graphCaptures, launchesBefore = q.counters().graphLaunches;
+  for (int s = 0; s < 6; ++s) {
+    auto de = e.decode(re[0], next[0]);
+    auto dq = q.decode(rq[0], next[0]);
+    ASSERT_TRUE(de.ok() && dq.ok()) << tag << " decode " << s << ": " << (dq.ok() ? de.error().message : dq.error().message);
+    EXPECT_EQ(std::memcmp(de->data(), dq->data(), size_t(V * 4)), 0) << tag << ": decode " << s;
+    EXPECT_TRUE(q.lastCallLaunches().graph) << tag << ": decode " << s << " did not run as a graph";
+    next[0] = argmaxToken(de->data(), V);
+  }
+  for (int s = 0; s < 3; ++s) {
+    std::vector<std::pair<int64_t, std::vector<int32_t>>> we = {{re[0], {next[0]}}, {re[1], {next[1]}}};
+    std::vector<std::pair<int64_t, std::vector<int32_t>>> wq = {{rq[0], {next[0]}}, {rq[1], {next[1]}}};
+    auto fe = e.forward(we);
+    auto fq = q.forward(wq);
+    ASSERT_TRUE(fe.ok() && fq.ok()) << tag << " batched " << s << ": " << (fq.ok() ? fe.error().message : fq.error().message);
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(std::memcmp((*fe)[k].ptr<float>(), (*fq)[k].ptr<float>(), size_t(V * 4)), 0)
+          << tag << ": batched " << s << " request " << k;
+      next[k] = argmaxToken((*fe)[k].ptr<float>(), V);
+    }
+    EXPECT_TRUE(q.lastCallLaunches().graph) << tag;
+  }
+  // Every rank of every stage ran all 9 steps through graphs: captured once per shape (one-row
+  // and two-row steps, where the scratch did not grow), replayed for the rest.
+  const int64_t ranks = int64_t(q.stages().size());
+  EXPECT_GE(q.counters().graphCaptures - capturesBefore, 2 * ranks) << tag;
+  EXPECT_EQ(q.counters().graphLaunches - launchesBefore, 9 * ranks) << tag;
+  fmt::print("{}: 9 decode steps through graph segments bit-identical to eager ({} captures, {} graph kernels per "
+             "step)\n", tag, q.counters().graphCaptures - capturesBefore, q.lastCallLaunches().graphKernels);
+
+  // A rank failing in the middle of a replayed step is an error naming it, not a hang.
+  if (TpCollective* c = q.stageCollective(0); c && c->size() > 1) {
+    c->injectFailure(1, c->collectives() + 3, "injected failure during a replay");
+    const auto t0 = std::chrono::steady_clock::now();
+    auto d = q.decode(rq[0], next[0]);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+    ASSERT_FALSE(d.ok()) << tag;
+    EXPECT_NE(d.error().message.find("tensor rank 1 failed: injected failure during a replay"), std::string::npos)
+        << d.error().message;
+  }
+}
+
+TEST(GpuTensorParallel, Tp2DecodeThroughGraphSegmentsEqualsEagerBitForBit) {
+  NEED_GPU();
+  GpuModelOptions go = tpOptions(2, 1);
+  go.collectiveTimeoutSeconds = 60;
+  expectGraphsEqualEager(go, g.seed + 21, "tp2 graphs");
+}
+
+TEST(GpuTensorParallel, Tp2TimesPp2DecodeThroughGraphSegmentsEqualsEagerBitForBit) {
+  NEED_GPU();
+  GpuModelOptions go = tpOptions(2, 2);
+  go.stageLayers = {3, 5};
+  go.collectiveTimeoutSeconds = 60;
+  expectGraphsEqualEager(go, g.seed + 22, "tp2 x pp2 graphs");
+}
+
+TEST(GpuTensorParallel, Tp1OverNcclDecodeThroughGraphSegmentsEqualsNoCollective) {
+  NEED_GPU();
+  ASSERT_TRUE(single()) << "the one-GPU model did not load";
+  auto lib = ncclLibrary();
+  if (!lib.ok()) GTEST_SKIP() << "no NCCL on this machine: " << lib.error().message;
+  GpuModelOptions go = tpOptions(1, 1);
+  go.nccl = true;
+  go.cudaGraphs = true;
+  auto m = GpuModel::loadSynthetic(tiny16(), g.seed, g.dev, go);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const int64_t V = single()->config().vocabSize;
+  const auto prompt = testing_util::randomIds(30, g.seed + 23, V);
+  auto r1 = single()->newRequest();
+  auto rn = (*m)->newRequest();
+  ASSERT_TRUE(r1.ok() && rn.ok());
+  auto l1 = single()->prefill(*r1, prompt, true);
+  auto ln = (*m)->prefill(*rn, prompt, true);
+  ASSERT_TRUE(l1.ok() && ln.ok()) << (ln.ok() ? "" : ln.error().message);
+  int32_t next = argmaxToken(l1->ptr<float>(), V);
+  for (int s = 0; s < 6; ++s) {
+    auto d1 = single()->decode(*r1, next);
+    auto dn = (*m)->decode(*rn, next);
+    ASSERT_TRUE(d1.ok() && dn.ok()) << (dn.ok() ? "" : dn.error().message);
+    EXPECT_EQ(std::memcmp(d1->data(), dn->data(), size_t(V * 4)), 0) << "decode " << s;
+    EXPECT_TRUE((*m)->lastCallLaunches().graph) << "decode " << s;
+    next = argmaxToken(d1->data(), V);
+  }
+  EXPECT_GE((*m)->counters().graphLaunches, 6);
+  EXPECT_TRUE(single()->releaseRequest(*r1).ok());
+}
+
 TEST(GpuTensorParallel, ShapesTheSplitRejectsAreClearErrors) {
   NEED_GPU();
   auto expectError = [&](const ModelConfig& cfg, GpuModelOptions go, const std::string& needle) {

@@ -339,8 +339,7 @@ Result<HostTensor> GpuForwardPass::run(const std::vector<int32_t>& ids) {
     DI_ASSIGN(part, buf("logitsPartial", size_t(rows * Vr * 4)));
     DI_ASSIGN(all, buf("logitsGathered", size_t(n * rows * Vr * 4)));
     DI_LAUNCH(gemm(h, C, w.head, part, rows));
-    sig += "tp_all_gather;";
-    if (launching()) DI_TRY(m.collective->allGather(m.rank.tpRank, part, all, size_t(rows * Vr), DType::F32, stream));
+    DI_TRY(tpCollective({TpOp::AllGather, part, all, size_t(rows * Vr), DType::F32}));
     // Rank r's block [rows, Vr] becomes columns [r * Vr, (r + 1) * Vr) of every row: one pitched copy.
     for (int64_t r = 0; r < n; ++r)
       DI_LAUNCH(copyDevice2D(logitsDev + uint64_t(r * Vr * 4), size_t(V * 4), all + uint64_t(r * rows * Vr * 4),

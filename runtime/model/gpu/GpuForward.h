@@ -117,6 +117,14 @@ std::vector<GpuHandoffItem> gpuHandoffItems(const ModelConfig& cfg, const std::v
 // hand-off lists. Errors name the bad option.
 Result<std::vector<GpuStagePlan>> planGpuStages(const ModelConfig& cfg, const GpuModelOptions& opts);
 
+// One collective of a tensor rank's pass: what a graph replay issues again between segments.
+struct GpuCollectiveCall {
+  TpOp op = TpOp::AllReduceSum;
+  uint64_t send = 0, recv = 0;
+  size_t count = 0;
+  DType dtype = DType::F32;
+};
+
 class GpuModelImpl {
  public:
   ModelConfig cfg;
@@ -181,12 +189,19 @@ class GpuModelImpl {
   // Decode steps, verify steps and draft passes as CUDA graphs, one per kind and shape
   // signature (GpuForwardPass::sig). `outputs` are the device addresses the pass left its results
   // at (the logits for forwards).
+  // With tensor ranks the pass is cut at its collectives (docs/parallelism.md §2.1): segment i
+  // is captured on this rank's stream alone, and a replay launches it, then runs collective i
+  // through the stage's rendezvous as an eager pass would; without a collective, one segment.
   struct CachedGraph {
-    DeviceGraph graph;
+    std::vector<DeviceGraph> segments;
+    std::vector<GpuCollectiveCall> collectives;        // segments.size() - 1 of them
     std::vector<uint64_t> outputs;
     int64_t rows = 0;
     GpuCallLaunches launches;                          // what the capture enqueued, and the graph's nodes
   };
+  Status replay(const CachedGraph& g);
+  // This rank's part of a collective of its stage, ordered on `stream`.
+  Status runCollective(const GpuCollectiveCall& c);
   std::map<std::string, CachedGraph> graphs;
   std::map<std::string, int> captureFailures;
   std::unique_ptr<Stream> ownStream;                   // when the caller gives none (graphs need one)
@@ -336,6 +351,12 @@ struct GpuForwardPass {
   // Tensor parallelism: sums `n` elements at `x` over the stage's ranks in place (a no-op
   // without a collective).
   Status tpAllReduce(uint64_t x, int64_t n, DType dtype);
+  // Every collective of the pass goes through here (a no-op without a collective). Recording
+  // with a collective (`segments` set by runGraph): the capture so far becomes a segment, which
+  // runs at once (the collective reads what it computed), then the collective runs and the next
+  // segment's capture begins.
+  Status tpCollective(const GpuCollectiveCall& c);
+  GpuModelImpl::CachedGraph* segments = nullptr;
   bool tensorParallel() const { return m.collective != nullptr; }
 
   // DSpark (GpuSpeculative.cpp): the taps (streams entering a tapped layer) into G, then

@@ -59,9 +59,20 @@ Status GpuForwardPass::moeBlock(const GpuMoeWeights& mw, int64_t k, uint64_t u, 
 }
 
 Status GpuForwardPass::tpAllReduce(uint64_t x, int64_t n, DType dtype) {
-  sig += "tp_all_reduce;";
+  return tpCollective({TpOp::AllReduceSum, x, x, size_t(n), dtype});
+}
+
+Status GpuForwardPass::tpCollective(const GpuCollectiveCall& c) {
+  sig += fmt::format("tp_{}:{};", tpOpName(c.op), c.count);
   if (!m.collective || !launching()) return {};
-  return m.collective->allReduceSum(m.rank.tpRank, x, x, size_t(n), dtype, stream);
+  if (!segments) return m.runCollective(c);
+  auto seg = DeviceGraph::endCapture(stream);
+  if (!seg.ok()) return seg.error();
+  DI_TRY(seg->launch(stream));
+  segments->segments.push_back(std::move(*seg));
+  DI_TRY(m.runCollective(c));
+  segments->collectives.push_back(c);
+  return DeviceGraph::beginCapture(stream);
 }
 
 Status GpuForwardPass::engram(int layer, uint64_t X) {

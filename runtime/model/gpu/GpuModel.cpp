@@ -245,11 +245,9 @@ Result<std::unique_ptr<GpuModel>> GpuModel::loadStages(
     devs.push_back(d);
   }
   std::unique_ptr<GpuModel> model(new GpuModel());
-  // Tensor ranks (docs/parallelism.md §2): run with a collective (also NCCL with one rank), no
-  // CUDA graphs (a capture cannot span the ranks' rendezvous) and no draft.
+  // Tensor ranks (docs/parallelism.md §2): run with a collective (also NCCL with one rank); their
+  // CUDA graphs are cut at the collectives (GpuModelImpl::runGraph).
   const bool collective = tp > 1 || opts.nccl;
-  GpuModelOptions rankOpts = opts;
-  if (collective) rankOpts.cudaGraphs = false;
   for (int s = 0; s < pp; ++s) {
     std::vector<GpuModelImpl*> stageRanks;
     for (int r = 0; r < tp; ++r) {
@@ -281,7 +279,7 @@ Result<std::unique_ptr<GpuModel>> GpuModel::loadStages(
         return Error{fmt::format("{}stage {} (layers {}..{}, GPU {}): {}", tp > 1 ? fmt::format("tensor rank {} of ", r) : "",
                                  s, m.stage.layerBegin, m.stage.layerEnd - 1, devs[idx]->ordinal(), e.message)};
       };
-      if (Status st = beginLoad(m, devs[idx], rankOpts); !st.ok()) return where(st.error());
+      if (Status st = beginLoad(m, devs[idx], opts); !st.ok()) return where(st.error());
       if (Status st = loadWeights(m, tensors); !st.ok()) return where(st.error());
       if (tp > 1 && tensors.embedding)
         if (Status st = appendZeroEmbeddingRow(m); !st.ok()) return where(st.error());
@@ -635,19 +633,15 @@ Result<std::vector<HostTensor>> GpuModelImpl::forward(const Work& work, bool las
 // staging and its shape signature; a graph captured for that signature replays it, else one is
 // captured now (the request state is rolled back to before the refresh first). *done is false
 // when the pass must run eagerly instead (capture failed; retried later, at most 3 times per
-// signature).
+// signature). With a collective the capture is cut at the collectives (CachedGraph), and the
+// segments run as they are captured: a failure after a collective is the call's error (an eager
+// re-run would meet the other ranks at the wrong collective); before one, it falls back as above.
 Result<const GpuModelImpl::CachedGraph*> GpuModelImpl::runGraph(const std::string& kind,
                                                                 const std::vector<GpuSeq>& seqs, const PassBody& body,
                                                                 const std::function<void()>& restore, bool* done) {
   *done = false;
   auto keyOf = [&](const GpuForwardPass& p) {
     return fmt::format("{}|{}|scratch{}|ws{}", kind, p.sig, scratch.generation(), ops->workspaceGeneration());
-  };
-  auto finish = [&](const CachedGraph& g) -> Result<const CachedGraph*> {
-    DI_TRY(g.graph.launch(stream));
-    ++counters.graphLaunches;
-    *done = true;
-    return &g;
   };
 
   GpuForwardPass refresh(*this, seqs);
@@ -657,34 +651,70 @@ Result<const GpuModelImpl::CachedGraph*> GpuModelImpl::runGraph(const std::strin
     return r.error();
   }
   const std::string key = keyOf(refresh);
-  if (auto it = graphs.find(key); it != graphs.end()) return finish(it->second);
+  if (auto it = graphs.find(key); it != graphs.end()) {
+    DI_TRY(replay(it->second));
+    ++counters.graphLaunches;
+    *done = true;
+    return &it->second;
+  }
 
   restore();
   if (captureFailures[key] >= 3) return nullptr;
   GpuForwardPass record(*this, seqs);
   record.mode = GpuForwardPass::Mode::Record;
+  CachedGraph fresh;
+  if (collective) record.segments = &fresh;
   DI_TRY(DeviceGraph::beginCapture(stream));
   Status rr = body(record);
-  auto graph = DeviceGraph::endCapture(stream);
+  auto graph = DeviceGraph::endCapture(stream);  // the last (or only) segment
   if (!rr.ok() || !graph.ok()) {
     ++captureFailures[key];
     restore();
-    fmt::print(stderr, "deepinfer-jit: {} pass not captured as a graph ({}); running it eagerly\n", kind,
-               !rr.ok() ? rr.error().message : graph.error().message);
+    const std::string why = !rr.ok() ? rr.error().message : graph.error().message;
+    if (!fresh.collectives.empty())
+      return Error{fmt::format("{} pass of tensor rank {}: capture as graph segments (after {} collectives): {}", kind,
+                               rank.tpRank, fresh.collectives.size(), why)};
+    fmt::print(stderr, "deepinfer-jit: {} pass not captured as a graph ({}); running it eagerly\n", kind, why);
     return nullptr;
+  }
+  fresh.segments.push_back(std::move(*graph));
+  fresh.outputs = record.outputs;
+  fresh.rows = record.logitsRows;
+  fresh.launches = record.launches;
+  fresh.launches.graph = true;
+  fresh.launches.graphKernels = fresh.launches.graphMemoryNodes = fresh.launches.graphProgrammaticEdges = 0;
+  for (const DeviceGraph& seg : fresh.segments) {
+    const DeviceGraph::Nodes& n = seg.nodes();
+    fresh.launches.graphKernels += n.kernels;
+    fresh.launches.graphMemoryNodes += n.memcpys + n.memsets;
+    if (fresh.launches.graphProgrammaticEdges >= 0)
+      fresh.launches.graphProgrammaticEdges = n.programmaticEdges < 0 ? -1 : fresh.launches.graphProgrammaticEdges +
+                                                                                 n.programmaticEdges;
   }
   if (graphs.size() >= 64) graphs.erase(graphs.begin());  // bounded: shapes change as contexts grow
   CachedGraph& g = graphs[keyOf(record)];
-  g.graph = std::move(*graph);
-  g.outputs = record.outputs;
-  g.rows = record.logitsRows;
-  g.launches = record.launches;
-  g.launches.graph = true;
-  g.launches.graphKernels = g.graph.nodes().kernels;
-  g.launches.graphMemoryNodes = g.graph.nodes().memcpys + g.graph.nodes().memsets;
-  g.launches.graphProgrammaticEdges = g.graph.nodes().programmaticEdges;
+  g = std::move(fresh);
   ++counters.graphCaptures;
-  return finish(g);
+  // The earlier segments ran as they were captured; the last one runs now (all of it without a
+  // collective: a capture enqueues nothing).
+  DI_TRY(g.segments.back().launch(stream));
+  ++counters.graphLaunches;
+  *done = true;
+  return &g;
+}
+
+Status GpuModelImpl::replay(const CachedGraph& g) {
+  for (size_t i = 0; i < g.segments.size(); ++i) {
+    DI_TRY(g.segments[i].launch(stream));
+    if (i < g.collectives.size()) DI_TRY(runCollective(g.collectives[i]));
+  }
+  return {};
+}
+
+Status GpuModelImpl::runCollective(const GpuCollectiveCall& c) {
+  if (!collective) return Error{"a collective without the stage's collective (tp 1 without NCCL)"};
+  return c.op == TpOp::AllReduceSum ? collective->allReduceSum(rank.tpRank, c.send, c.recv, c.count, c.dtype, stream)
+                                    : collective->allGather(rank.tpRank, c.send, c.recv, c.count, c.dtype, stream);
 }
 
 // The checks every call does before anything changes: the request exists and is usable, the
