@@ -102,7 +102,8 @@ int verbRun(const std::vector<std::string>& argv) {
                         "experts and vocabulary rows split as shard-plan prints; partial outputs all-reduced over "
                         "NCCL, one process driving every GPU; --gpus then lists pp x tp ordinals, rank r of stage "
                         "s at s * tp + r; ranks sharing one GPU run as logical ranks, a test double). tp > 1 runs "
-                        "without CUDA graphs and without speculation.");
+                        "without speculation; the last line reports each rank's, each GPU's and the total KV "
+                        "capacity.");
   args.option("backend", "cuda|cpu", "execution backend (default: cuda when a GPU is present, else cpu)")
       .option("model", "DIR", "model directory (config.json, safetensors, token_map.i32)")
       .option("prompt-ids", "IDS", "comma-separated prompt token ids")

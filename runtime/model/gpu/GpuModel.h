@@ -49,8 +49,9 @@ struct GpuModelOptions {
   // shared-expert slice, routed experts and vocabulary rows (planShards' split); with tp > 1,
   // gpus has pp * tp entries, rank r of stage s on gpus[s * tp + r]. A stage's ranks on distinct
   // GPUs sum their partial outputs over NCCL (tp = 1 with nccl = true runs NCCL with one rank);
-  // ranks sharing one GPU use the logical-rank test double (a device sum in rank order). tp > 1
-  // runs without CUDA graphs and without the DSpark draft.
+  // ranks sharing one GPU use the logical-rank test double (a device sum in rank order). With a
+  // collective, CUDA graphs are captured in segments cut at the collectives; tp > 1 runs without
+  // the DSpark draft.
   int pp = 1;
   int tp = 1;
   std::vector<int> stageLayers;

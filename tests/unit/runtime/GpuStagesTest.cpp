@@ -3,7 +3,7 @@
 // attention inputs, the index selections and candidate blocks later layers read), the hand-off
 // buffers' sizes, each stage's weights (only its tensors: the stages' bytes add up to the
 // backbone's plus one compressor per mirror), and the parallel options' errors in the Engine
-// and C APIs (tp > 1 is refused as not built; a bad split names what is wrong).
+// and C APIs (a tp that does not split the model, or a --gpus list of the wrong length, names what is wrong).
 #include <gtest/gtest.h>
 
 #include <string>
