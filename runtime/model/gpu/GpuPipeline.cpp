@@ -177,8 +177,8 @@ Status GpuModelImpl::runStage(const std::vector<GpuSeq>& seqs, const std::vector
 // own buffers and runs. The next call's first stage waits for this call's last stage. With
 // tensor ranks, rank r of a stage takes the hand-off of rank r of the previous stage (after the
 // all-reduces every rank holds the whole residual state), and the ranks of a stage run their
-// passes on the model's persistent rank threads (RankPool), meeting in the collectives; a failing rank fails the
-// stage's collective, so the others return an error instead of waiting.
+// passes on the model's persistent rank threads (RankPool), meeting in the collectives; a
+// failing rank fails the stage's collective, so the others return an error instead of waiting.
 Status GpuModelImpl::forwardOnDevice(const Work& work, bool lastOnly, bool rowWise, uint64_t* logitsDev,
                                      int64_t* rows) {
   const std::vector<GpuModelImpl*> stages = pipeline();  // every rank, stage-major
