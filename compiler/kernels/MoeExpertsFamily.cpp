@@ -21,7 +21,9 @@
 //    expert's weights are streamed once, spread over all SMs;
 //  - up to 64: 64-row tiles, above: 128-row tiles, on 2 x 2 warps with block_n 64 (w2: 128),
 //    block_k 32 and 5 stages where the cap allows (under a 48 KB cap: 4 stages, 128-row tiles
-//    narrowed to block_n 32): tensor-core bound, each stage's weights decoded once per CTA.
+//    narrowed to block_n 32): tensor-core bound, each stage's weights decoded once per CTA. On
+//    sm_90 (cap past 160 KB) 128-row tiles take block_n 128 (w2: 256) on 2 x 4 warps, block_k 64,
+//    4 stages: half the A copies per multiply and half the barriers.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -216,6 +218,15 @@ QuantTile defaultTile(const Shape& s, const TargetProfile& t) {
   q.wk = 1;
   q.bk = 32;
   q.stages = t.smemPerCtaCap >= 96 * 1024 ? 5 : 4;
+  if (q.bm == 128 && t.smemPerCtaCap >= 160 * 1024) {
+    // sm_90: 8 warps over twice the columns (w13 128 x 128 h columns, w2 128 x 256), block_k 64,
+    // 4 stages (~170 KB, one CTA per SM): each copied A row feeds twice the columns and a stage
+    // twice the multiplies per barrier.
+    q.bn = 128;
+    q.wn = 4;
+    q.bk = 64;
+    q.stages = 4;
+  }
   return fitPrefillTile(q, t);
 }
 
@@ -385,6 +396,20 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
         tall.wm = 4;
         tall.stages = 4;
         addFit(tall);
+        QuantTile tallK = tall;  // the same with block_k 64: half the barriers per K
+        tallK.bk = 64;
+        addFit(tallK);
+      }
+      // 8 warps over twice the columns (w13 128 x 128 h columns, w2 128 x 256; 64-row warp tiles
+      // as the default's): every A row a CTA copies feeds twice the columns (half the L2 reads of x
+      // and h, half the copies per warp), block_k 32 and 64.
+      for (int bk : {32, 64}) {
+        QuantTile wide8 = *q0;
+        wide8.bn = 2 * q0->bn;
+        wide8.wn = 2 * q0->wn;
+        wide8.bk = bk;
+        wide8.stages = bk == 32 ? 5 : 4;
+        addFit(wide8);
       }
     }
     return out;
