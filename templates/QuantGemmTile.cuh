@@ -550,48 +550,74 @@ __device__ __forceinline__ void decode_task(const uint8_t* wp, const qw::ScaleFa
   }
 }
 
-// Every thread runs the same number of task slots (a slot past the tasks decodes nothing), so
-// the warp-uniform vote that picks the straight-line or the fix-up body sees all 32 lanes.
+// A task's inputs: its weight bytes, scale factors and output row, and whether its scale byte
+// needs the second multiply or (e4m3) its block holds a NaN code.
+struct DecodeTask {
+  const uint8_t* wp;
+  uint8_t* out;
+  qw::ScaleFactors f;
+  int drow, kb;
+  bool live, fix;
+};
+
 template <class T>
-__device__ __forceinline__ void decode_stage(const uint8_t* st, uint8_t* dec, const Operand* ops, int n0, int kb0) {
+__device__ __forceinline__ DecodeTask decode_task_at(const uint8_t* st, uint8_t* dec, const Operand* ops, int n0,
+                                                     int kb0, int i) {
   constexpr bool kFp4 = T::kBlockBytes == 16;
   constexpr int kTasks = T::kMats * T::kBN * T::KB;
+  DecodeTask d;
+  const int slot = int(threadIdx.x) + i * T::kThreads;
+  d.live = kTasks % T::kThreads == 0 || slot < kTasks;
+  const int task = d.live ? slot : 0;
+  // Rows fastest: a quarter warp reads 8 rows' blocks and writes 8 rows' chunks (both swizzled).
+  const int r = task % T::kBN, m = (task / T::kBN) % T::kMats;
+  d.kb = task / (T::kBN * T::kMats);
+  // The matrix by value (a runtime index into ops would put the array in local memory).
+  const int32_t scale_cols = (T::kMats == 1 || m == 0) ? ops[0].scale_cols : ops[T::kMats - 1].scale_cols;
+  const uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
+  const uint8_t* ss = ws + T::kWBytes;
+  d.wp = ws + r * T::kWRow + T::w_slot(r, d.kb) * T::kBlockBytes;
+  d.drow = m * T::kBN + r;
+  d.out = dec + d.drow * T::kARow;
+  if constexpr (kFp4) {
+    const int64_t so = int64_t(n0 + r) * scale_cols + kb0;
+    d.f = qw::e2m1_scale_factors(ss[r * T::kSRow + int(so & 3) + d.kb]);
+    d.fix = d.live && d.f.two;
+  } else {
+    // Scale rows cover 32 weight rows; the tile may start inside one (grouped weights).
+    const int srow = (n0 + r) / 32 - n0 / 32;
+    const int64_t so = int64_t((n0 + r) / 32) * scale_cols + kb0;
+    d.f = qw::e4m3_scale_factors(ss[srow * T::kSRow + int(so & 3) + d.kb]);
+    const U32x4 q0 = *reinterpret_cast<const U32x4*>(d.wp);
+    const U32x4 q1 = *reinterpret_cast<const U32x4*>(d.wp + 16);
+    d.fix = d.live && (d.f.two || (qw::e4m3_nan_probe(q0.x) | qw::e4m3_nan_probe(q0.y) | qw::e4m3_nan_probe(q0.z) |
+                                   qw::e4m3_nan_probe(q0.w) | qw::e4m3_nan_probe(q1.x) | qw::e4m3_nan_probe(q1.y) |
+                                   qw::e4m3_nan_probe(q1.z) | qw::e4m3_nan_probe(q1.w)) != 0u);
+  }
+  return d;
+}
+
+// Every thread runs the same task slots (a slot past the tasks decodes nothing). The straight-line
+// decode (one bf16x2 multiply per pair: every scale byte a checkpoint uses) runs for every task
+// without a branch, so the scheduler can interleave it with the multiplies placed before it; the
+// tasks that need the fix-ups are decoded again, with them, behind one warp-uniform vote (the same
+// thread rewrites the same bytes before the next barrier).
+template <class T>
+__device__ __forceinline__ void decode_stage(const uint8_t* st, uint8_t* dec, const Operand* ops, int n0, int kb0) {
+  constexpr int kTasks = T::kMats * T::kBN * T::KB;
   constexpr int kPer = (kTasks + T::kThreads - 1) / T::kThreads;
+  bool fix = false;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
-    const int slot = int(threadIdx.x) + i * T::kThreads;
-    const bool live = kTasks % T::kThreads == 0 || slot < kTasks;
-    const int task = live ? slot : 0;
-    // Rows fastest: a quarter warp reads 8 rows' blocks and writes 8 rows' chunks (both swizzled).
-    const int r = task % T::kBN, m = (task / T::kBN) % T::kMats, kb = task / (T::kBN * T::kMats);
-    // The matrix by value (a runtime index into ops would put the array in local memory).
-    const int32_t scale_cols = (T::kMats == 1 || m == 0) ? ops[0].scale_cols : ops[T::kMats - 1].scale_cols;
-    const uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
-    const uint8_t* ss = ws + T::kWBytes;
-    const uint8_t* wp = ws + r * T::kWRow + T::w_slot(r, kb) * T::kBlockBytes;
-    const int drow = m * T::kBN + r;
-    uint8_t* out = dec + drow * T::kARow;
-    qw::ScaleFactors f;
-    bool fix;
-    if constexpr (kFp4) {
-      const int64_t so = int64_t(n0 + r) * scale_cols + kb0;
-      f = qw::e2m1_scale_factors(ss[r * T::kSRow + int(so & 3) + kb]);
-      fix = f.two;
-    } else {
-      // Scale rows cover 32 weight rows; the tile may start inside one (grouped weights).
-      const int srow = (n0 + r) / 32 - n0 / 32;
-      const int64_t so = int64_t((n0 + r) / 32) * scale_cols + kb0;
-      f = qw::e4m3_scale_factors(ss[srow * T::kSRow + int(so & 3) + kb]);
-      const U32x4 q0 = *reinterpret_cast<const U32x4*>(wp);
-      const U32x4 q1 = *reinterpret_cast<const U32x4*>(wp + 16);
-      fix = f.two || (qw::e4m3_nan_probe(q0.x) | qw::e4m3_nan_probe(q0.y) | qw::e4m3_nan_probe(q0.z) |
-                      qw::e4m3_nan_probe(q0.w) | qw::e4m3_nan_probe(q1.x) | qw::e4m3_nan_probe(q1.y) |
-                      qw::e4m3_nan_probe(q1.z) | qw::e4m3_nan_probe(q1.w)) != 0u;
-    }
-    if (__any_sync(0xFFFFFFFFu, live && fix)) {
-      if (live) decode_task<T, true>(wp, f, out, drow, kb);
-    } else if (live) {
-      decode_task<T, false>(wp, f, out, drow, kb);
+    const DecodeTask d = decode_task_at<T>(st, dec, ops, n0, kb0, i);
+    if (d.live) decode_task<T, false>(d.wp, d.f, d.out, d.drow, d.kb);
+    fix |= d.fix;
+  }
+  if (__any_sync(0xFFFFFFFFu, fix)) {
+#pragma unroll 1
+    for (int i = 0; i < kPer; ++i) {
+      const DecodeTask d = decode_task_at<T>(st, dec, ops, n0, kb0, i);
+      if (d.fix) decode_task<T, true>(d.wp, d.f, d.out, d.drow, d.kb);
     }
   }
 }
@@ -676,15 +702,24 @@ __device__ __forceinline__ void prefill_pipeline(uint8_t* smem, const int64_t* a
     __syncthreads();
     decode_stage<T>(raw(0), dec(0), ops, n0, kb_begin);
   }
+  // The last stage is peeled off so that every iteration of the loop decodes without a branch
+  // between its multiplies and the decode: the multiplies come first and the next stage's decode
+  // (shared loads and integer work, its shared stores last) may be scheduled among them.
 #pragma unroll 1
-  for (int it = 0; it < stages; ++it) {
+  for (int it = 0; it < stages - 1; ++it) {
     cp_async_wait<S - 3>();
     __syncthreads();
     const int next = it + S - 1;
     if (next < stages) load_stage<T>(raw(next), a_row, acol_limit, ops, n0, n_end, kb_begin + next * T::KB, kb_end);
     cp_async_commit();
-    if (it + 1 < stages) decode_stage<T>(raw(it + 1), dec(it + 1), ops, n0, kb_begin + (it + 1) * T::KB);
     prefill_mma<T>(raw(it), dec(it), acc);
+    decode_stage<T>(raw(it + 1), dec(it + 1), ops, n0, kb_begin + (it + 1) * T::KB);
+  }
+  if (stages > 0) {
+    cp_async_wait<S - 3>();
+    __syncthreads();
+    cp_async_commit();
+    prefill_mma<T>(raw(stages - 1), dec(stages - 1), acc);
   }
 }
 
