@@ -21,9 +21,9 @@
 //    expert's weights are streamed once, spread over all SMs;
 //  - up to 64: 64-row tiles, above: 128-row tiles, on 2 x 2 warps with block_n 64 (w2: 128),
 //    block_k 32 and 5 stages where the cap allows (under a 48 KB cap: 4 stages, 128-row tiles
-//    narrowed to block_n 32): tensor-core bound, each stage's weights decoded once per CTA. On
-//    sm_90 (cap past 160 KB) 128-row tiles take block_n 128 (w2: 256) on 2 x 4 warps, block_k 64,
-//    4 stages: half the A copies per multiply and half the barriers.
+//    narrowed to block_n 32): tensor-core bound, each stage's weights decoded once per CTA.
+//    Candidates add 8 warps over twice the columns (block_n 128, w2 256; block_k 32 and 64) and
+//    256-row tiles at block_k 64 (not measured yet: defaults change once measured).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -218,15 +218,6 @@ QuantTile defaultTile(const Shape& s, const TargetProfile& t) {
   q.wk = 1;
   q.bk = 32;
   q.stages = t.smemPerCtaCap >= 96 * 1024 ? 5 : 4;
-  if (q.bm == 128 && t.smemPerCtaCap >= 160 * 1024) {
-    // sm_90: 8 warps over twice the columns (w13 128 x 128 h columns, w2 128 x 256), block_k 64,
-    // 4 stages (~170 KB, one CTA per SM): each copied A row feeds twice the columns and a stage
-    // twice the multiplies per barrier.
-    q.bn = 128;
-    q.wn = 4;
-    q.bk = 64;
-    q.stages = 4;
-  }
   return fitPrefillTile(q, t);
 }
 
