@@ -169,12 +169,47 @@ __device__ __forceinline__ void load_scales(uint8_t* st, const Operand* ops, int
   }
 }
 
-// Copies one stage: A rows (sources a_src[r], -1 = no row), the weight rows [n0, n_end) of each
-// matrix, and their scale bytes, for the k32 blocks [kb0, kb0 + KB) clipped to kb_limit (blocks
-// at or past it, columns at or past acol_limit and rows past the matrix are zero-filled).
+// load_scales for the prefill tiles: the same words and byte counts, but each thread's words
+// are constants of an unrolled loop and the word's offset is worked out from the row's first
+// byte in 32-bit arithmetic (rowbase = 4q + lo: ((rowbase + kb0) & ~3) = rowbase - lo +
+// ((lo + kb0) & ~3)), a handful of instructions per word instead of a 64-bit loop.
 template <class T>
-__device__ __forceinline__ void load_stage(uint8_t* st, const int64_t* a_src, const uint16_t* a, int acol_limit,
-                                           const Operand* ops, int n0, int n_end, int kb0, int kb_limit) {
+__device__ __forceinline__ void load_scales_unrolled(uint8_t* st, const Operand* ops, int n0, int n_end, int kb0,
+                                                     int kb_limit) {
+  constexpr int kRowWords = T::kSRow / 4;
+  constexpr int kWords = T::kSRows * kRowWords;
+  constexpr int kPer = (kWords + T::kThreads - 1) / T::kThreads;
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int m = 0; m < T::kMats; ++m) {
+    const Operand& op = ops[m];
+    uint8_t* ss = st + T::kABytes + m * T::kMatBytes + T::kWBytes;
+    const int scale_limit = op.scale_cols < kb_limit ? op.scale_cols : kb_limit;
+    const int srow0 = T::kBlockBytes == 16 ? n0 : n0 / 32;
+    const int srow_end = T::kBlockBytes == 16 ? n_end : op.scale_rows;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int c = tid + i * T::kThreads;
+      if (kWords % T::kThreads != 0 && c >= kWords) break;
+      const int r = c / kRowWords, wd = c % kRowWords;
+      const int srow = srow0 + r;
+      const int64_t rowbase = int64_t(srow) * op.scale_cols;
+      const int lo = int(rowbase) & 3;
+      const int off = ((lo + kb0) & ~3) - lo + 4 * wd;  // from the row's first byte; >= -3
+      const int left = scale_limit - off;
+      const int bytes = srow < srow_end && srow < op.scale_rows ? (left < 0 ? 0 : left > 4 ? 4 : left) : 0;
+      cp_async_4(ss + r * T::kSRow + 4 * wd, bytes > 0 ? op.scale + rowbase + off : op.scale, bytes);
+    }
+  }
+}
+
+// Copies one stage of a prefill tile: A rows (byte addresses a_row[r]: prefill_a_rows), the
+// weight rows [n0, n_end) of each matrix, and their scale bytes, for the k32 blocks
+// [kb0, kb0 + KB) clipped to kb_limit (blocks at or past it, columns at or past acol_limit and
+// rows past the matrix are zero-filled).
+template <class T>
+__device__ __forceinline__ void load_stage(uint8_t* st, const uint64_t* a_row, int acol_limit, const Operand* ops,
+                                           int n0, int n_end, int kb0, int kb_limit) {
   const int tid = threadIdx.x;
   const int col0 = kb0 * 32;
   // Whole-CTA strides of compile-time counts: each thread's rows, chunks and swizzled offsets
@@ -186,9 +221,9 @@ __device__ __forceinline__ void load_stage(uint8_t* st, const int64_t* a_src, co
     if ((T::kABytes / 16) % T::kThreads != 0 && c >= T::kABytes / 16) break;
     const int r = c / T::kAChunks, ch = c % T::kAChunks;
     const int col = col0 + ch * 8;
-    const int64_t src = a_src[r];
-    const bool valid = src >= 0 && col < acol_limit;
-    cp_async_16(st + r * T::kARow + T::a_chunk(r, ch) * 16, valid ? a + src + col : a, valid);
+    const uint8_t* row = reinterpret_cast<const uint8_t*>(a_row[r]);
+    const bool valid = col < acol_limit;
+    cp_async_16(st + r * T::kARow + T::a_chunk(r, ch) * 16, valid ? row + 2 * col : row, valid);
   }
   constexpr int kWC = (T::kBN * T::kWChunks + T::kThreads - 1) / T::kThreads;
 #pragma unroll
@@ -211,7 +246,7 @@ __device__ __forceinline__ void load_stage(uint8_t* st, const int64_t* a_src, co
                   valid ? op.w + int64_t(n) * op.row_bytes + byte : op.w, valid);
     }
   }
-  load_scales<T>(st, ops, n0, n_end, kb0, kb_limit);
+  load_scales_unrolled<T>(st, ops, n0, n_end, kb0, kb_limit);
 }
 
 // The same copies for the decode tiles (BM <= 16), with every thread's addresses worked out once
@@ -479,51 +514,110 @@ __device__ __forceinline__ void pipeline(uint8_t* smem, int kb_begin, int stages
 // with prmt), laid out like A's rows (T::a_chunk). Every warp then reads A and B fragments with
 // ldmatrix.x4 and only multiplies: the decode work is shared by the WM warps that use a weight
 // row instead of repeated in each, and A needs no permutes.
+// One decode task: k32 block kb of weight row r of matrix m, stored as 4 chunks of 8 bf16 in
+// column order. kFix: the scale byte may need the second multiply (f.two) or, for e4m3, the
+// block may hold a NaN code; without it the straight-line decode (every scale byte a checkpoint
+// uses) is one bf16x2 multiply per pair and no predicated fix-ups take issue slots.
+template <class T, bool kFix>
+__device__ __forceinline__ void decode_task(const uint8_t* wp, const qw::ScaleFactors& f, uint8_t* out, int drow,
+                                            int kb) {
+  constexpr bool kFp4 = T::kBlockBytes == 16;
+  if constexpr (kFp4) {
+    const U32x4 q = *reinterpret_cast<const U32x4*>(wp);
+    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      uint32_t b[2][2];  // columns (0,4) (1,5) (2,6) (3,7) of the chunk
+      if constexpr (kFix) qw::e2m1_fragments(words[c], f, b);
+      else qw::e2m1_decode(words[c], f.first, b);
+      const U32x4 v{__byte_perm(b[0][0], b[0][1], 0x5410), __byte_perm(b[1][0], b[1][1], 0x5410),
+                    __byte_perm(b[0][0], b[0][1], 0x7632), __byte_perm(b[1][0], b[1][1], 0x7632)};
+      *reinterpret_cast<U32x4*>(out + T::a_chunk(drow, kb * 4 + c) * 16) = v;
+    }
+  } else {
+    const U32x4 q0 = *reinterpret_cast<const U32x4*>(wp);
+    const U32x4 q1 = *reinterpret_cast<const U32x4*>(wp + 16);
+    const uint32_t words[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      uint32_t b[2][2];  // columns (0,2) (1,3) (4,6) (5,7) of the chunk
+      if constexpr (kFix) qw::e4m3_fragments(words[2 * c], words[2 * c + 1], f, b);
+      else qw::e4m3_decode(words[2 * c], words[2 * c + 1], f.first, b);
+      const U32x4 v{__byte_perm(b[0][0], b[0][1], 0x5410), __byte_perm(b[0][0], b[0][1], 0x7632),
+                    __byte_perm(b[1][0], b[1][1], 0x5410), __byte_perm(b[1][0], b[1][1], 0x7632)};
+      *reinterpret_cast<U32x4*>(out + T::a_chunk(drow, kb * 4 + c) * 16) = v;
+    }
+  }
+}
+
+// A task's inputs: its weight bytes, scale factors and output row, and whether its scale byte
+// needs the second multiply or (e4m3) its block holds a NaN code.
+struct DecodeTask {
+  const uint8_t* wp;
+  uint8_t* out;
+  qw::ScaleFactors f;
+  int drow, kb;
+  bool live, fix;
+};
+
 template <class T>
-__device__ __forceinline__ void decode_stage(const uint8_t* st, uint8_t* dec, const Operand* ops, int n0, int kb0) {
+__device__ __forceinline__ DecodeTask decode_task_at(const uint8_t* st, uint8_t* dec, const Operand* ops, int n0,
+                                                     int kb0, int i) {
   constexpr bool kFp4 = T::kBlockBytes == 16;
   constexpr int kTasks = T::kMats * T::kBN * T::KB;
+  DecodeTask d;
+  const int slot = int(threadIdx.x) + i * T::kThreads;
+  d.live = kTasks % T::kThreads == 0 || slot < kTasks;
+  const int task = d.live ? slot : 0;
+  // Rows fastest: a quarter warp reads 8 rows' blocks and writes 8 rows' chunks (both swizzled).
+  const int r = task % T::kBN, m = (task / T::kBN) % T::kMats;
+  d.kb = task / (T::kBN * T::kMats);
+  // The matrix by value (a runtime index into ops would put the array in local memory).
+  const int32_t scale_cols = (T::kMats == 1 || m == 0) ? ops[0].scale_cols : ops[T::kMats - 1].scale_cols;
+  const uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
+  const uint8_t* ss = ws + T::kWBytes;
+  d.wp = ws + r * T::kWRow + T::w_slot(r, d.kb) * T::kBlockBytes;
+  d.drow = m * T::kBN + r;
+  d.out = dec + d.drow * T::kARow;
+  if constexpr (kFp4) {
+    const int64_t so = int64_t(n0 + r) * scale_cols + kb0;
+    d.f = qw::e2m1_scale_factors(ss[r * T::kSRow + int(so & 3) + d.kb]);
+    d.fix = d.live && d.f.two;
+  } else {
+    // Scale rows cover 32 weight rows; the tile may start inside one (grouped weights).
+    const int srow = (n0 + r) / 32 - n0 / 32;
+    const int64_t so = int64_t((n0 + r) / 32) * scale_cols + kb0;
+    d.f = qw::e4m3_scale_factors(ss[srow * T::kSRow + int(so & 3) + d.kb]);
+    const U32x4 q0 = *reinterpret_cast<const U32x4*>(d.wp);
+    const U32x4 q1 = *reinterpret_cast<const U32x4*>(d.wp + 16);
+    d.fix = d.live && (d.f.two || (qw::e4m3_nan_probe(q0.x) | qw::e4m3_nan_probe(q0.y) | qw::e4m3_nan_probe(q0.z) |
+                                   qw::e4m3_nan_probe(q0.w) | qw::e4m3_nan_probe(q1.x) | qw::e4m3_nan_probe(q1.y) |
+                                   qw::e4m3_nan_probe(q1.z) | qw::e4m3_nan_probe(q1.w)) != 0u);
+  }
+  return d;
+}
+
+// Every thread runs the same task slots (a slot past the tasks decodes nothing). The straight-line
+// decode (one bf16x2 multiply per pair: every scale byte a checkpoint uses) runs for every task
+// without a branch, so the scheduler can interleave it with the multiplies placed before it; the
+// tasks that need the fix-ups are decoded again, with them, behind one warp-uniform vote (the same
+// thread rewrites the same bytes before the next barrier).
+template <class T>
+__device__ __forceinline__ void decode_stage(const uint8_t* st, uint8_t* dec, const Operand* ops, int n0, int kb0) {
+  constexpr int kTasks = T::kMats * T::kBN * T::KB;
   constexpr int kPer = (kTasks + T::kThreads - 1) / T::kThreads;
+  bool fix = false;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
-    const int task = int(threadIdx.x) + i * T::kThreads;
-    if (kTasks % T::kThreads != 0 && task >= kTasks) break;
-    // Rows fastest: a quarter warp reads 8 rows' blocks and writes 8 rows' chunks (both swizzled).
-    const int r = task % T::kBN, m = (task / T::kBN) % T::kMats, kb = task / (T::kBN * T::kMats);
-    const uint8_t* ws = st + T::kABytes + m * T::kMatBytes;
-    const uint8_t* ss = ws + T::kWBytes;
-    const uint8_t* wp = ws + r * T::kWRow + T::w_slot(r, kb) * T::kBlockBytes;
-    const int drow = m * T::kBN + r;
-    uint8_t* out = dec + drow * T::kARow;
-    if constexpr (kFp4) {
-      const int64_t so = int64_t(n0 + r) * ops[m].scale_cols + kb0;
-      const qw::ScaleFactors f = qw::e2m1_scale_factors(ss[r * T::kSRow + int(so & 3) + kb]);
-      const U32x4 q = *reinterpret_cast<const U32x4*>(wp);
-      const uint32_t words[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        uint32_t b[2][2];  // columns (0,4) (1,5) (2,6) (3,7) of the chunk
-        qw::e2m1_fragments(words[c], f, b);
-        const U32x4 v{__byte_perm(b[0][0], b[0][1], 0x5410), __byte_perm(b[1][0], b[1][1], 0x5410),
-                      __byte_perm(b[0][0], b[0][1], 0x7632), __byte_perm(b[1][0], b[1][1], 0x7632)};
-        *reinterpret_cast<U32x4*>(out + T::a_chunk(drow, kb * 4 + c) * 16) = v;
-      }
-    } else {
-      // Scale rows cover 32 weight rows; the tile may start inside one (grouped weights).
-      const int srow = (n0 + r) / 32 - n0 / 32;
-      const int64_t so = int64_t((n0 + r) / 32) * ops[m].scale_cols + kb0;
-      const qw::ScaleFactors f = qw::e4m3_scale_factors(ss[srow * T::kSRow + int(so & 3) + kb]);
-      const U32x4 q0 = *reinterpret_cast<const U32x4*>(wp);
-      const U32x4 q1 = *reinterpret_cast<const U32x4*>(wp + 16);
-      const uint32_t words[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        uint32_t b[2][2];  // columns (0,2) (1,3) (4,6) (5,7) of the chunk
-        qw::e4m3_fragments(words[2 * c], words[2 * c + 1], f, b);
-        const U32x4 v{__byte_perm(b[0][0], b[0][1], 0x5410), __byte_perm(b[0][0], b[0][1], 0x7632),
-                      __byte_perm(b[1][0], b[1][1], 0x5410), __byte_perm(b[1][0], b[1][1], 0x7632)};
-        *reinterpret_cast<U32x4*>(out + T::a_chunk(drow, kb * 4 + c) * 16) = v;
-      }
+    const DecodeTask d = decode_task_at<T>(st, dec, ops, n0, kb0, i);
+    if (d.live) decode_task<T, false>(d.wp, d.f, d.out, d.drow, d.kb);
+    fix |= d.fix;
+  }
+  if (__any_sync(0xFFFFFFFFu, fix)) {
+#pragma unroll 1
+    for (int i = 0; i < kPer; ++i) {
+      const DecodeTask d = decode_task_at<T>(st, dec, ops, n0, kb0, i);
+      if (d.fix) decode_task<T, true>(d.wp, d.f, d.out, d.drow, d.kb);
     }
   }
 }
@@ -568,6 +662,20 @@ __device__ __forceinline__ void prefill_mma(const uint8_t* st, const uint8_t* de
   }
 }
 
+// The row table as byte addresses, rewritten in place once per tile: row r of A at a + a_src[r].
+// An absent row (-1) reads row 0 instead of being zero-filled: its output row is never written
+// and rows of an mma do not mix, so each 16-byte copy tests only its column.
+template <class T>
+__device__ __forceinline__ const uint64_t* prefill_a_rows(const int64_t* a_src, const uint16_t* a) {
+  uint64_t* a_row = reinterpret_cast<uint64_t*>(const_cast<int64_t*>(a_src));
+  for (int r = threadIdx.x; r < T::kBM; r += T::kThreads) {
+    const int64_t src = a_src[r];
+    a_row[r] = reinterpret_cast<uint64_t>(a + (src < 0 ? 0 : src));
+  }
+  __syncthreads();
+  return a_row;
+}
+
 // The prefill pipeline over `stages` stages from kb_begin, one barrier per stage. Stage j's raw
 // copies land in buffer j % STAGES (STAGES - 1 in flight before the loop); its weights are
 // decoded into decoded buffer j % 2 one iteration ahead of its multiplies. At the barrier of
@@ -583,9 +691,10 @@ __device__ __forceinline__ void prefill_pipeline(uint8_t* smem, const int64_t* a
   uint8_t* const dec0 = smem + S * T::kStageBytes;
   auto raw = [&](int j) { return smem + (j % S) * T::kStageBytes; };
   auto dec = [&](int j) { return dec0 + (j & 1) * T::kDecBytes; };
+  const uint64_t* a_row = prefill_a_rows<T>(a_src, a);
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
-    if (s < stages) load_stage<T>(raw(s), a_src, a, acol_limit, ops, n0, n_end, kb_begin + s * T::KB, kb_end);
+    if (s < stages) load_stage<T>(raw(s), a_row, acol_limit, ops, n0, n_end, kb_begin + s * T::KB, kb_end);
     cp_async_commit();
   }
   if (stages > 0) {
@@ -593,15 +702,24 @@ __device__ __forceinline__ void prefill_pipeline(uint8_t* smem, const int64_t* a
     __syncthreads();
     decode_stage<T>(raw(0), dec(0), ops, n0, kb_begin);
   }
+  // The last stage is peeled off so that every iteration of the loop decodes without a branch
+  // between its multiplies and the decode: the multiplies come first and the next stage's decode
+  // (shared loads and integer work, its shared stores last) may be scheduled among them.
 #pragma unroll 1
-  for (int it = 0; it < stages; ++it) {
+  for (int it = 0; it < stages - 1; ++it) {
     cp_async_wait<S - 3>();
     __syncthreads();
     const int next = it + S - 1;
-    if (next < stages) load_stage<T>(raw(next), a_src, a, acol_limit, ops, n0, n_end, kb_begin + next * T::KB, kb_end);
+    if (next < stages) load_stage<T>(raw(next), a_row, acol_limit, ops, n0, n_end, kb_begin + next * T::KB, kb_end);
     cp_async_commit();
-    if (it + 1 < stages) decode_stage<T>(raw(it + 1), dec(it + 1), ops, n0, kb_begin + (it + 1) * T::KB);
     prefill_mma<T>(raw(it), dec(it), acc);
+    decode_stage<T>(raw(it + 1), dec(it + 1), ops, n0, kb_begin + (it + 1) * T::KB);
+  }
+  if (stages > 0) {
+    cp_async_wait<S - 3>();
+    __syncthreads();
+    cp_async_commit();
+    prefill_mma<T>(raw(stages - 1), dec(stages - 1), acc);
   }
 }
 

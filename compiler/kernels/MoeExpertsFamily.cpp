@@ -22,6 +22,8 @@
 //  - up to 64: 64-row tiles, above: 128-row tiles, on 2 x 2 warps with block_n 64 (w2: 128),
 //    block_k 32 and 5 stages where the cap allows (under a 48 KB cap: 4 stages, 128-row tiles
 //    narrowed to block_n 32): tensor-core bound, each stage's weights decoded once per CTA.
+//    Candidates add 8 warps over twice the columns (block_n 128, w2 256; block_k 32 and 64) and
+//    256-row tiles at block_k 64 (not measured yet: defaults change once measured).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -385,6 +387,20 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
         tall.wm = 4;
         tall.stages = 4;
         addFit(tall);
+        QuantTile tallK = tall;  // the same with block_k 64: half the barriers per K
+        tallK.bk = 64;
+        addFit(tallK);
+      }
+      // 8 warps over twice the columns (w13 128 x 128 h columns, w2 128 x 256; 64-row warp tiles
+      // as the default's): every A row a CTA copies feeds twice the columns (half the L2 reads of x
+      // and h, half the copies per warp), block_k 32 and 64.
+      for (int bk : {32, 64}) {
+        QuantTile wide8 = *q0;
+        wide8.bn = 2 * q0->bn;
+        wide8.wn = 2 * q0->wn;
+        wide8.bk = bk;
+        wide8.stages = bk == 32 ? 5 : 4;
+        addFit(wide8);
       }
     }
     return out;

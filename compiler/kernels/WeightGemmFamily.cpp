@@ -534,6 +534,11 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
         wide.bn = s.gated() ? 128 : 256;
         wide.stages = 4;
         addFit(wide, splitsFor(fitPrefillTile(wide, t), s, t));
+        // Both at block_k 64: half the barriers per K (one CTA of 8 warps per SM on sm_90).
+        for (QuantTile q : {tall, wide}) {
+          q.bk = 64;
+          addFit(q, splitsFor(fitPrefillTile(q, t), s, t));
+        }
       }
     }
     return out;

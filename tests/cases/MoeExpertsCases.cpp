@@ -2,7 +2,8 @@
 // more rows than a tile (T = 70 over 4 experts: 105 rows each; T = 129 over 2: 129 each), experts that stay empty (T = 5
 // over 32), every token on one expert (plus the other ranks spread), a token choosing the same
 // expert twice, ids of -1 (no expert: a zero row), C and I not multiples of the tiles
-// (C = 160, I = 96), and activations large enough that the SwiGLU clamp at 10 engages.
+// (C = 160, I = 96), skewed prefill routing (experts of 0, 1 and 150 rows), and activations
+// large enough that the SwiGLU clamp at 10 engages.
 // x ~ N(0, 1); expert weights N(0, sigma/sqrt(C)) quantized to e2m1 with 1x32 scales; routing
 // weights U(0.1, 1.5). Large cases (the GPU tests): decode steps of T = 1, 4, 12 at the model's
 // C = 5120, I = 2304.
@@ -14,7 +15,7 @@
 namespace deepinfer::testing {
 namespace {
 
-enum class Routing { Random, OneExpert, Duplicates, SomeNone };
+enum class Routing { Random, OneExpert, Duplicates, SomeNone, Skewed };
 
 struct MoeSpec {
   std::string name;
@@ -32,6 +33,13 @@ OpCase makeCase(Rng& rng, const MoeSpec& s) {
     if (s.routing == Routing::OneExpert) ids[size_t(t * s.k)] = 2;  // rank 0 of every token
     if (s.routing == Routing::Duplicates && t % 3 == 0 && s.k > 1) ids[size_t(t * s.k + 1)] = ids[size_t(t * s.k)];
     if (s.routing == Routing::SomeNone && (t % 2 == 0)) ids[size_t(t * s.k + s.k - 1)] = -1;
+    if (s.routing == Routing::Skewed) {
+      // k = 2, E = 8: expert 2 takes the first 150 tokens (two row blocks of 128, the second
+      // partial), expert 3 the rest, expert 0 only token 0's second choice (one row), expert 1
+      // nothing, experts 4..7 the other second choices.
+      ids[size_t(t * s.k)] = t < 150 ? 2 : 3;
+      ids[size_t(t * s.k + 1)] = t == 0 ? 0 : int32_t(4 + t % 4);
+    }
   }
   OpCase c;
   c.name = s.name;
@@ -72,6 +80,9 @@ std::vector<OpCase> moeExpertsCases(uint64_t seed, bool large) {
       // prefill tiles: both experts of every token, 129 rows each (a 1-row tail block), C = 160
       // (a partial w2 column tile)
       {"t129_k2_e2_c160_i96", 129, 2, 2, 160, 96},
+      // prefill tiles (40 rows per expert on average): an expert of one row, an empty one, one of
+      // 150 rows; C = 160 and I = 96 are not multiples of block_k 64 (a partial last stage)
+      {"t160_k2_e8_skewed_c160_i96", 160, 2, 8, 160, 96, Routing::Skewed},
   };
   std::vector<OpCase> cases;
   for (const MoeSpec& s : specs) cases.push_back(makeCase(rng, s));

@@ -175,6 +175,8 @@ const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeTiles() {
       // per w13 warp, block_k 64)
       DI_MOE(128, 32, 32, 2, 2, 1, 4), DI_MOE(64, 64, 32, 2, 2, 1, 4), DI_MOE(256, 32, 32, 4, 2, 1, 3),
       DI_MOE(128, 32, 32, 2, 4, 1, 3), DI_MOE(64, 32, 64, 2, 2, 1, 3),
+      // prefill, 8 warps over twice the columns and 256 rows, both at block_k 64
+      DI_MOE(128, 64, 64, 2, 4, 1, 3), DI_MOE(256, 32, 64, 4, 2, 1, 3),
   };
   return m;
 }
@@ -406,6 +408,8 @@ TEST(QuantGemmEmu, MoeExpertsMatchesReference) {
       v.push_back(tile(256, 32, 32, 4, 2, 1, 3));  // 256 rows on 4 x 2 warps
       v.push_back(tile(128, 32, 32, 2, 4, 1, 3));  // 8 warps: one n8 tile per w13 warp (ldmatrix .x2)
       v.push_back(tile(64, 32, 64, 2, 2, 1, 3));   // block_k 64
+      v.push_back(tile(128, 64, 64, 2, 4, 1, 3));  // 8 warps over twice the columns, block_k 64
+      v.push_back(tile(256, 32, 64, 4, 2, 1, 3));  // 256 rows, block_k 64
     }
     if (entries > 200) {
       for (KernelConfig& c : v) c["stream"] = 0;
