@@ -1,4 +1,4 @@
-// weight_gemm's weight-streaming schedule for decode rows (M <= 16; `stream = 1`): the weights
+// weight_gemm's weight-streaming schedule for decode rows (M <= 16; `stream = 1`, 2, 3): the weights
 // go from global memory straight into registers (16-byte non-coherent loads, no shared-memory
 // staging, no cp.async pipeline, no split-K workspace), are decoded there, and meet the few rows
 // of x on mma.sync m16n8k16 with the roles swapped: 16 weight rows are the A operand (M = 16 of
@@ -20,6 +20,10 @@
 // Rounds in flight. PIPE = false (config stream = 1): a round's loads, then its multiply.
 // PIPE = true (stream = 2): round r + 1's loads are issued before round r is multiplied, so the
 // memory pipe has bytes in flight while the warp decodes (two rounds of registers).
+//
+// Rounds through shared memory. stream = 3 (ws::ring_core, WeightGemmRing, moe's w13_ring /
+// w2_ring): the same rounds, copied with cp.async into a per-warp ring of S slots, S - 1 rounds in
+// flight while one multiplies (below, before ws::Ring).
 //
 // Before the wait. weight_gemm's entry issues the warp's first round before griddepcontrol.wait
 // (WeightGemmStream below says why that is safe); moe_experts' cannot (its weights depend on the

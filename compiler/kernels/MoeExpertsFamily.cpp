@@ -2,8 +2,10 @@
 // sublayer over e2m1 weights, grouped by expert on the device in three launches (route, w1/w3
 // with the SwiGLU, w2).
 //
-// Knob `stream` picks the GEMMs' schedule. stream = 1 (templates/MoeStream.cuh, the default up to
-// 16 expected rows per expert): the weight-streaming core of templates/WeightStream.cuh with
+// Knob `stream` picks the GEMMs' schedule. stream = 3 (the default up to 16 expected rows per
+// expert; ringDefault below): stream = 1's GEMMs with each warp's rounds copied by cp.async into a
+// shared-memory ring of `stages` slots (2..8), S - 1 rounds in flight while one multiplies.
+// stream = 1 (templates/MoeStream.cuh, the default before the ring): the weight-streaming core of templates/WeightStream.cuh with
 // gathered rows; block_m 8 or 16 (rows per row block), block_n = 16 x warps_n (weight rows per
 // CTA, w13 and w2 alike), warps_k (K split inside the CTA), block_k = w13's steps of 128 columns
 // per round (w2 keeps twice that, at most 4); warps_m = stages = 1. Default: 8-row blocks, 4 warps
@@ -121,8 +123,9 @@ Result<StreamGemms> streamOf(const MoeExpertsConfig& c, const std::string& cfg) 
   const int64_t u = c.blockK / 128;
   if (c.blockK % 128 != 0 || !pow2(u) || u > 8)
     return bad(fmt::format("block_k = {} must be 1, 2, 4 or 8 steps of 128 columns", c.blockK));
-  if (c.stream == 3 && (c.warpsM != 1 || c.stages < 2 || c.stages > 8))
-    return bad(fmt::format("warps_m = {} must be 1 and stages = {} (the ring's slots) in 2..8", c.warpsM, c.stages));
+  if (c.stream == 3 && c.warpsM != 1) return bad(fmt::format("warps_m = {} must be 1", c.warpsM));
+  if (c.stream == 3 && (c.stages < 2 || c.stages > 8))
+    return bad(fmt::format("stages = {} (the ring's slots per warp) must be in 2..8", c.stages));
   if (c.stream != 3 && (c.warpsM != 1 || c.stages != 1))
     return bad(fmt::format("warps_m = {}, stages = {} must both be 1", c.warpsM, c.stages));
   StreamGemms g;

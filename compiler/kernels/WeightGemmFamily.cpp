@@ -2,9 +2,12 @@
 // checkpoint format (docs/model.md §3) and the model's epilogues.
 //
 // Two schedules, picked by the knob `stream`:
-//  - stream = 1 or 2 (templates/WeightStream.cuh); 1 is the default for decode rows (M <= 16, weight-
-//    bandwidth bound) of ungrouped weights (grouped ones, wo_a's form, keep the tile: measured
-//    faster there): the weights go from global memory straight into registers and are
+//  - stream = 3 (the default for decode rows, M <= 16, of ungrouped weights; ringTile below): the
+//    streaming core of stream = 1 with each warp's rounds copied by cp.async into a shared-memory
+//    ring of `stages` slots (2..8; block_k = the steps per slot), S - 1 rounds in flight while one
+//    multiplies; no K split. The items below hold for it too.
+//  - stream = 1 or 2 (templates/WeightStream.cuh; candidates since the ring; grouped weights, wo_a's
+//    form, keep the tile: measured faster there): the weights go from global memory straight into registers and are
 //    multiplied with the roles swapped (16 weight rows as the mma's A, the x rows as B). Knobs:
 //    block_m 8 or 16 (x rows per CTA row), warps_n (16-row warp tiles side by side, block_n =
 //    16 x warps_n), warps_k (warps splitting K inside the CTA, summed in a fixed order),
@@ -164,8 +167,9 @@ Result<Geometry> streamGeometry(const WeightGemmConfig& c, const Shape& s, const
     return bad(fmt::format("block_k = {} must be 1, 2, 4 or 8 steps of {} columns", c.blockK, t.stepCols()));
   t.unroll = int(unroll);
   if (c.stream == 3) {
-    if (c.warpsM != 1 || c.stages < 2 || c.stages > 8)
-      return bad(fmt::format("warps_m = {} must be 1 and stages = {} (the ring's slots) in 2..8", c.warpsM, c.stages));
+    if (c.warpsM != 1) return bad(fmt::format("warps_m = {} must be 1", c.warpsM));
+    if (c.stages < 2 || c.stages > 8)
+      return bad(fmt::format("stages = {} (the ring's slots per warp) must be in 2..8", c.stages));
     if (c.splits != 1) return bad(fmt::format("splits = {} must be 1 (the ring has no K split)", c.splits));
     t.ring = int(c.stages);
   } else if (c.warpsM != 1 || c.stages != 1) {
