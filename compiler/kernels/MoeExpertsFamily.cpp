@@ -2,10 +2,10 @@
 // sublayer over e2m1 weights, grouped by expert on the device in three launches (route, w1/w3
 // with the SwiGLU, w2).
 //
-// Knob `stream` picks the GEMMs' schedule. stream = 3 (the default up to 16 expected rows per
-// expert; ringDefault below): stream = 1's GEMMs with each warp's rounds copied by cp.async into a
-// shared-memory ring of `stages` slots (2..8), S - 1 rounds in flight while one multiplies.
-// stream = 1 (templates/MoeStream.cuh, the default before the ring): the weight-streaming core of templates/WeightStream.cuh with
+// Knob `stream` picks the GEMMs' schedule. stream = 3 (a candidate up to 16 expected rows per
+// expert until measured; ringDefault below): stream = 1's GEMMs with each warp's rounds copied by
+// cp.async into a shared-memory ring of `stages` slots (2..8), S - 1 rounds in flight while one
+// multiplies. stream = 1 (templates/MoeStream.cuh, the default up to 16 expected rows per expert): the weight-streaming core of templates/WeightStream.cuh with
 // gathered rows; block_m 8 or 16 (rows per row block), block_n = 16 x warps_n (weight rows per
 // CTA, w13 and w2 alike), warps_k (K split inside the CTA), block_k = w13's steps of 128 columns
 // per round (w2 keeps twice that, at most 4); warps_m = stages = 1. Default: 8-row blocks, 4 warps
@@ -362,8 +362,8 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
       piped.pipe = true;  // double-buffered rounds: the default's and half of it
       pipedHalf.pipe = true;
       pipedHalf.u13 = std::max(1, st0.u13 / 2);
-      // The ring, then stream = 1 (where the ring is the default) and the ring with one slot more
-      // or fewer and with 2 steps per w13 round.
+      // The ring (ringDefault), and the ring with one slot more or fewer and with 2 steps per w13
+      // round.
       const StreamGemms r0 = ringDefault(s, t);
       StreamGemms plain = st0, ringMore = r0, ringFewer = r0, ringWide = r0;
       ringMore.ring = std::min(8, r0.ring + 1);
@@ -454,7 +454,8 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
 
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Shape s = shapeOf(d);
-    if (decodeRows(s)) return configOf(ringDefault(s, t));
+    // The ring (stream = 3, ringDefault) is a candidate until it is measured on the H200.
+    if (decodeRows(s)) return configOf(streamDefault(s, t));
     return configOf(defaultTile(s, t));
   }
 

@@ -2,12 +2,13 @@
 // checkpoint format (docs/model.md §3) and the model's epilogues.
 //
 // Two schedules, picked by the knob `stream`:
-//  - stream = 3 (the default for decode rows, M <= 16, of ungrouped weights; ringTile below): the
-//    streaming core of stream = 1 with each warp's rounds copied by cp.async into a shared-memory
-//    ring of `stages` slots (2..8; block_k = the steps per slot), S - 1 rounds in flight while one
+//  - stream = 3 (a candidate for decode rows until measured; ringTile below): the streaming core
+//    of stream = 1 with each warp's rounds copied by cp.async into a shared-memory ring of
+//    `stages` slots (2..8; block_k = the steps per slot), S - 1 rounds in flight while one
 //    multiplies; no K split. The items below hold for it too.
-//  - stream = 1 or 2 (templates/WeightStream.cuh; candidates since the ring; grouped weights, wo_a's
-//    form, keep the tile: measured faster there): the weights go from global memory straight into registers and are
+//  - stream = 1 or 2 (templates/WeightStream.cuh); 1 is the default for decode rows (M <= 16, weight-
+//    bandwidth bound) of ungrouped weights (grouped ones, wo_a's form, keep the tile: measured
+//    faster there): the weights go from global memory straight into registers and are
 //    multiplied with the roles swapped (16 weight rows as the mma's A, the x rows as B). Knobs:
 //    block_m 8 or 16 (x rows per CTA row), warps_n (16-row warp tiles side by side, block_n =
 //    16 x warps_n), warps_k (warps splitting K inside the CTA, summed in a fixed order),
@@ -472,11 +473,11 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
         piped.unroll = st0.unroll / 2;
         addStream(piped);
       }
-      // stream = 1 and 2 where the default is the ring, then the ring's neighbours: half the steps
-      // per round (same slot count; twice the steps spill: the round's registers and the slots'
-      // scale registers), and one slot more or fewer.
-      addStream(streamTile(s, t));
+      // The ring (ringTile), then its neighbours: half the steps per round (same slot count; twice
+      // the steps spill: the round's registers and the slots' scale registers), and one slot more
+      // or fewer.
       const StreamTile r0 = ringTile(s, t);
+      addStream(r0);
       if (r0.unroll > 1) {
         StreamTile q = r0;
         q.unroll = r0.unroll / 2;
@@ -604,7 +605,8 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
     // Grouped decode (wo_a's form) keeps the tile schedule: measured on the H200 at 11f5c23,
     // wo_a (8 groups of 1024 x 4096) took 21.3 us at M = 1 and 24.5 at M = 12 streamed, against
     // 19.5 and 20.0 with the tile (db9e463).
-    if (s.M <= 16 && s.G == 1) return configOf(ringTile(s, t));
+    // The ring (stream = 3, ringTile) is a candidate until it is measured on the H200.
+    if (s.M <= 16 && s.G == 1) return configOf(streamTile(s, t));
     if (s.M <= 16) {
       const QuantTile q = decodeTile(s, t);
       return configOf(q, splitsFor(q, s, t));

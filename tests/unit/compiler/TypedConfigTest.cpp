@@ -69,12 +69,10 @@ TEST(TypedConfig, AConfigTheFamilyCannotImplementIsAnErrorEverywhere) {
       {"kv_quant_insert", "warps", 0, "warps = 0 must be in 1..32"},
       {"combine_topk_swa", "threads", 100, "threads = 100 must be a multiple of 32 in 32..1024"},
       {"gather_kcache", "tokens_per_warp", 3, "tokens_per_warp = 3 must be 1, 2 or 4"},
-      // the decode defaults stream through the ring (stream = 3): no K split, 2..8 slots
-      {"weight_gemm", "splits", 33, "stream = 3: splits = 33 must be 1 (the ring has no K split)"},
-      {"weight_gemm", "stages", 9, "stream = 3: stages = 9 (the ring's slots per warp) must be in 2..8"},
+      {"weight_gemm", "splits", 33, "splits = 33 must be in 1..32"},  // the decode default streams: K splits 1..32
       {"weight_gemm", "stream", 4, "stream = 4: stream must be 0, 1, 2 or 3"},
       {"moe_experts", "block_k", 48, "block_k = 48 must be 1, 2, 4 or 8 steps of 128 columns"},
-      {"moe_experts", "stages", 1, "stream = 3: stages = 1 (the ring's slots per warp) must be in 2..8"},
+      {"moe_experts", "stream", 5, "stream = 5: stream must be 0, 1, 2 or 3"},
   };
   const TargetProfile t = *findTarget("sm_80");
   for (const Bad& b : bad) {

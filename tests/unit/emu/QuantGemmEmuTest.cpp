@@ -148,7 +148,7 @@ const std::map<std::string, WgFn>& wgStreams() {
       DI_WSS(1, 1, 1, 1, false), DI_WSS(1, 1, 2, 2, true), DI_WSS(2, 2, 1, 4, false),
       DI_WS(2, 1, 1, 4), DI_WS(1, 2, 2, 4), DI_WS(2, 2, 2, 4), DI_WS(1, 1, 4, 4), DI_WS(2, 1, 4, 4),
       DI_WS(1, 1, 8, 4), DI_WS(2, 1, 8, 4), DI_WS(1, 1, 2, 4), DI_WS(2, 1, 2, 4), DI_WS(1, 1, 4, 1),
-      DI_WS(2, 2, 4, 2), DI_WS(1, 4, 2, 8), DI_WS(2, 1, 16, 1), DI_WS(1, 4, 4, 2),
+      DI_WS(2, 2, 4, 2), DI_WS(1, 4, 2, 8), DI_WS(2, 1, 16, 1), DI_WS(1, 4, 4, 2), DI_WS2(true, 2, 2, 1, 1, 2, false),
       // SwiGLU pairs: 2 steps per round (e4m3, or 8 rows), 1 (e2m1 with 16 rows)
       DI_WS(1, 2, 2, 2), DI_WS(1, 1, 4, 2), DI_WS(2, 2, 2, 1), DI_WS(1, 4, 1, 2), DI_WS(2, 4, 1, 1),
       DI_WS(1, 1, 8, 2), DI_WS(2, 1, 8, 1), DI_WS(2, 1, 4, 1), DI_WS(2, 2, 2, 2), DI_WS(2, 1, 4, 2),
@@ -173,8 +173,8 @@ const std::map<std::string, WgFn>& wgRings() {
       // warps without rounds), 8 steps per round (512-byte rows per copy), warps over N past the tiles
       DI_WR(1, 1, 1, 1, 2), DI_WR(1, 1, 1, 1, 8), DI_WR(2, 2, 2, 2, 4), DI_WR(1, 1, 16, 1, 3), DI_WR(1, 4, 1, 8, 3),
       DI_WR(2, 4, 2, 2, 5), DI_WR(1, 2, 4, 4, 3),
-      // the sm_80 defaults of the cases
-      DI_WR1(false, 1, 1, 4, 1, 4, 2), DI_WR1(false, 1, 2, 1, 2, 2, 0), DI_WR1(false, 1, 2, 2, 1, 3, 2),
+      // the ring candidate of each decode case on sm_80 (ringTile; the default once measured)
+      DI_WR1(false, 1, 1, 1, 2, 2, 0), DI_WR1(true, 2, 2, 1, 1, 2, 2), DI_WR1(false, 1, 1, 4, 1, 4, 2), DI_WR1(false, 1, 2, 1, 2, 2, 0), DI_WR1(false, 1, 2, 2, 1, 3, 2),
       DI_WR1(false, 1, 4, 1, 2, 3, 0), DI_WR1(false, 1, 4, 1, 2, 4, 1), DI_WR1(false, 2, 1, 8, 2, 2, 1),
       DI_WR1(false, 2, 4, 1, 2, 3, 0), DI_WR1(false, 2, 4, 1, 2, 3, 1), DI_WR1(true, 1, 1, 1, 2, 2, 1),
       DI_WR1(true, 1, 1, 8, 2, 2, 0), DI_WR1(true, 1, 2, 1, 2, 3, 0), DI_WR1(true, 2, 2, 2, 1, 2, 2),
@@ -381,6 +381,14 @@ KernelConfig stream(int rows, int wn, int wk, int unroll, bool fp4, bool pipe = 
           {"stream", pipe ? 2 : 1}};
 }
 
+// The first ring candidate (stream = 3) the family lists for `d` on sm_80: its sized ring.
+KernelConfig firstRing(const std::string& op, const OpDesc& d) {
+  for (const KernelConfig& c : findKernelFamily(op)->candidates(d, *findTarget("sm_80")))
+    if (c.count("stream") && c.at("stream") == 3) return c;
+  ADD_FAILURE() << op << ": no ring candidate";
+  return findKernelFamily(op)->defaultConfig(d, *findTarget("sm_80"));
+}
+
 // The ring (stream = 3): `slots` slots of `unroll` steps per warp.
 KernelConfig ring(int rows, int wn, int wk, int unroll, int slots, bool fp4) {
   return {{"block_m", rows}, {"block_n", 16 * wn}, {"block_k", unroll * (fp4 ? 128 : 64)}, {"warps_m", 1},
@@ -428,6 +436,8 @@ TEST(QuantGemmEmu, WeightGemmMatchesReference) {
       v.push_back(ring(8, 4, 1, 8, 3, fp4));
       v.push_back(ring(16, 4, 2, 2, 5, fp4));
       v.push_back(ring(8, 2, 4, 4, 3, fp4));
+      // and the family's own ring candidate (ringTile) of ungrouped weights
+      if (d.attrs.getInt("groups", 1) == 1) v.push_back(firstRing("weight_gemm", d));
     }
     if (epi == 0 && !fp4) {
       v.push_back(tile(2, 32, 128, 1, 1, 4, 4, 3));   // 2-row tiles (several per M), split-K
@@ -522,6 +532,7 @@ TEST(QuantGemmEmu, MoeExpertsMatchesReference) {
     v.push_back(ring(16, 2, 2, 1, 4));
     v.push_back(ring(8, 1, 8, 2, 3));
     v.push_back(ring(16, 1, 16, 1, 2));
+    v.push_back(firstRing("moe_experts", d));  // the family's own (ringDefault)
     return v;
   });
 }
