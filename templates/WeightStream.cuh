@@ -1,4 +1,4 @@
-// weight_gemm's weight-streaming schedule for decode rows (M <= 16; `stream = 1`): the weights
+// weight_gemm's weight-streaming schedule for decode rows (M <= 16; `stream = 1`, 2, 3): the weights
 // go from global memory straight into registers (16-byte non-coherent loads, no shared-memory
 // staging, no cp.async pipeline, no split-K workspace), are decoded there, and meet the few rows
 // of x on mma.sync m16n8k16 with the roles swapped: 16 weight rows are the A operand (M = 16 of
@@ -20,6 +20,10 @@
 // Rounds in flight. PIPE = false (config stream = 1): a round's loads, then its multiply.
 // PIPE = true (stream = 2): round r + 1's loads are issued before round r is multiplied, so the
 // memory pipe has bytes in flight while the warp decodes (two rounds of registers).
+//
+// Rounds through shared memory. stream = 3 (ws::ring_core, WeightGemmRing, moe's w13_ring /
+// w2_ring): the same rounds, copied with cp.async into a per-warp ring of S slots, S - 1 rounds in
+// flight while one multiplies (below, before ws::Ring).
 //
 // Before the wait. weight_gemm's entry issues the warp's first round before griddepcontrol.wait
 // (WeightGemmStream below says why that is safe); moe_experts' cannot (its weights depend on the
@@ -306,6 +310,190 @@ __device__ __forceinline__ bool stream_core(const Rows<FP4, kMats>& rows, const 
   return wk == 0;
 }
 
+// The shared-memory ring (config stream = 3): the same rows, rounds, fragments, K order, mma and
+// reduction as stream_core, but each warp copies its rounds' weight bytes with cp.async (16 B,
+// .cg: L2 only) into a private ring of S slots and keeps S - 1 rounds in flight while it
+// multiplies one, so bytes stream continuously instead of a round's burst then its multiply.
+// A slot holds, per matrix, the warp's 16 rows x U steps of 64 bytes; the copies run along rows
+// (copy j of lane L: row (32 j + L) / 4U, 16-byte chunk (32 j + L) % 4U, so an instruction reads
+// 4U contiguous chunks of 32 / 4U rows: 512 contiguous bytes of a row at U = 8) and each lane then
+// reads its own fragment chunks (rows g, g + 8; chunk 4u + t) back with ld.shared, after the
+// wait and a __syncwarp (the chunks were copied by other lanes). The chunk index is XORed with 4
+// on odd rows (U >= 2) so the 8 lanes of a quarter warp (rows g, g + 1) hit disjoint banks.
+// Scale bytes (a few per round) are loaded into registers when their round is issued, four to a
+// register; the loop is unrolled by S so each slot's scale registers are fixed.
+template <bool FP4, int U, int S, int kMats>
+struct Ring {
+  static constexpr int kMatBytes = 16 * 64 * U;
+  static constexpr int kSlotBytes = kMats * kMatBytes;
+  static constexpr int kWarpBytes = S * kSlotBytes;
+  static constexpr int kScaleWords = (U * kMats * 2 + 3) / 4;
+  uint8_t* smem;                 // this warp's S slots
+  const uint8_t* w0[kMats];      // row nw of each matrix (the matrix itself when no row is valid)
+  int64_t row_bytes;
+  int rows_left;                 // valid rows from nw on (the warp loads min(16, rows_left))
+  uint32_t sc[S][kScaleWords];   // the scale bytes of each slot's round, byte (u kMats + m) 2 + h
+};
+
+// Dynamic shared memory of the rings of `warps` warps (bytes); it follows the WK reduction's.
+__host__ __device__ constexpr int ring_smem_bytes(int mats, int unroll, int stages, int warps) {
+  return warps * stages * mats * unroll * 16 * 64;
+}
+
+template <int U>
+__device__ __forceinline__ int ring_chunk(int row, int c) {
+  return U >= 2 ? c ^ ((row & 1) << 2) : c;
+}
+
+// This warp's ring: `smem` is the CTA's ring area (after the WK reduction's shared memory).
+template <bool FP4, int U, int S, int kMats>
+__device__ __forceinline__ void ring_of(Ring<FP4, U, S, kMats>& q, const Mat (&mats)[kMats], int nw, int n_end,
+                                        int K, uint8_t* smem) {
+  q.smem = smem + (int(threadIdx.x) >> 5) * Ring<FP4, U, S, kMats>::kWarpBytes;
+  q.row_bytes = FP4 ? K / 2 : K;
+  q.rows_left = n_end - nw;
+#pragma unroll
+  for (int m = 0; m < kMats; ++m) q.w0[m] = q.rows_left > 0 ? mats[m].w + int64_t(nw) * q.row_bytes : mats[m].w;
+}
+
+// Issues round s0 into slot SLOT (its weight copies and scale loads) and commits one cp.async
+// group, also when the round is past the end (an empty group keeps the wait counts uniform).
+// Chunks past K, of steps at or past s_end or of rows past the end are zero-filled, never read.
+template <int SLOT, bool FP4, int U, int S, int kMats>
+__device__ __forceinline__ void ring_issue(const Rows<FP4, kMats>& r, Ring<FP4, U, S, kMats>& q, int s0) {
+  using R = Ring<FP4, U, S, kMats>;
+  constexpr int kCols = FP4 ? 128 : 64, kChunk = FP4 ? 32 : 16, kScaleStep = FP4 ? 4 : 2, kPerRow = 4 * U;
+  const int lane = int(threadIdx.x) & 31, t = lane & 3;
+  if (s0 < r.s_end) {  // warp-uniform
+    uint8_t* slot = q.smem + SLOT * R::kSlotBytes;
+#pragma unroll
+    for (int j = 0; j < 2 * U; ++j) {
+      const int row = (32 * j + lane) / kPerRow, c = (32 * j + lane) % kPerRow;
+      const int s = s0 + c / 4;
+      const bool in = row < q.rows_left && s < r.s_end && s * kCols + kChunk * (c & 3) < r.K;
+      const int dst = row * 64 * U + ring_chunk<U>(row, c) * 16;
+      const int64_t src = int64_t(row) * q.row_bytes + int64_t(s0) * 64 + 16 * c;
+#pragma unroll
+      for (int m = 0; m < kMats; ++m) cp_async_16(slot + m * R::kMatBytes + dst, in ? q.w0[m] + src : q.w0[m], in);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < R::kScaleWords; ++i) q.sc[SLOT][i] = 0u;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const bool in = s0 + u < r.s_end && (s0 + u) * kCols + kChunk * t < r.K;
+#pragma unroll
+    for (int m = 0; m < kMats; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = (u * kMats + m) * 2 + h;
+        if (in && r.ok[h]) q.sc[SLOT][i / 4] |= uint32_t(__ldg(r.sp[m][h] + (s0 + u) * kScaleStep)) << (8 * (i % 4));
+      }
+  }
+  cp_async_commit();
+}
+
+// The warp's first S - 1 rounds (weight_gemm issues them before griddepcontrol.wait): rounds
+// s_first + i WK U, i < S - 1, into slots 0 .. S - 2.
+template <int WN, int WK, bool FP4, int U, int S, int kMats>
+__device__ __forceinline__ void ring_prologue(const Rows<FP4, kMats>& r, Ring<FP4, U, S, kMats>& q) {
+  const int s0 = first_step<WN, U>(r);
+  constexpr int kStride = WK * U;
+  ring_issue<0>(r, q, s0);
+  if constexpr (S > 2) ring_issue<1>(r, q, s0 + kStride);
+  if constexpr (S > 3) ring_issue<2>(r, q, s0 + 2 * kStride);
+  if constexpr (S > 4) ring_issue<3>(r, q, s0 + 3 * kStride);
+  if constexpr (S > 5) ring_issue<4>(r, q, s0 + 4 * kStride);
+  if constexpr (S > 6) ring_issue<5>(r, q, s0 + 5 * kStride);
+  if constexpr (S > 7) ring_issue<6>(r, q, s0 + 6 * kStride);
+}
+
+// One round out of slot J: wait for it (S - 2 younger groups may stay in flight), refill the slot
+// read one round ago with the round S - 1 ahead, then rebuild the round's registers from the
+// slot and multiply them with multiply_round (stream_core's fragments and order).
+template <int J, bool FP4, int NT8, int WK, int U, int S, int kMats>
+__device__ __forceinline__ void ring_round(const Rows<FP4, kMats>& rows, Ring<FP4, U, S, kMats>& q, int s0,
+                                           const uint16_t* const (&xp)[NT8], float (&acc)[kMats][NT8][4]) {
+  using R = Ring<FP4, U, S, kMats>;
+  cp_async_wait<S - 2>();
+  __syncwarp();  // slot J's copies by other lanes are visible; every lane has read slot J - 1
+  ring_issue<(J + S - 1) % S>(rows, q, s0 + (S - 1) * WK * U);
+  const int lane = int(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
+  const uint8_t* slot = q.smem + J * R::kSlotBytes;
+  Round<U, kMats> b;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int m = 0; m < kMats; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = g + 8 * h;
+        b.w[u][m][h] =
+            *reinterpret_cast<const U32x4*>(slot + m * R::kMatBytes + row * 64 * U + ring_chunk<U>(row, 4 * u + t) * 16);
+        const int i = (u * kMats + m) * 2 + h;
+        b.sc[u][m][h] = (q.sc[J][i / 4] >> (8 * (i % 4))) & 0xFFu;
+      }
+  multiply_round<FP4, NT8>(b, s0, rows.K, rows.s_end, xp, acc);
+}
+
+// Rounds i0 + J .. i0 + S - 1 of the warp (those before `rounds`), slot J first.
+template <int J, bool FP4, int NT8, int WK, int U, int S, int kMats>
+__device__ __forceinline__ void ring_rounds(const Rows<FP4, kMats>& rows, Ring<FP4, U, S, kMats>& q, int s_first,
+                                            int i0, int rounds, const uint16_t* const (&xp)[NT8],
+                                            float (&acc)[kMats][NT8][4]) {
+  if constexpr (J < S) {
+    if (i0 + J >= rounds) return;  // warp-uniform
+    ring_round<J, FP4, NT8, WK>(rows, q, s_first + (i0 + J) * WK * U, xp, acc);
+    ring_rounds<J + 1, FP4, NT8, WK>(rows, q, s_first, i0, rounds, xp, acc);
+  }
+}
+
+// stream_core with the ring (stream = 3): `q` holds the warp's first S - 1 rounds (ring_prologue,
+// issued by the caller). Returns as stream_core does, with the same sums in the same order.
+template <bool FP4, int NT8, int WN, int WK, int U, int S, int kMats>
+__device__ __forceinline__ bool ring_core(const Rows<FP4, kMats>& rows, Ring<FP4, U, S, kMats>& q,
+                                          const uint16_t* const (&xrow)[NT8], float (&acc)[kMats][NT8][4]) {
+  static_assert(NT8 == 1 || NT8 == 2, "8 or 16 rows of x per CTA");
+  static_assert(U >= 1 && U <= 8 && S >= 2 && S <= 8 && WN >= 1 && WK >= 1 && WN * WK <= 16,
+                "1..8 steps per round, 2..8 slots, at most 16 warps");
+  constexpr int kChunk = FP4 ? 32 : 16;
+  constexpr int kAcc = kMats * NT8 * 4;
+  constexpr int kStride = WK * U;
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int t = lane & 3;
+  const int wn = warp % WN, wk = warp / WN;
+  const uint16_t* xp[NT8];
+#pragma unroll
+  for (int nt = 0; nt < NT8; ++nt) xp[nt] = xrow[nt] != nullptr ? xrow[nt] + kChunk * t : nullptr;
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) (&acc[0][0][0])[i] = 0.f;
+
+  const int s_first = rows.s_begin + wk * U, s_end = rows.s_end;
+  const int rounds = s_first < s_end ? (s_end - s_first + kStride - 1) / kStride : 0;
+#pragma unroll 1
+  for (int i0 = 0; i0 < rounds; i0 += S) ring_rounds<0, FP4, NT8, WK>(rows, q, s_first, i0, rounds, xp, acc);
+  cp_async_wait<0>();  // only empty groups (rounds past the end) can be left
+
+  if constexpr (WK > 1) {
+    float* red = reinterpret_cast<float*>(qg::dynamic_smem());
+    if (wk > 0) {
+      float* dst = red + (int64_t((wk - 1) * WN + wn) * kAcc) * 32 + lane;
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) dst[i * 32] = (&acc[0][0][0])[i];
+    }
+    __syncthreads();
+    if (wk == 0) {
+#pragma unroll 1
+      for (int k = 1; k < WK; ++k) {
+        const float* src = red + (int64_t((k - 1) * WN + wn) * kAcc) * 32 + lane;
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) (&acc[0][0][0])[i] = __fadd_rn((&acc[0][0][0])[i], src[i * 32]);
+      }
+    }
+  }
+  return wk == 0;
+}
+
 }  // namespace ws
 
 // weight_gemm's streaming kernel in two phases around the grid dependency wait. FP4: e2m1
@@ -406,6 +594,54 @@ struct WeightGemmStream {
         store_pair<EPI>(p, m, n, false, gsum, 0.f, vsum, 0.f);
       });
     }
+  }
+};
+
+// weight_gemm with the shared-memory ring (stream = 3; ws::ring_core): S slots of U steps per
+// warp, no K split. The constructor issues the warp's first S - 1 rounds (weight copies into
+// shared memory and scale loads) before griddepcontrol.wait, for WeightGemmStream's reasons:
+// weights only, never written by a kernel of the stream; shared memory is the CTA's own.
+template <bool FP4, int NT8, int WN, int WK, int U, int S, int EPI>
+struct WeightGemmRing {
+  static constexpr int kMats = EPI == kEpiSwiglu ? 2 : 1;
+  int grp, nw, n_end;
+  ws::Rows<FP4, kMats> rows;
+  ws::Ring<FP4, U, S, kMats> ring;
+
+  __device__ __forceinline__ explicit WeightGemmRing(const WeightGemmParams& p) {
+    const int warp = int(threadIdx.x) >> 5;
+    grp = int(blockIdx.x) / p.tiles_per_group;
+    const int j = int(blockIdx.x) % p.tiles_per_group;
+    n_end = (grp + 1) * p.Ng;
+    nw = grp * p.Ng + (j * WN + warp % WN) * 16;
+    ws::Mat mats[kMats];
+    mats[0] = ws::Mat{p.w, p.w_scale};
+    if constexpr (kMats > 1) mats[kMats - 1] = ws::Mat{p.w_up, p.w_up_scale};
+    rows = ws::rows_of<FP4, kMats>(mats, nw, n_end, p.Kg);
+    ws::ring_of(ring, mats, nw, n_end, p.Kg, qg::dynamic_smem() + ws::stream_smem_bytes(kMats, NT8, WN, WK));
+    ws::ring_prologue<WN, WK>(rows, ring);
+  }
+
+  // After the wait: x, the multiply, y (one writer per element).
+  __device__ __forceinline__ void run(const WeightGemmParams& p) {
+    const int lane = int(threadIdx.x) & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int m0 = int(blockIdx.y) * 8 * NT8;
+    const uint16_t* xrow[NT8];
+#pragma unroll
+    for (int nt = 0; nt < NT8; ++nt) {
+      const int m = m0 + nt * 8 + g;
+      xrow[nt] = m < p.M ? p.x + int64_t(m) * p.ldx + int64_t(grp) * p.Kg : nullptr;
+    }
+    float acc[kMats][NT8][4];
+    if (!ws::ring_core<FP4, NT8, WN, WK, U, S, kMats>(rows, ring, xrow, acc)) return;
+#pragma unroll
+    for (int nt = 0; nt < NT8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int n = nw + g + 8 * (c >> 1), m = m0 + nt * 8 + 2 * t + (c & 1);
+        if (n < n_end && m < p.M) store_pair<EPI>(p, m, n, false, acc[0][nt][c], 0.f, acc[kMats - 1][nt][c], 0.f);
+      }
   }
 };
 

@@ -2,8 +2,10 @@
 // sublayer over e2m1 weights, grouped by expert on the device in three launches (route, w1/w3
 // with the SwiGLU, w2).
 //
-// Knob `stream` picks the GEMMs' schedule. stream = 1 (templates/MoeStream.cuh, the default up to
-// 16 expected rows per expert): the weight-streaming core of templates/WeightStream.cuh with
+// Knob `stream` picks the GEMMs' schedule. stream = 3 (a candidate up to 16 expected rows per
+// expert until measured; ringDefault below): stream = 1's GEMMs with each warp's rounds copied by
+// cp.async into a shared-memory ring of `stages` slots (2..8), S - 1 rounds in flight while one
+// multiplies. stream = 1 (templates/MoeStream.cuh, the default up to 16 expected rows per expert): the weight-streaming core of templates/WeightStream.cuh with
 // gathered rows; block_m 8 or 16 (rows per row block), block_n = 16 x warps_n (weight rows per
 // CTA, w13 and w2 alike), warps_k (K split inside the CTA), block_k = w13's steps of 128 columns
 // per round (w2 keeps twice that, at most 4); warps_m = stages = 1. Default: 8-row blocks, 4 warps
@@ -58,7 +60,8 @@ Shape shapeOf(const OpDesc& d) {
 }
 
 struct MoeExpertsConfig : QuantTileKnobs {
-  int64_t stream = 0;  // 1: the weight-streaming GEMMs (templates/MoeStream.cuh)
+  int64_t stream = 0;  // 1: the weight-streaming GEMMs (templates/MoeStream.cuh); 2: double-buffered
+                       // rounds; 3: through a shared-memory ring
   static constexpr auto fields() {
     using F = ConfigField<MoeExpertsConfig>;
     return std::array{F{"block_m", &MoeExpertsConfig::blockM}, F{"block_n", &MoeExpertsConfig::blockN},
@@ -74,11 +77,17 @@ struct MoeExpertsConfig : QuantTileKnobs {
 struct StreamGemms {
   int nt8 = 1, wn = 4, wk = 1, u13 = 2;
   bool pipe = false;  // stream = 2: double-buffered rounds
+  int ring = 0;        // stream = 3: slots of each warp's cp.async ring (ws::ring_core); 0: none
   int u2() const { return std::min(4, 2 * u13); }
   int rows() const { return 8 * nt8; }
   int threads() const { return 32 * wn * wk; }
   // Mirrors ws::stream_core's reduction: the wk partial tiles of two matrices (w13) or one.
-  int64_t smemBytes(int mats) const { return int64_t(wk - 1) * wn * mats * nt8 * 4 * 32 * 4; }
+  // Then the rings (ws::ring_smem_bytes): per warp, `ring` slots of 16 rows x the round's steps x
+  // 64 bytes per matrix (w13: two matrices of u13 steps; w2: one of u2).
+  int64_t smemBytes(int mats) const {
+    const int64_t unroll = mats == 2 ? u13 : u2();
+    return int64_t(wk - 1) * wn * mats * nt8 * 4 * 32 * 4 + int64_t(wn) * wk * ring * mats * unroll * 16 * 64;
+  }
   // 128 registers a thread (168 with double-buffered rounds: two rounds' loads live).
   int minBlocks() const { return std::max(1, 65536 / (threads() * (pipe ? 168 : 128))); }
   int regsCap() const { return std::min(255, 65536 / (threads() * minBlocks()) / 8 * 8); }
@@ -107,7 +116,7 @@ Result<StreamGemms> streamOf(const MoeExpertsConfig& c, const std::string& cfg) 
   auto bad = [&](const std::string& what) {
     return Error{fmt::format("{}: stream = {}: {} ({})", kOp, c.stream, what, cfg)};
   };
-  if (c.stream != 1 && c.stream != 2) return bad("stream must be 0, 1 or 2");
+  if (c.stream < 1 || c.stream > 3) return bad("stream must be 0, 1, 2 or 3");
   if (c.blockM != 8 && c.blockM != 16) return bad(fmt::format("block_m = {} must be 8 or 16", c.blockM));
   if (c.warpsN != 1 && c.warpsN != 2 && c.warpsN != 4) return bad(fmt::format("warps_n = {} must be 1, 2 or 4", c.warpsN));
   if (!pow2(c.warpsK) || c.warpsK * c.warpsN > 16)
@@ -116,7 +125,10 @@ Result<StreamGemms> streamOf(const MoeExpertsConfig& c, const std::string& cfg) 
   const int64_t u = c.blockK / 128;
   if (c.blockK % 128 != 0 || !pow2(u) || u > 8)
     return bad(fmt::format("block_k = {} must be 1, 2, 4 or 8 steps of 128 columns", c.blockK));
-  if (c.warpsM != 1 || c.stages != 1)
+  if (c.stream == 3 && c.warpsM != 1) return bad(fmt::format("warps_m = {} must be 1", c.warpsM));
+  if (c.stream == 3 && (c.stages < 2 || c.stages > 8))
+    return bad(fmt::format("stages = {} (the ring's slots per warp) must be in 2..8", c.stages));
+  if (c.stream != 3 && (c.warpsM != 1 || c.stages != 1))
     return bad(fmt::format("warps_m = {}, stages = {} must both be 1", c.warpsM, c.stages));
   StreamGemms g;
   g.nt8 = int(c.blockM / 8);
@@ -124,6 +136,7 @@ Result<StreamGemms> streamOf(const MoeExpertsConfig& c, const std::string& cfg) 
   g.wk = int(c.warpsK);
   g.u13 = int(u);
   g.pipe = c.stream == 2;
+  g.ring = c.stream == 3 ? int(c.stages) : 0;
   return g;
 }
 
@@ -229,8 +242,8 @@ MoeExpertsConfig configOf(const StreamGemms& q) {
   c.warpsM = 1;
   c.warpsN = q.wn;
   c.warpsK = q.wk;
-  c.stages = 1;
-  c.stream = q.pipe ? 2 : 1;
+  c.stages = q.ring > 0 ? q.ring : 1;
+  c.stream = q.ring > 0 ? 3 : q.pipe ? 2 : 1;
   return c;
 }
 
@@ -248,6 +261,32 @@ StreamGemms streamDefault(const Shape& s, const TargetProfile& t) {
   const int64_t tiles = active * cdiv(s.I, 16), steps = cdiv(s.C, 128);
   const int64_t want = 12 * int64_t(std::max(1, t.smCount));
   while (q.wk < 8 && q.wn * q.wk * 2 <= 16 && tiles * q.wk * 2 <= want && steps >= int64_t(4 * q.wk) * q.u13) q.wk *= 2;
+  return q;
+}
+
+// The ring (stream = 3): streamDefault's blocks and warps at 1 step per w13 round (w2: 2), so a
+// slot is 2 KB per warp in both GEMMs; then the fewest slots (at least 3, at most 8) that keep
+// 48 KB of weights in flight per SM in w13 (S - 1 slots per warp times the active experts' warps
+// per SM; WeightGemmFamily.cpp's ringTile says where 48 KB comes from), within the CTA's share of
+// shared memory (the target's cap, and the SM's memory over its resident CTAs).
+StreamGemms ringDefault(const Shape& s, const TargetProfile& t) {
+  StreamGemms q = streamDefault(s, t);
+  q.u13 = 1;
+  const int64_t sms = std::max(1, t.smCount);
+  const int64_t active = std::max<int64_t>(1, std::min(s.E, s.entries()));
+  const int64_t ctas = active * cdiv(s.I, 16 * q.wn);
+  const double warpsPerSm = double(ctas * q.wn * q.wk) / double(sms);
+  const int64_t ctasPerSm = std::min<int64_t>(cdiv(ctas, sms), q.minBlocks());
+  int64_t budget = t.smemPerCtaCap;
+  if (t.facts.smemPerSm > 0) budget = std::min(budget, t.facts.smemPerSm / ctasPerSm - 1024);
+  const int64_t rounds = cdiv(cdiv(s.C, 128), int64_t(q.wk) * q.u13);
+  q.ring = 2;
+  while (q.ring < 8 && q.ring <= rounds && (q.ring < 3 || (q.ring - 1) * 2048.0 * warpsPerSm < 48.0 * 1024)) {
+    StreamGemms more = q;
+    ++more.ring;
+    if (std::max(more.smemBytes(1), more.smemBytes(2)) > budget) break;
+    q = more;
+  }
   return q;
 }
 
@@ -325,8 +364,17 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
       piped.pipe = true;  // double-buffered rounds: the default's and half of it
       pipedHalf.pipe = true;
       pipedHalf.u13 = std::max(1, st0.u13 / 2);
-      for (const StreamGemms& q : {rows16, more, fewer, deeper, narrow, piped, pipedHalf})
-        if (q.wn * q.wk <= 16 && q.u13 <= 8) addConfig(configOf(q));
+      // The ring (ringDefault), and the ring with one slot more or fewer and with 2 steps per w13
+      // round.
+      const StreamGemms r0 = ringDefault(s, t);
+      StreamGemms plain = st0, ringMore = r0, ringFewer = r0, ringWide = r0;
+      ringMore.ring = std::min(8, r0.ring + 1);
+      ringFewer.ring = std::max(2, r0.ring - 1);
+      ringWide.u13 = 2;
+      for (const StreamGemms& q : {r0, plain, rows16, more, fewer, deeper, narrow, piped, pipedHalf, ringMore, ringFewer,
+                                   ringWide})
+        if (q.wn * q.wk <= 16 && q.u13 <= 8 && std::max(q.smemBytes(1), q.smemBytes(2)) <= t.smemPerCtaCap)
+          addConfig(configOf(q));
       addConfig(configOf(defaultTile(s, t)));
     }
     const Config tileBase = configOf(defaultTile(s, t));
@@ -422,6 +470,7 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
 
   Config defaultFor(const OpDesc& d, const TargetProfile& t) const override {
     const Shape s = shapeOf(d);
+    // The ring (stream = 3, ringDefault) is a candidate until it is measured on the H200.
     if (decodeRows(s)) return configOf(streamDefault(s, t));
     return configOf(defaultTile(s, t));
   }
@@ -431,6 +480,10 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
     auto g = geometry(c, d);
     if (g->stream) {
       const StreamGemms& q = g->st;
+      // Template arguments: rows, warps, steps per round, then the ring's slots or the pipe flag.
+      const std::string last = q.ring > 0 ? std::to_string(q.ring) : q.pipe ? "true" : "false";
+      const char* w13 = q.ring > 0 ? "w13_ring" : "w13_stream";
+      const char* w2 = q.ring > 0 ? "w2_ring" : "w2_stream";
       u.source = fmt::format(
           "#include \"MoeStream.cuh\"\n"
           "extern \"C\" __global__ void __launch_bounds__({}) {}_route(const di::MoeExpertsParams p) {{\n"
@@ -439,15 +492,14 @@ class MoeExpertsFamily final : public TypedKernelFamily<MoeExpertsConfig> {
           "}}\n"
           "extern \"C\" __global__ void __launch_bounds__({}, {}) {}_w13(const di::MoeExpertsParams p) {{\n"
           "  di::grid_dependency_sync();\n"
-          "  di::moe::w13_stream<{}, {}, {}, {}, {}>(p);\n"
+          "  di::moe::{}<{}, {}, {}, {}, {}>(p);\n"
           "}}\n"
           "extern \"C\" __global__ void __launch_bounds__({}, {}) {}_w2(const di::MoeExpertsParams p) {{\n"
           "  di::grid_dependency_sync();\n"
-          "  di::moe::w2_stream<{}, {}, {}, {}, {}>(p);\n"
+          "  di::moe::{}<{}, {}, {}, {}, {}>(p);\n"
           "}}\n",
-          kRouteThreads, baseName, q.rows(), q.threads(), q.minBlocks(), baseName, q.nt8, q.wn, q.wk, q.u13,
-          q.pipe ? "true" : "false", q.threads(), q.minBlocks(), baseName, q.nt8, q.wn, q.wk, q.u2(),
-          q.pipe ? "true" : "false");
+          kRouteThreads, baseName, q.rows(), q.threads(), q.minBlocks(), baseName, w13, q.nt8, q.wn, q.wk, q.u13,
+          last, q.threads(), q.minBlocks(), baseName, w2, q.nt8, q.wn, q.wk, q.u2(), last);
       u.entries = {baseName + "_route", baseName + "_w13", baseName + "_w2"};
       return u;
     }

@@ -2,6 +2,10 @@
 // checkpoint format (docs/model.md §3) and the model's epilogues.
 //
 // Two schedules, picked by the knob `stream`:
+//  - stream = 3 (a candidate for decode rows until measured; ringTile below): the streaming core
+//    of stream = 1 with each warp's rounds copied by cp.async into a shared-memory ring of
+//    `stages` slots (2..8; block_k = the steps per slot), S - 1 rounds in flight while one
+//    multiplies; no K split. The items below hold for it too.
 //  - stream = 1 or 2 (templates/WeightStream.cuh); 1 is the default for decode rows (M <= 16, weight-
 //    bandwidth bound) of ungrouped weights (grouped ones, wo_a's form, keep the tile: measured
 //    faster there): the weights go from global memory straight into registers and are
@@ -80,7 +84,7 @@ Shape shapeOf(const OpDesc& d) {
 struct WeightGemmConfig : QuantTileKnobs {
   int64_t splits = 0;
   int64_t stream = 0;  // 1: the weight-streaming schedule (templates/WeightStream.cuh); 2: the same
-                       // with double-buffered rounds
+                       // with double-buffered rounds; 3: the same through a shared-memory ring
   static constexpr auto fields() {
     using F = ConfigField<WeightGemmConfig>;
     return std::array{F{"block_m", &WeightGemmConfig::blockM}, F{"block_n", &WeightGemmConfig::blockN},
@@ -98,16 +102,23 @@ struct StreamTile {
   int nt8 = 1, wn = 1, wk = 1, unroll = 4;
   bool pipe = false;  // stream = 2: round r + 1's loads in flight while round r multiplies
   bool split = false;  // K split over the grid's z CTAs (partials, arrival counter: one int of smem)
+  int ring = 0;  // stream = 3: slots of each warp's cp.async ring (ws::ring_core); 0: none
   int threads() const { return 32 * wn * wk; }
+  int mats() const { return gated ? 2 : 1; }
+  // Mirrors ws::ring_smem_bytes: per warp, `ring` slots of 16 rows x unroll steps x 64 bytes per matrix.
+  int64_t ringBytes() const { return int64_t(wn) * wk * ring * mats() * unroll * 16 * 64; }
   int rows() const { return 8 * nt8; }
   int stepCols() const { return fp4 ? 128 : 64; }
   // Mirrors ws::stream_smem_bytes (the wk partial tiles), then a split's arrival verdict.
-  int64_t smemBytes() const { return int64_t(wk - 1) * wn * (gated ? 2 : 1) * nt8 * 4 * 32 * 4 + (split ? 16 : 0); }
+  int64_t smemBytes() const {
+    return int64_t(wk - 1) * wn * mats() * nt8 * 4 * 32 * 4 + (split ? 16 : 0) + ringBytes();
+  }
   // 128 registers a thread: the loads of a round (8 per chunk) and the decoded fragments fit;
   // 168 for double-buffered rounds (two rounds' loads live: at 128 the default round spills).
   int minBlocks() const { return std::max(1, 65536 / (threads() * (pipe ? 168 : 128))); }
   int regsCap() const { return std::min(255, 65536 / (threads() * minBlocks()) / 8 * 8); }
   std::string templateArgs(int epilogue) const {
+    if (ring > 0) return fmt::format("{}, {}, {}, {}, {}, {}, {}", fp4 ? "true" : "false", nt8, wn, wk, unroll, ring, epilogue);
     return fmt::format("{}, {}, {}, {}, {}, {}, {}{}", fp4 ? "true" : "false", nt8, wn, wk, unroll, epilogue,
                        pipe ? "true" : "false", split ? ", true" : "");
   }
@@ -130,13 +141,14 @@ bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 // The streaming schedule's knobs: block_m 8 or 16 (x rows per CTA), block_n = 16 x warps_n,
 // warps_k a power of two, warps_n x warps_k <= 16, block_k = a power of two 1..8 times the step
-// (64 e4m3 / 128 e2m1 columns), warps_m = stages = 1, splits 1..32 (K over the grid's z CTAs,
-// each a whole number of rounds; the effective count drops to what K has).
+// (64 e4m3 / 128 e2m1 columns), warps_m = 1, stages = 1, splits 1..32 (K over the grid's z CTAs,
+// each a whole number of rounds; the effective count drops to what K has). stream = 3 (the ring):
+// stages = the ring's slots per warp, 2..8, and splits = 1.
 Result<Geometry> streamGeometry(const WeightGemmConfig& c, const Shape& s, const std::string& cfg) {
   auto bad = [&](const std::string& what) {
     return Error{fmt::format("{}: stream = {}: {} ({})", kOp, c.stream, what, cfg)};
   };
-  if (c.stream != 1 && c.stream != 2) return bad("stream must be 0, 1 or 2");
+  if (c.stream < 1 || c.stream > 3) return bad("stream must be 0, 1, 2 or 3");
   Geometry g;
   g.stream = true;
   StreamTile& t = g.st;
@@ -155,8 +167,15 @@ Result<Geometry> streamGeometry(const WeightGemmConfig& c, const Shape& s, const
   if (c.blockK % t.stepCols() != 0 || !pow2(unroll) || unroll > 8)
     return bad(fmt::format("block_k = {} must be 1, 2, 4 or 8 steps of {} columns", c.blockK, t.stepCols()));
   t.unroll = int(unroll);
-  if (c.warpsM != 1 || c.stages != 1)
+  if (c.stream == 3) {
+    if (c.warpsM != 1) return bad(fmt::format("warps_m = {} must be 1", c.warpsM));
+    if (c.stages < 2 || c.stages > 8)
+      return bad(fmt::format("stages = {} (the ring's slots per warp) must be in 2..8", c.stages));
+    if (c.splits != 1) return bad(fmt::format("splits = {} must be 1 (the ring has no K split)", c.splits));
+    t.ring = int(c.stages);
+  } else if (c.warpsM != 1 || c.stages != 1) {
     return bad(fmt::format("warps_m = {}, stages = {} must both be 1", c.warpsM, c.stages));
+  }
   if (c.splits < 1 || c.splits > kMaxSplits) return bad(fmt::format("splits = {} must be in 1..{}", c.splits, kMaxSplits));
   g.tilesPerGroup = cdiv(s.Ng, 16 * t.wn);
   g.mTiles = cdiv(s.M, t.rows());
@@ -261,9 +280,9 @@ WeightGemmConfig configOf(const StreamTile& q) {
   c.warpsM = 1;
   c.warpsN = q.wn;
   c.warpsK = q.wk;
-  c.stages = 1;
+  c.stages = q.ring > 0 ? q.ring : 1;
   c.splits = 1;
-  c.stream = q.pipe ? 2 : 1;
+  c.stream = q.ring > 0 ? 3 : q.pipe ? 2 : 1;
   return c;
 }
 
@@ -304,6 +323,33 @@ StreamTile streamTile(const Shape& s, const TargetProfile& t) {
   if ((s.gated() || s.fp4) && q.nt8 == 1 && q.unroll > 1) {
     q.pipe = true;
     q.unroll /= 2;
+  }
+  return q;
+}
+
+// The ring (stream = 3): streamBase's rows and warps; 2 steps per round for one matrix (a copy
+// instruction then reads 128 contiguous bytes of each of 4 rows), 1 for a SwiGLU pair (the same
+// 2 KB slot); then the fewest slots (at least 3, at most 8 or one more than the warp's rounds)
+// that keep 48 KB of weights in flight per SM: S - 1 slots per warp times the grid's warps per SM
+// (3.5 TB/s x ~1.5 us of loaded DRAM latency / 132 SMs = 40 KB, rounded up), within the CTA's
+// share of shared memory (the target's cap, and the SM's memory over its resident CTAs).
+StreamTile ringTile(const Shape& s, const TargetProfile& t) {
+  StreamTile q = streamBase(s, t);
+  q.unroll = s.gated() ? 1 : 2;
+  const int64_t sms = std::max(1, t.smCount);
+  const int64_t ctas = s.G * cdiv(s.Ng, 16 * q.wn) * cdiv(s.M, q.rows());
+  const double warpsPerSm = double(ctas * q.wn * q.wk) / double(sms);
+  const int64_t ctasPerSm = std::min<int64_t>(cdiv(ctas, sms), q.minBlocks());
+  int64_t budget = t.smemPerCtaCap;
+  if (t.facts.smemPerSm > 0) budget = std::min(budget, t.facts.smemPerSm / ctasPerSm - 1024);  // 1 KB: the CTA's reserve
+  const int64_t rounds = cdiv(cdiv(s.Kg, q.stepCols()), int64_t(q.wk) * q.unroll);
+  const double slotBytes = double(q.mats() * q.unroll * 16 * 64);
+  q.ring = 2;
+  while (q.ring < 8 && q.ring <= rounds && (q.ring < 3 || (q.ring - 1) * slotBytes * warpsPerSm < 48.0 * 1024)) {
+    StreamTile more = q;
+    ++more.ring;
+    if (more.smemBytes() > budget) break;
+    q = more;
   }
   return q;
 }
@@ -419,30 +465,31 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
       StreamTile narrow = st0;
       narrow.wn = 1;
       addStream(narrow);
-      // Double-buffered rounds (stream = 2): the default's round and half of it (two rounds of
-      // registers live), so bytes stay in flight while a round multiplies.
-      StreamTile piped = st0;
-      piped.pipe = true;
-      addStream(piped);
+      // Double-buffered rounds (stream = 2) at half the default's steps (the default's own steps
+      // never won: two rounds of registers spill or cut occupancy).
       if (st0.unroll > 1) {
+        StreamTile piped = st0;
+        piped.pipe = true;
         piped.unroll = st0.unroll / 2;
         addStream(piped);
       }
-      // K over CTAs where the warp tiles leave SMs short of ~12 warps (wkv: 32 tiles): splits so
-      // that the grid has about that many warps, with the default's warps over K and half of them.
-      const int64_t warpTiles = s.G * cdiv(s.Ng, 16);
-      const int64_t want = 12 * int64_t(std::max(1, t.smCount));
-      for (int wk : {st0.wk, std::max(1, st0.wk / 2)}) {
-        StreamTile q = st0;
-        q.wk = wk;
-        const int64_t splits = std::min<int64_t>(kMaxSplits, want / std::max<int64_t>(1, warpTiles * q.wk));
-        if (splits < 2) continue;
-        const Config c = configOf(q, int(splits));
-        auto g = geometry(c, d);
-        if (!g.ok() || g->splits < 2 || g->smemBytes() > t.smemPerCtaCap) continue;
-        if (std::none_of(out.begin(), out.end(), [&](const Config& o) { return toKnobs(o) == toKnobs(c); }))
-          out.push_back(c);
+      // The ring (ringTile), then its neighbours: half the steps per round (same slot count; twice
+      // the steps spill: the round's registers and the slots' scale registers), and one slot more
+      // or fewer.
+      const StreamTile r0 = ringTile(s, t);
+      addStream(r0);
+      if (r0.unroll > 1) {
+        StreamTile q = r0;
+        q.unroll = r0.unroll / 2;
+        addStream(q);
       }
+      for (int dr : {1, -1}) {
+        StreamTile q = r0;
+        q.ring += dr;
+        if (q.ring >= 2 && q.ring <= 8) addStream(q);
+      }
+      // (K splits over CTAs, `splits` > 1 with stream = 1, never won on the H200 and are no longer
+      // candidates; the knob still takes them.)
     }
     // The cp.async tile schedule: the default for prefill rows, the alternative for decode rows.
     const QuantTile tile0 = s.M <= 16 ? decodeTile(s, t) : prefillTile(s, t);
@@ -563,6 +610,7 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
     // Grouped decode (wo_a's form) keeps the tile schedule: measured on the H200 at 11f5c23,
     // wo_a (8 groups of 1024 x 4096) took 21.3 us at M = 1 and 24.5 at M = 12 streamed, against
     // 19.5 and 20.0 with the tile (db9e463).
+    // The ring (stream = 3, ringTile) is a candidate until it is measured on the H200.
     if (s.M <= 16 && s.G == 1) return configOf(streamTile(s, t));
     if (s.M <= 16) {
       const QuantTile q = decodeTile(s, t);
@@ -577,6 +625,20 @@ class WeightGemmFamily final : public TypedKernelFamily<WeightGemmConfig> {
     auto g = geometry(c, d);
     const Shape s = shapeOf(d);
     const bool split = g->splits > 1;
+    if (g->stream && g->st.ring > 0) {
+      u.source = fmt::format(
+          "#include \"WeightStream.cuh\"\n"
+          "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const di::WeightGemmParams p) {{\n"
+          "  // The ring's first rounds before the wait (WeightStream.cuh: weights only).\n"
+          "  di::WeightGemmRing<{}> k(p);\n"
+          "  di::grid_dependency_wait();\n"
+          "  di::grid_launch_dependents();\n"
+          "  k.run(p);\n"
+          "}}\n",
+          g->threads(), g->minBlocks(), baseName, g->st.templateArgs(s.epilogue));
+      u.entries = {baseName};
+      return u;
+    }
     if (g->stream) {
       u.source = fmt::format(
           "#include \"WeightStream.cuh\"\n"

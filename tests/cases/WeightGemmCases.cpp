@@ -83,6 +83,9 @@ std::vector<OpCase> weightGemmCases(uint64_t seed, bool large) {
       {"fp8_groups3_m2_n72_k240", 2, 72, 240, 8, 3, 0},
       {"fp4_swiglu_m12_n48_k256", 12, 48, 256, 4, 1, 2},
       {"fp8_m16_n72_k208_bf16", 16, 72, 208, 8, 1, 1},
+      // K at each format's minimum (one 16-byte chunk of a row: a step that is mostly past K)
+      {"fp8_m1_n18_k16", 1, 18, 16},
+      {"fp4_swiglu_m16_n34_k32", 16, 34, 32, 4, 1, 2},
   };
   std::vector<OpCase> cases;
   for (const GemmSpec& s : specs) cases.push_back(makeCase(rng, s));

@@ -313,8 +313,9 @@ TEST(GpuFusion, GatherKcacheCombineEqualsThePairOfKernelsBitForBit) {
   fmt::print("gather_kcache_combine vs the pair of kernels: {} outputs compared (seed {})\n", compared, e.seed);
 }
 
-// The weight-streaming schedules (stream = 1, and 2 = double-buffered rounds; weight_gemm also
-// with K split over CTAs: templates/WeightStream.cuh, MoeStream.cuh): every
+// The weight-streaming schedules (stream = 1, 2 = double-buffered rounds, 3 = the cp.async
+// shared-memory ring, the decode default; weight_gemm also with K split over CTAs when the knob
+// asks: templates/WeightStream.cuh, MoeStream.cuh): every
 // such candidate of every case that has them (weight_gemm: M <= 16, i.e. M = 1, 2, 3, 4, 5, 7, 8,
 // 9, 12, 16 with N and K off the 16-row and 64/128-column steps, groups, SwiGLU pairs, NaN codes
 // and extreme scale bytes; moe_experts: <= 16 rows per expert) on every target, outputs

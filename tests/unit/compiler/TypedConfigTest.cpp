@@ -70,7 +70,9 @@ TEST(TypedConfig, AConfigTheFamilyCannotImplementIsAnErrorEverywhere) {
       {"combine_topk_swa", "threads", 100, "threads = 100 must be a multiple of 32 in 32..1024"},
       {"gather_kcache", "tokens_per_warp", 3, "tokens_per_warp = 3 must be 1, 2 or 4"},
       {"weight_gemm", "splits", 33, "splits = 33 must be in 1..32"},  // the decode default streams: K splits 1..32
+      {"weight_gemm", "stream", 4, "stream = 4: stream must be 0, 1, 2 or 3"},
       {"moe_experts", "block_k", 48, "block_k = 48 must be 1, 2, 4 or 8 steps of 128 columns"},
+      {"moe_experts", "stream", 5, "stream = 5: stream must be 0, 1, 2 or 3"},
   };
   const TargetProfile t = *findTarget("sm_80");
   for (const Bad& b : bad) {

@@ -148,10 +148,37 @@ const std::map<std::string, WgFn>& wgStreams() {
       DI_WSS(1, 1, 1, 1, false), DI_WSS(1, 1, 2, 2, true), DI_WSS(2, 2, 1, 4, false),
       DI_WS(2, 1, 1, 4), DI_WS(1, 2, 2, 4), DI_WS(2, 2, 2, 4), DI_WS(1, 1, 4, 4), DI_WS(2, 1, 4, 4),
       DI_WS(1, 1, 8, 4), DI_WS(2, 1, 8, 4), DI_WS(1, 1, 2, 4), DI_WS(2, 1, 2, 4), DI_WS(1, 1, 4, 1),
-      DI_WS(2, 2, 4, 2), DI_WS(1, 4, 2, 8), DI_WS(2, 1, 16, 1), DI_WS(1, 4, 4, 2),
+      DI_WS(2, 2, 4, 2), DI_WS(1, 4, 2, 8), DI_WS(2, 1, 16, 1), DI_WS(1, 4, 4, 2), DI_WS2(true, 2, 2, 1, 1, 2, false),
       // SwiGLU pairs: 2 steps per round (e4m3, or 8 rows), 1 (e2m1 with 16 rows)
       DI_WS(1, 2, 2, 2), DI_WS(1, 1, 4, 2), DI_WS(2, 2, 2, 1), DI_WS(1, 4, 1, 2), DI_WS(2, 4, 1, 1),
       DI_WS(1, 1, 8, 2), DI_WS(2, 1, 8, 1), DI_WS(2, 1, 4, 1), DI_WS(2, 2, 2, 2), DI_WS(2, 1, 4, 2),
+  };
+  return m;
+}
+
+// The ring (stream = 3): the entry constructs the kernel (its first rounds) before the wait.
+template <bool F, int NT8, int WN, int WK, int U, int S, int E>
+void wgRing(const di::WeightGemmParams& p) {
+  di::WeightGemmRing<F, NT8, WN, WK, U, S, E> k(p);
+  k.run(p);
+}
+#define DI_WR1(F, NT8, WN, WK, U, S, E) \
+  {#F ", " #NT8 ", " #WN ", " #WK ", " #U ", " #S ", " #E, &wgRing<F, NT8, WN, WK, U, S, E>}
+#define DI_WR(NT8, WN, WK, U, S)                                                                              \
+  DI_WR1(false, NT8, WN, WK, U, S, 0), DI_WR1(false, NT8, WN, WK, U, S, 1), DI_WR1(false, NT8, WN, WK, U, S, 2), \
+      DI_WR1(true, NT8, WN, WK, U, S, 0), DI_WR1(true, NT8, WN, WK, U, S, 1), DI_WR1(true, NT8, WN, WK, U, S, 2)
+const std::map<std::string, WgFn>& wgRings() {
+  static const std::map<std::string, WgFn> m = {
+      // the test's configs: 2 slots, 8 slots with 1-step rounds, 16 rows, warps over K (some
+      // warps without rounds), 8 steps per round (512-byte rows per copy), warps over N past the tiles
+      DI_WR(1, 1, 1, 1, 2), DI_WR(1, 1, 1, 1, 8), DI_WR(2, 2, 2, 2, 4), DI_WR(1, 1, 16, 1, 3), DI_WR(1, 4, 1, 8, 3),
+      DI_WR(2, 4, 2, 2, 5), DI_WR(1, 2, 4, 4, 3),
+      // the ring candidate of each decode case on sm_80 (ringTile; the default once measured)
+      DI_WR1(false, 1, 1, 1, 2, 2, 0), DI_WR1(true, 2, 2, 1, 1, 2, 2), DI_WR1(false, 1, 1, 4, 1, 4, 2), DI_WR1(false, 1, 2, 1, 2, 2, 0), DI_WR1(false, 1, 2, 2, 1, 3, 2),
+      DI_WR1(false, 1, 4, 1, 2, 3, 0), DI_WR1(false, 1, 4, 1, 2, 4, 1), DI_WR1(false, 2, 1, 8, 2, 2, 1),
+      DI_WR1(false, 2, 4, 1, 2, 3, 0), DI_WR1(false, 2, 4, 1, 2, 3, 1), DI_WR1(true, 1, 1, 1, 2, 2, 1),
+      DI_WR1(true, 1, 1, 8, 2, 2, 0), DI_WR1(true, 1, 2, 1, 2, 3, 0), DI_WR1(true, 2, 2, 2, 1, 2, 2),
+      DI_WR1(true, 2, 4, 1, 2, 2, 1), DI_WR1(true, 2, 4, 1, 2, 3, 0),
   };
   return m;
 }
@@ -205,6 +232,29 @@ const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeStreams() {
   return m;
 }
 
+template <int NT8, int WN, int WK, int U, int S>
+void moeW13Ring(const di::MoeExpertsParams& p) {
+  di::moe::w13_ring<NT8, WN, WK, U, S>(p);
+}
+template <int NT8, int WN, int WK, int U, int S>
+void moeW2Ring(const di::MoeExpertsParams& p) {
+  di::moe::w2_ring<NT8, WN, WK, U, S>(p);
+}
+// The ring's GEMMs by w13's template arguments (the last is the slot count); w2 keeps twice
+// w13's steps per round, at most 4.
+#define DI_MOE_WR(NT8, WN, WK, U, S)                                                                     \
+  {#NT8 ", " #WN ", " #WK ", " #U ", " #S,                                                                  \
+   std::pair<MoeFn, MoeFn>{&moeW13Ring<NT8, WN, WK, U, S>, &moeW2Ring<NT8, WN, WK, (2 * U < 4 ? 2 * U : 4), S>}}
+const std::map<std::string, std::pair<MoeFn, MoeFn>>& moeRings() {
+  static const std::map<std::string, std::pair<MoeFn, MoeFn>> m = {
+      DI_MOE_WR(1, 4, 1, 1, 3), DI_MOE_WR(1, 4, 1, 1, 4), DI_MOE_WR(1, 4, 1, 1, 5), DI_MOE_WR(1, 4, 1, 1, 6),
+      DI_MOE_WR(1, 4, 1, 1, 7), DI_MOE_WR(1, 4, 1, 1, 8), DI_MOE_WR(1, 4, 1, 1, 2), DI_MOE_WR(2, 2, 2, 1, 4),
+      DI_MOE_WR(1, 1, 8, 2, 3), DI_MOE_WR(2, 1, 16, 1, 2), DI_MOE_WR(1, 4, 2, 1, 4), DI_MOE_WR(1, 4, 2, 1, 3),
+      DI_MOE_WR(1, 4, 4, 1, 3), DI_MOE_WR(1, 4, 2, 1, 5), DI_MOE_WR(1, 4, 4, 1, 4), DI_MOE_WR(1, 4, 4, 1, 5),
+  };
+  return m;
+}
+
 // The weight_gemm tile or the moe_experts step (route, w13, w2) of a plan step, by the template
 // arguments the emitted unit spells.
 Result<std::function<void()>> pickQuantGemm(const std::string& op, const LaunchStep& st, const std::string& src,
@@ -212,6 +262,14 @@ Result<std::function<void()>> pickQuantGemm(const std::string& op, const LaunchS
   if (op == "weight_gemm") {
     if (params.size() != sizeof(di::WeightGemmParams)) return Error{"packed params are not a WeightGemmParams"};
     const auto* p = reinterpret_cast<const di::WeightGemmParams*>(params.data());
+    if (src.find("di::WeightGemmRing<") != std::string::npos) {
+      // The entry spells `di::WeightGemmRing<ARGS> k(p);` (its wait follows).
+      const size_t at = src.find("di::WeightGemmRing<") + std::string("di::WeightGemmRing<").size();
+      const std::string args = src.substr(at, src.find("> k(p);", at) - at);
+      auto it = wgRings().find(args);
+      if (it == wgRings().end()) return Error{"the emulator test has no instantiation of WeightGemmRing<" + args + ">"};
+      return std::function<void()>([fn = it->second, p] { fn(*p); });
+    }
     if (src.find("di::WeightGemmStream<") != std::string::npos) {
       // The entry spells `const di::WeightGemmStream<ARGS> k(p);` (its wait follows).
       const size_t at = src.find("di::WeightGemmStream<") + std::string("di::WeightGemmStream<").size();
@@ -229,13 +287,13 @@ Result<std::function<void()>> pickQuantGemm(const std::string& op, const LaunchS
   if (params.size() != sizeof(di::MoeExpertsParams)) return Error{"packed params are not a MoeExpertsParams"};
   const auto* p = reinterpret_cast<const di::MoeExpertsParams*>(params.data());
   const std::string bm = templateArgs(src, "di::moe::route<");
+  const bool ring = src.find("di::moe::w13_ring<") != std::string::npos;
   const bool streamed = src.find("di::moe::w13_stream<") != std::string::npos;
-  const std::string args = templateArgs(src, streamed ? "di::moe::w13_stream<" : "di::moe::w13<");
-  const auto& gemms = streamed ? moeStreams() : moeTiles();
+  const std::string kernel = ring ? "w13_ring<" : streamed ? "w13_stream<" : "w13<";
+  const std::string args = templateArgs(src, "di::moe::" + kernel);
+  const auto& gemms = ring ? moeRings() : streamed ? moeStreams() : moeTiles();
   auto it = gemms.find(args);
-  if (it == gemms.end())
-    return Error{std::string("the emulator test has no instantiation of moe ") + (streamed ? "w13_stream<" : "w13<") +
-                 args + ">"};
+  if (it == gemms.end()) return Error{"the emulator test has no instantiation of moe " + kernel + args + ">"};
   const std::string tail = st.entry.substr(st.entry.rfind('_'));
   if (tail == "_route") {
     const std::map<std::string, MoeFn> routes = {{"1", &moeRoute<1>},   {"2", &moeRoute<2>},   {"4", &moeRoute<4>},
@@ -325,6 +383,21 @@ KernelConfig stream(int rows, int wn, int wk, int unroll, bool fp4, bool pipe = 
           {"stream", pipe ? 2 : 1}};
 }
 
+// The first ring candidate (stream = 3) the family lists for `d` on sm_80: its sized ring.
+KernelConfig firstRing(const std::string& op, const OpDesc& d) {
+  for (const KernelConfig& c : findKernelFamily(op)->candidates(d, *findTarget("sm_80")))
+    if (c.count("stream") && c.at("stream") == 3) return c;
+  ADD_FAILURE() << op << ": no ring candidate";
+  return findKernelFamily(op)->defaultConfig(d, *findTarget("sm_80"));
+}
+
+// The ring (stream = 3): `slots` slots of `unroll` steps per warp.
+KernelConfig ring(int rows, int wn, int wk, int unroll, int slots, bool fp4) {
+  return {{"block_m", rows}, {"block_n", 16 * wn}, {"block_k", unroll * (fp4 ? 128 : 64)}, {"warps_m", 1},
+          {"warps_n", wn},   {"warps_k", wk},      {"stages", slots},                         {"splits", 1},
+          {"stream", 3}};
+}
+
 TEST(QuantGemmEmu, WeightGemmMatchesReference) {
   checkOp("weight_gemm", [](const OpDesc& d) {
     const int epi = int(d.attrs.getInt("epilogue", 0));
@@ -354,6 +427,19 @@ TEST(QuantGemmEmu, WeightGemmMatchesReference) {
       v.push_back(stream(8, 1, 1, 1, fp4, false, 3));
       v.push_back(stream(8, 1, 2, 2, fp4, true, 2));
       v.push_back(stream(16, 2, 1, 4, fp4, false, 4));
+      // The ring: 2 slots (nothing in flight past the next round), 8 slots of one step (more slots
+      // than most warps have rounds: empty groups), 16 rows on 2 x 2 warps, 16 warps over K (some
+      // with no round), 8-step rounds (one row of 512 bytes per copy; past K: zero-filled chunks),
+      // 16 rows on 4 x 2 warps, 4-step rounds on 2 x 4 warps.
+      v.push_back(ring(8, 1, 1, 1, 2, fp4));
+      v.push_back(ring(8, 1, 1, 1, 8, fp4));
+      v.push_back(ring(16, 2, 2, 2, 4, fp4));
+      v.push_back(ring(8, 1, 16, 1, 3, fp4));
+      v.push_back(ring(8, 4, 1, 8, 3, fp4));
+      v.push_back(ring(16, 4, 2, 2, 5, fp4));
+      v.push_back(ring(8, 2, 4, 4, 3, fp4));
+      // and the family's own ring candidate (ringTile) of ungrouped weights
+      if (d.attrs.getInt("groups", 1) == 1) v.push_back(firstRing("weight_gemm", d));
     }
     if (epi == 0 && !fp4) {
       v.push_back(tile(2, 32, 128, 1, 1, 4, 4, 3));   // 2-row tiles (several per M), split-K
@@ -438,6 +524,19 @@ TEST(QuantGemmEmu, MoeExpertsMatchesReference) {
     v.push_back(stream(8, 4, 2, 4));
     v.push_back(stream(8, 4, 1, 2, true));  // double-buffered rounds
     v.push_back(stream(16, 1, 4, 1, true));
+    // The ring: 2 slots, 16-row blocks on 2 x 2 warps, 2 steps per w13 round (w2: 4) on 8 warps over
+    // K, 16 warps over K with 16 rows (warps without rounds).
+    auto ring = [&](int rows, int wn, int wk, int u13, int slots) {
+      KernelConfig c = stream(rows, wn, wk, u13);
+      c["stages"] = slots;
+      c["stream"] = 3;
+      return c;
+    };
+    v.push_back(ring(8, 4, 1, 1, 2));
+    v.push_back(ring(16, 2, 2, 1, 4));
+    v.push_back(ring(8, 1, 8, 2, 3));
+    v.push_back(ring(16, 1, 16, 1, 2));
+    v.push_back(firstRing("moe_experts", d));  // the family's own (ringDefault)
     return v;
   });
 }
