@@ -254,8 +254,8 @@ __device__ __forceinline__ void sparse_mla_prefill_kernel(const SparseMlaPrefill
         const uint32_t off = uint32_t(((grp * MT + m) * NCH + nc) * 32 + lane) << 4;
         const U32x4 v = *reinterpret_cast<const U32x4*>(prob + off);
         pa[m][0] = v.x;
-        pa[m][1] = v.z;
-        pa[m][2] = v.y;
+        pa[m][1] = v.y;
+        pa[m][2] = v.z;
         pa[m][3] = v.w;
       }
       const uint8_t* const vb = kt + nc * 16 * 1024 + pvLane;
@@ -381,11 +381,14 @@ __device__ __forceinline__ void sparse_mla_prefill_kernel(const SparseMlaPrefill
             pr[e] = smp::exp2_approx(sc[nc][e] - mUse);
             rs += pr[e];
           }
-          // A fragment of k-step nc stored as {a0, a2, a1, a3}; row half h writes its pair.
+          // A fragment of k-step nc stored in register order {a0, a1, a2, a3}: row half h holds
+          // a_h (keys 2quad..) and a_{h+2} (keys 2quad+8..). PV's 16-byte load then lands in the
+          // register quad the mma reads, with no per-mma register shuffle.
           const smp::U32x2 pk{f32x2_to_bf16x2(pr[0], pr[1]), f32x2_to_bf16x2(pr[2], pr[3])};
           rsp += (bf16x2_lo(pk.x) + bf16x2_hi(pk.x)) + (bf16x2_lo(pk.y) + bf16x2_hi(pk.y));
-          *reinterpret_cast<smp::U32x2*>(prob + ((((grp * MT + m) * NCH + nc) * 32 + lane) << 4) +
-                                         8 * h) = pk;
+          uint8_t* const pw = prob + ((((grp * MT + m) * NCH + nc) * 32 + lane) << 4) + 4 * h;
+          *reinterpret_cast<uint32_t*>(pw) = pk.x;
+          *reinterpret_cast<uint32_t*>(pw + 8) = pk.y;
         }
         // Each lane keeps the sum of its own quarter of the row (alpha is quad-uniform); the
         // quad reduction waits for the epilogue, off the per-tile critical path.

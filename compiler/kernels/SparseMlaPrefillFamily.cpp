@@ -93,10 +93,15 @@ bool fitsRegisterFile(const di::SparseMlaPrefillGeometry& g) {
 }
 
 // A shape worth compiling: supported, within the register file, and not one ptxas spills. Where
-// Q + accumulator already take 192 registers (mTiles x dims = 256), block_n > 16 spills 8-16 bytes
-// on sm_90 (NVRTC, CUDA 13.0), so those shapes take their prefetch depth from stages instead.
+// Q + accumulator already take 192 registers (mTiles x dims = 256), block_n = 64 spills 16 bytes
+// on sm_90 (NVRTC, CUDA 13.0), and so does block_n = 32 with two head groups but no ping-pong
+// (stages 2: 8 bytes); the other block_n = 32 shapes fit in 255 registers without spilling, and
+// halve the per-key share of each tile's fixed costs (three barriers, the partial exchange, the
+// softmax latency chain).
 bool worthCompiling(const di::SparseMlaPrefillGeometry& g) {
-  return g.valid && fitsRegisterFile(g) && !(g.blockN > 16 && g.mTiles * g.dimsPerWarp >= 256);
+  if (!g.valid || !fitsRegisterFile(g)) return false;
+  if (g.mTiles * g.dimsPerWarp < 256) return true;
+  return g.blockN == 16 || (g.blockN == 32 && (g.groups == 1 || g.stages >= 3));
 }
 
 SparseMlaPrefillConfig makeConfig(int heads, int warps, int blockN, int stages) {
@@ -245,6 +250,8 @@ class SparseMlaPrefillFamily final : public TypedKernelFamily<SparseMlaPrefillCo
     const std::pair<int, int> tiles[] = {{32, 4}, {16, 6}, {32, 3}, {16, 4}, {32, 2}, {16, 3}};
     for (auto [blockN, stages] : tiles) {
       const auto g = di::sparseMlaPrefillGeometry(heads, bestWarps, blockN, stages);
+      // 32-key tiles of the 256-dims-per-warp shapes are candidates only until the H200 times them.
+      if (blockN > 16 && g.mTiles * g.dimsPerWarp >= 256) continue;
       if (worthCompiling(g) && g.smemBytes <= t.smemPerCtaCap &&
           residentCtas(g, t) >= baseCtas)
         return makeConfig(heads, bestWarps, blockN, stages);

@@ -1,6 +1,6 @@
 // sparse_mla_prefill cases: query heads 8 / 16 / 64 / 128, Kmax 640 (the real W) and odd
 // sizes, rows with lens 0, full rows, rows whose entries are all invalid, -1 / negative /
-// >= S indices and junk past lens, duplicate indices, T = 1, and a dominant sink.
+// >= S indices and junk past lens, duplicate indices, T = 1, a dominant sink, and key-tile edges.
 // q, kv ~ N(0, 1) with sm_scale = 512^-0.5 give logits ~ N(0, 1): realistic, not saturated.
 #include <cmath>
 
@@ -52,6 +52,35 @@ OpCase makeCase(Rng& rng, const PrefillSpec& s) {
   return c;
 }
 
+// Key-tile edges for every block_n (16 / 32 / 64): lens one short of, at and one past a tile
+// boundary, and runs of invalid entries that cover whole tiles (a row whose first valid key comes
+// after one or two masked tiles, a masked tile between valid ones, valid keys only in a ragged last
+// tile), so a tile with no valid key meets both an empty and a live online-softmax state.
+OpCase makeTileEdgeCase(Rng& rng) {
+  constexpr int64_t T = 14, H = 64, S = 900, Kmax = 200;
+  const int32_t lensOf[T] = {1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 200, 200, 150};
+  std::vector<int32_t> lens(lensOf, lensOf + T), indices(size_t(T * Kmax));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < Kmax; ++k) {
+      bool masked = rng.uniform() < 0.03;
+      if (t == 11) masked = masked || k < 64;              // two 32-key tiles masked, then valid
+      if (t == 12) masked = masked || (k >= 32 && k < 96);  // masked tiles between valid ones
+      if (t == 13) masked = k < 128;                        // only the ragged tail is valid
+      if (t == 10) masked = masked || (k >= 16 && k < 48);  // straddles two 32-key tiles
+      indices[size_t(t * Kmax + k)] = masked ? (k % 2 ? -1 : int32_t(S + k)) : int32_t(rng.range(0, S));
+    }
+  OpCase c;
+  c.name = "h64_t14_k200_tile_edges";
+  c.op = "sparse_mla_prefill";
+  c.attrs.setFloat("sm_scale", 1.0 / std::sqrt(512.0));
+  c.inputs["q"] = bf16Normal(rng, {T, H, 512});
+  c.inputs["kv"] = bf16Normal(rng, {S, 512});
+  c.inputs["indices"] = i32Tensor({T, Kmax}, indices);
+  c.inputs["lens"] = i32Tensor({T}, lens);
+  c.inputs["attn_sink"] = f32Normal(rng, {H});
+  return c;
+}
+
 }  // namespace
 
 std::vector<OpCase> sparseMlaPrefillCases(uint64_t seed, bool /*large*/) {
@@ -63,6 +92,7 @@ std::vector<OpCase> sparseMlaPrefillCases(uint64_t seed, bool /*large*/) {
   };
   std::vector<OpCase> cases;
   for (const PrefillSpec& s : specs) cases.push_back(makeCase(rng, s));
+  cases.push_back(makeTileEdgeCase(rng));
   return cases;
 }
 

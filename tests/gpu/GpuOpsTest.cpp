@@ -213,8 +213,9 @@ TEST(GpuViews, GatherKcacheIntoStridedView) {
 // target) so that the shards run them side by side. For the ops whose schedules depend on the
 // shape (gather_kcache's row-count regimes, topk's bisection and radix plans, combine_topk_swa's
 // thread counts, indexer_logits' one, two or four m16 query tiles per warp and token groups split
-// by requests, gather_kcache_combine's gather schedules with the row CTAs after them); the > 2 GiB
-// gather case is left to MatchesReference.
+// by requests, gather_kcache_combine's gather schedules with the row CTAs after them,
+// sparse_mla_prefill's key tiles, head groups and ping-pong depths); the > 2 GiB gather case is
+// left to MatchesReference.
 class GpuCandidates : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(GpuCandidates, EveryFittingConfigMatchesReference) {
@@ -366,7 +367,8 @@ INSTANTIATE_TEST_SUITE_P(ScheduledOps, GpuCandidates,
                          ::testing::Combine(::testing::Values(std::string("gather_kcache"), std::string("topk"),
                                                               std::string("combine_topk_swa"),
                                                               std::string("indexer_logits"),
-                                                              std::string("gather_kcache_combine")),
+                                                              std::string("gather_kcache_combine"),
+                                                              std::string("sparse_mla_prefill")),
                                             ::testing::ValuesIn(testing_util::testTargetNames())),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
