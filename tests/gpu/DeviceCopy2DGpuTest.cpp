@@ -15,10 +15,7 @@
 namespace deepinfer {
 namespace {
 
-#define NEED_GPU()                                                   \
-  const auto& g = testing_util::gpuTestDevice();                     \
-  if (!g.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << g.why; \
-  ASSERT_TRUE(g.dev->use().ok())
+#define NEED_GPU() DI_NEED_GPU_DEVICE()
 
 TEST(DeviceCopy2D, CopiesEveryRowAndLeavesTheGapsAlone) {
   NEED_GPU();

@@ -43,10 +43,7 @@
 namespace deepinfer {
 namespace {
 
-#define NEED_GPU()                                           \
-  const auto& g = testing_util::gpuTestDevice();             \
-  if (!g.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << g.why; \
-  ASSERT_TRUE(g.dev->use().ok())
+#define NEED_GPU() DI_NEED_GPU_DEVICE()
 
 constexpr double kTolUlps = 16;                      // bf16 ulps (2^-8 each) of the row's max |logit|
 constexpr double kTolRel = kTolUlps / 256.0;

@@ -68,3 +68,10 @@ inline const bool kSeedOnFailureRegistered = [] {
 }();
 
 }  // namespace deepinfer::testing_util
+
+// The start of a GPU test that needs only the device: `g` is the test device; skips without a GPU
+// (saying why) and makes the device current.
+#define DI_NEED_GPU_DEVICE()                                        \
+  const auto& g = ::deepinfer::testing_util::gpuTestDevice();      \
+  if (!g.dev) GTEST_SKIP() << "no GPU, GPU test skipped: " << g.why; \
+  ASSERT_TRUE(g.dev->use().ok())
