@@ -231,6 +231,11 @@ QuantTile defaultTile(const Shape& s, const TargetProfile& t) {
   q.wk = 1;
   q.bk = 32;
   q.stages = t.smemPerCtaCap >= 96 * 1024 ? 5 : 4;
+  if (t.smemPerCtaCap >= 160 * 1024) {
+    // Measured on the H200 (sm_90, a5b191f, E=128 T=16384): block_k 64 at 3 stages, 29.2 -> 26.4 ms.
+    q.bk = 64;
+    q.stages = 3;
+  }
   return fitPrefillTile(q, t);
 }
 

@@ -250,8 +250,6 @@ class SparseMlaPrefillFamily final : public TypedKernelFamily<SparseMlaPrefillCo
     const std::pair<int, int> tiles[] = {{32, 4}, {16, 6}, {32, 3}, {16, 4}, {32, 2}, {16, 3}};
     for (auto [blockN, stages] : tiles) {
       const auto g = di::sparseMlaPrefillGeometry(heads, bestWarps, blockN, stages);
-      // 32-key tiles of the 256-dims-per-warp shapes are candidates only until the H200 times them.
-      if (blockN > 16 && g.mTiles * g.dimsPerWarp >= 256) continue;
       if (worthCompiling(g) && g.smemBytes <= t.smemPerCtaCap &&
           residentCtas(g, t) >= baseCtas)
         return makeConfig(heads, bestWarps, blockN, stages);

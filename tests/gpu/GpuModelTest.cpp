@@ -390,6 +390,58 @@ TEST(GpuModel, DecodeGraphsMatchEagerBitForBit) {
   EXPECT_TRUE(eager->releaseRequest(*re).ok());
 }
 
+TEST(GpuModel, BatchedDecodeGraphsMatchEagerBitForBit) {
+  NEED_GPU();
+  // Two requests decoded together, one token each per step, replayed as CUDA graphs against the
+  // eager instance. Their positions have opposite parity, so on every step the ratio-2
+  // compressor closes a pair for exactly one of them, alternating: the steps share one shape but
+  // not the sequence a launch reads, and a graph captured for one must not replay for the other.
+  GpuModel* eager = eagerModel(e);
+  ASSERT_NE(eager, nullptr);
+  const int64_t V = e.cpu->config().vocabSize;
+  std::vector<int64_t> rg, re;
+  std::vector<int32_t> next;
+  for (int k = 0; k < 2; ++k) {
+    const auto prompt = randomIds(40 + 9 * k, e.seed + 30 + uint64_t(k), V);
+    auto a = e.gpu->newRequest();
+    auto b = eager->newRequest();
+    ASSERT_TRUE(a.ok() && b.ok());
+    rg.push_back(*a);
+    re.push_back(*b);
+    auto pg = e.gpu->prefill(*a, prompt, true);
+    auto pe = eager->prefill(*b, prompt, true);
+    ASSERT_TRUE(pg.ok() && pe.ok());
+    next.push_back(argmaxToken(pe->ptr<float>(), V));
+  }
+  const auto before = e.gpu->counters();
+  int differing = 0;
+  const int steps = 8;
+  for (int s = 0; s < steps; ++s) {
+    auto g = e.gpu->forward({{rg[0], {next[0]}}, {rg[1], {next[1]}}});
+    auto x = eager->forward({{re[0], {next[0]}}, {re[1], {next[1]}}});
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    ASSERT_TRUE(x.ok()) << x.error().message;
+    EXPECT_TRUE(e.gpu->lastCallLaunches().graph) << "step " << s;
+    for (size_t k = 0; k < 2; ++k) {
+      const bool same = std::memcmp((*g)[k].ptr<float>(), (*x)[k].ptr<float>(), size_t(V) * 4) == 0;
+      EXPECT_TRUE(same) << "step " << s << " request " << k;
+      differing += !same;
+      next[k] = argmaxToken((*x)[k].ptr<float>(), V);
+    }
+  }
+  const auto after = e.gpu->counters();
+  recordResult(fmt::format(R"({{"test":"batched_decode_graphs_vs_eager","steps":{},"graph_launches":{},)"
+                           R"("graph_captures":{},"rows_differing":{}}})",
+                           steps, after.graphLaunches - before.graphLaunches,
+                           after.graphCaptures - before.graphCaptures, differing));
+  EXPECT_EQ(after.graphLaunches - before.graphLaunches, steps);
+  EXPECT_LT(after.graphCaptures - before.graphCaptures, steps) << "graphs should be reused across steps";
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_TRUE(e.gpu->releaseRequest(rg[size_t(k)]).ok());
+    EXPECT_TRUE(eager->releaseRequest(re[size_t(k)]).ok());
+  }
+}
+
 TEST(GpuModel, LaunchCountsPerCallAndLayer) {
   NEED_GPU();
   // What a prefill chunk and a decode step enqueue, counted where the runtime enqueues it

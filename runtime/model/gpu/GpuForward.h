@@ -381,6 +381,13 @@ struct GpuForwardPass {
     return s.get(name, bytes);
   }
   Result<uint64_t> upload(const std::string& name, const void* data, size_t bytes);
+  // Launch arguments computed on the host from this step's requests that are neither a shape nor
+  // an upload (e.g. which sequence's rows a launch reads): they join the signature, so a graph
+  // captured with other values is never replayed for this step.
+  void hostArgs(const std::string& what) {
+    sig += what;
+    sig += ';';
+  }
   int64_t windowSlot(const GpuRequest& rq, int layer, int64_t pos) const;
   // cuBLAS for bf16 weights: y[M, W.rows] f32 = x[M, W.cols] (row stride ldx) . W^T.
   Status gemm(uint64_t x, int64_t ldx, const GpuMatrix& W, uint64_t y, int64_t M);

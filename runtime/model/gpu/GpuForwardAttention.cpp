@@ -384,6 +384,8 @@ Status GpuForwardPass::compress(int layer, uint64_t u) {
       const int64_t r0 = firstOdd - 1 - sq.pos0;  // -1: the pair's first token is the carried tail
       const uint64_t rowsAt = uint64_t(sq.offset * D * 4);
       if (n > 0) {
+        // Sequence b's rows, its carried tail and its pair count are baked into the launch.
+        hostArgs(fmt::format("pairPool,b{},r{},n{}", b, r0, n));
         const uint64_t tk = r0 < 0 ? ctailKv + uint64_t(b * D * 4) : 0, tg = r0 < 0 ? ctailGate + uint64_t(b * D * 4) : 0;
         DI_LAUNCH(mk.pairPool(ckv + rowsAt, cgate + rowsAt, tk, tg, r0, n, D,
                            cpool + uint64_t(int64_t(entries.size()) * D * 4), stream));
