@@ -249,10 +249,11 @@ class SparseMlaPrefillFamily final : public TypedKernelFamily<SparseMlaPrefillCo
     const int baseCtas = residentCtas(base, t);
     const std::pair<int, int> tiles[] = {{32, 4}, {16, 6}, {32, 3}, {16, 4}, {32, 2}, {16, 3}};
     for (auto [blockN, stages] : tiles) {
-      const auto g = di::sparseMlaPrefillGeometry(heads, bestWarps, blockN, stages);
       // The 256-dims-per-warp shapes at 32 keys x 4 stages spill (8 B at 255 registers, sm_90);
-      // 3 stages run as fast on the H200 (T=1536 k=640: 593 us against 594; 16-key tiles 731).
-      if (blockN > 16 && stages > 3 && g.mTiles * g.dimsPerWarp >= 256) continue;
+      // they take 3 stages, as fast on the H200 (T=1536 k=640: 593 us against 594; 16-key tiles 731).
+      auto g = di::sparseMlaPrefillGeometry(heads, bestWarps, blockN, stages);
+      if (blockN > 16 && stages > 3 && g.mTiles * g.dimsPerWarp >= 256)
+        g = di::sparseMlaPrefillGeometry(heads, bestWarps, blockN, stages = 3);
       if (worthCompiling(g) && g.smemBytes <= t.smemPerCtaCap &&
           residentCtas(g, t) >= baseCtas)
         return makeConfig(heads, bestWarps, blockN, stages);
