@@ -65,25 +65,36 @@ __device__ __forceinline__ U32x4 ld_ro_v4(const void* p) {
 }
 
 // The A registers of one chunk of one weight row: frag[i][r] is the bf16x2 of mma step i's
-// register r (0: k slots 2t, 2t+1; 1: 2t+8, 2t+9).
-template <bool FP4>
+// register r (0: k slots 2t, 2t+1; 1: 2t+8, 2t+9). FIX = false: the one-multiply decode alone,
+// exact when the scale byte is within one multiply's range and (e4m3) no code is NaN, which
+// multiply_round has checked for the whole warp; FIX = true: with the fix-ups.
+template <bool FP4, bool FIX>
 __device__ __forceinline__ void decode_chunk(const U32x4& w, uint32_t s, uint32_t (&frag)[FP4 ? 8 : 4][2]) {
   if constexpr (FP4) {
     const qw::ScaleFactors f = qw::e2m1_scale_factors(s);
+    const uint32_t first = FIX ? f.first : qw::e2m1_first_factor(s);
     const uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       uint32_t b[2][2];
-      qw::e2m1_fragments(words[i], f, b);  // b[h][r]: nibbles (2h + r, 2h + r + 4)
+      qw::e2m1_decode(words[i], first, b);  // b[h][r]: nibbles (2h + r, 2h + r + 4)
+      if (FIX && f.two) qw::apply_second(f.second, b);
       frag[2 * i][0] = b[0][0], frag[2 * i][1] = b[0][1];
       frag[2 * i + 1][0] = b[1][0], frag[2 * i + 1][1] = b[1][1];
     }
   } else {
-    const qw::ScaleFactors f = qw::e4m3_scale_factors(s);
     uint32_t b[2][2];
-    qw::e4m3_fragments(w.x, w.y, f, b);  // b[word][r]: bytes (r, r + 2) of the word
-    frag[0][0] = b[0][0], frag[0][1] = b[0][1], frag[1][0] = b[1][0], frag[1][1] = b[1][1];
-    qw::e4m3_fragments(w.z, w.w, f, b);
+    if constexpr (FIX) {
+      const qw::ScaleFactors f = qw::e4m3_scale_factors(s);
+      qw::e4m3_fragments(w.x, w.y, f, b);  // b[word][r]: bytes (r, r + 2) of the word
+      frag[0][0] = b[0][0], frag[0][1] = b[0][1], frag[1][0] = b[1][0], frag[1][1] = b[1][1];
+      qw::e4m3_fragments(w.z, w.w, f, b);
+    } else {
+      const uint32_t first = qw::e4m3_first_factor(s);
+      qw::e4m3_decode(w.x, w.y, first, b);
+      frag[0][0] = b[0][0], frag[0][1] = b[0][1], frag[1][0] = b[1][0], frag[1][1] = b[1][1];
+      qw::e4m3_decode(w.z, w.w, first, b);
+    }
     frag[2][0] = b[0][0], frag[2][1] = b[0][1], frag[3][0] = b[1][0], frag[3][1] = b[1][1];
   }
 }
@@ -200,10 +211,29 @@ __device__ __forceinline__ int first_step(const Rows<FP4, kMats>& r) {
   return r.s_begin + (int(threadIdx.x) >> 5) / WN * U;
 }
 
-// Multiplies round s0 (already loaded into b) with the x rows into acc; steps at or past s_end
-// (the end of K or of this CTA's split) are skipped.
-template <bool FP4, int NT8, int U, int kMats>
-__device__ __forceinline__ void multiply_round(const Round<U, kMats>& b, int s0, int K, int s_end,
+// Whether this lane's round needs the decode's fix-ups: a scale byte past one multiply's range or
+// (e4m3) a NaN code. Chunks that were not loaded are zero and need none.
+template <bool FP4, int U, int kMats>
+__device__ __forceinline__ bool round_needs_fixups(const Round<U, kMats>& b) {
+  uint32_t big = 0u, nan = 0u;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int m = 0; m < kMats; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        big = b.sc[u][m][h] > big ? b.sc[u][m][h] : big;
+        if constexpr (!FP4) {
+          const U32x4& w = b.w[u][m][h];
+          nan |= qw::e4m3_nan_probe(w.x) | qw::e4m3_nan_probe(w.y) | qw::e4m3_nan_probe(w.z) | qw::e4m3_nan_probe(w.w);
+        }
+      }
+  return big > (FP4 ? qw::kE2m1OneMultiplyMax : qw::kE4m3OneMultiplyMax) || nan != 0u;
+}
+
+// The steps of a round (see multiply_round), decoded with or without the fix-ups.
+template <bool FP4, bool FIX, int NT8, int U, int kMats>
+__device__ __forceinline__ void multiply_steps(const Round<U, kMats>& b, int s0, int K, int s_end,
                                                const uint16_t* const (&xp)[NT8], float (&acc)[kMats][NT8][4]) {
   constexpr int kCols = FP4 ? 128 : 64, kChunk = FP4 ? 32 : 16, kMma = FP4 ? 8 : 4, kXv = FP4 ? 4 : 2;
   const int t = int(threadIdx.x) & 3;
@@ -226,8 +256,8 @@ __device__ __forceinline__ void multiply_round(const Round<U, kMats>& b, int s0,
 #pragma unroll
     for (int m = 0; m < kMats; ++m) {
       uint32_t lo[kMma][2], hi[kMma][2];
-      decode_chunk<FP4>(b.w[u][m][0], b.sc[u][m][0], lo);
-      decode_chunk<FP4>(b.w[u][m][1], b.sc[u][m][1], hi);
+      decode_chunk<FP4, FIX>(b.w[u][m][0], b.sc[u][m][0], lo);
+      decode_chunk<FP4, FIX>(b.w[u][m][1], b.sc[u][m][1], hi);
 #pragma unroll
       for (int i = 0; i < kMma; ++i) {
         const uint32_t a[4] = {lo[i][0], hi[i][0], lo[i][1], hi[i][1]};
@@ -236,6 +266,21 @@ __device__ __forceinline__ void multiply_round(const Round<U, kMats>& b, int s0,
       }
     }
   }
+}
+
+// Multiplies round s0 (already loaded into b) with the x rows into acc; steps at or past s_end
+// (the end of K or of this CTA's split) are skipped. The fix-ups of the decode (a second multiply
+// for scale bytes past one multiply's range, NaN codes) are in a copy of the steps taken only
+// when some lane of the warp needs them (one vote per round): a valid checkpoint never does, and
+// their predicated-off instructions cost as many issue slots as the decode itself. Either copy
+// gives the same bits where the fast one is taken.
+template <bool FP4, int NT8, int U, int kMats>
+__device__ __forceinline__ void multiply_round(const Round<U, kMats>& b, int s0, int K, int s_end,
+                                               const uint16_t* const (&xp)[NT8], float (&acc)[kMats][NT8][4]) {
+  if (__any_sync(0xFFFFFFFFu, round_needs_fixups<FP4>(b)))
+    multiply_steps<FP4, true, NT8>(b, s0, K, s_end, xp, acc);
+  else
+    multiply_steps<FP4, false, NT8>(b, s0, K, s_end, xp, acc);
 }
 
 // The streaming core shared by weight_gemm and moe_experts: this warp's 16 weight rows (`rows`,

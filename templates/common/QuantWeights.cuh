@@ -41,11 +41,13 @@ struct ScaleFactors {
   uint32_t second;  // used only when `two`
   bool two;
 };
+// The largest scale byte one multiply covers, and the first factor alone (the whole scale there).
+constexpr uint32_t kE2m1OneMultiplyMax = 128u;
+DI_QW_FN uint32_t e2m1_first_factor(uint32_t s) { return s * 0x00800080u + 0x3F003F00u; }  // (s + 126) << 7, both halves
 DI_QW_FN ScaleFactors e2m1_scale_factors(uint32_t s) {
-  const uint32_t c = s < 128u ? s : 128u;
   ScaleFactors f;
-  f.first = c * 0x00800080u + 0x3F003F00u;  // (min(s, 128) + 126) << 7 in both halves
-  f.two = s > 128u;
+  f.first = e2m1_first_factor(s < kE2m1OneMultiplyMax ? s : kE2m1OneMultiplyMax);
+  f.two = s > kE2m1OneMultiplyMax;
   f.second = (s == 255u ? 0x7FC0u : ((s - 1u) << 7)) * 0x00010001u;
   return f;
 }
@@ -57,11 +59,13 @@ DI_QW_FN uint32_t e4m3_pair_biased(uint32_t q) { return (q & 0x80008000u) | ((q 
 
 // s <= 134: one multiply by 2^(s-7); otherwise by 2^127 (exact: the code times 2^7), then by
 // 2^(s-134) (NaN for 0xFF).
+// The largest scale byte one multiply covers, and the first factor alone (the whole scale there).
+constexpr uint32_t kE4m3OneMultiplyMax = 134u;
+DI_QW_FN uint32_t e4m3_first_factor(uint32_t s) { return s * 0x00800080u + 0x3C003C00u; }  // (s + 120) << 7, both halves
 DI_QW_FN ScaleFactors e4m3_scale_factors(uint32_t s) {
-  const uint32_t c = s < 134u ? s : 134u;
   ScaleFactors f;
-  f.first = c * 0x00800080u + 0x3C003C00u;  // (min(s, 134) + 120) << 7 in both halves
-  f.two = s > 134u;
+  f.first = e4m3_first_factor(s < kE4m3OneMultiplyMax ? s : kE4m3OneMultiplyMax);
+  f.two = s > kE4m3OneMultiplyMax;
   f.second = (s == 255u ? 0x7FC0u : ((s - 7u) << 7)) * 0x00010001u;
   return f;
 }
