@@ -211,75 +211,76 @@ __device__ __forceinline__ int first_step(const Rows<FP4, kMats>& r) {
   return r.s_begin + (int(threadIdx.x) >> 5) / WN * U;
 }
 
-// Whether this lane's step u of a round needs the decode's fix-ups: a scale byte past one
-// multiply's range or (e4m3) a NaN code. Chunks that were not loaded are zero and need none.
+// Whether this lane's round needs the decode's fix-ups: a scale byte past one multiply's range or
+// (e4m3) a NaN code. Chunks that were not loaded are zero and need none.
 template <bool FP4, int U, int kMats>
-__device__ __forceinline__ bool step_needs_fixups(const Round<U, kMats>& b, int u) {
+__device__ __forceinline__ bool round_needs_fixups(const Round<U, kMats>& b) {
   uint32_t big = 0u, nan = 0u;
 #pragma unroll
-  for (int m = 0; m < kMats; ++m)
+  for (int u = 0; u < U; ++u)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      big = b.sc[u][m][h] > big ? b.sc[u][m][h] : big;
-      if constexpr (!FP4) {
-        const U32x4& w = b.w[u][m][h];
-        nan |= qw::e4m3_nan_probe(w.x) | qw::e4m3_nan_probe(w.y) | qw::e4m3_nan_probe(w.z) | qw::e4m3_nan_probe(w.w);
+    for (int m = 0; m < kMats; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        big = b.sc[u][m][h] > big ? b.sc[u][m][h] : big;
+        if constexpr (!FP4) {
+          const U32x4& w = b.w[u][m][h];
+          nan |= qw::e4m3_nan_probe(w.x) | qw::e4m3_nan_probe(w.y) | qw::e4m3_nan_probe(w.z) | qw::e4m3_nan_probe(w.w);
+        }
       }
-    }
   return big > (FP4 ? qw::kE2m1OneMultiplyMax : qw::kE4m3OneMultiplyMax) || nan != 0u;
 }
 
-// Step u (K step s) of a round: x's B fragments, the weights decoded with or without the fix-ups,
-// the mma.
+// The steps of a round (see multiply_round), decoded with or without the fix-ups.
 template <bool FP4, bool FIX, int NT8, int U, int kMats>
-__device__ __forceinline__ void multiply_step(const Round<U, kMats>& b, int u, int s, int K,
-                                              const uint16_t* const (&xp)[NT8], float (&acc)[kMats][NT8][4]) {
+__device__ __forceinline__ void multiply_steps(const Round<U, kMats>& b, int s0, int K, int s_end,
+                                               const uint16_t* const (&xp)[NT8], float (&acc)[kMats][NT8][4]) {
   constexpr int kCols = FP4 ? 128 : 64, kChunk = FP4 ? 32 : 16, kMma = FP4 ? 8 : 4, kXv = FP4 ? 4 : 2;
   const int t = int(threadIdx.x) & 3;
-  const bool in = s * kCols + kChunk * t < K;
-  uint32_t bx[NT8][kMma][2];
 #pragma unroll
-  for (int nt = 0; nt < NT8; ++nt) {
-    U32x4 xv[kXv];
+  for (int u = 0; u < U; ++u) {
+    const int s = s0 + u;
+    if (s >= s_end) break;  // warp-uniform: every lane has the same s
+    const bool in = s * kCols + kChunk * t < K;
+    uint32_t bx[NT8][kMma][2];
 #pragma unroll
-    for (int i = 0; i < kXv; ++i) {
-      xv[i] = U32x4{0u, 0u, 0u, 0u};  // rows past the CTA's and columns past K multiply as zero
-      if (in && xp[nt] != nullptr) xv[i] = ld_ro_v4<false>(xp[nt] + int64_t(s) * kCols + 8 * i);
+    for (int nt = 0; nt < NT8; ++nt) {
+      U32x4 xv[kXv];
+#pragma unroll
+      for (int i = 0; i < kXv; ++i) {
+        xv[i] = U32x4{0u, 0u, 0u, 0u};  // rows past the CTA's and columns past K multiply as zero
+        if (in && xp[nt] != nullptr) xv[i] = ld_ro_v4<false>(xp[nt] + int64_t(s) * kCols + 8 * i);
+      }
+      x_fragments<FP4>(xv, bx[nt]);
     }
-    x_fragments<FP4>(xv, bx[nt]);
-  }
 #pragma unroll
-  for (int m = 0; m < kMats; ++m) {
-    uint32_t lo[kMma][2], hi[kMma][2];
-    decode_chunk<FP4, FIX>(b.w[u][m][0], b.sc[u][m][0], lo);
-    decode_chunk<FP4, FIX>(b.w[u][m][1], b.sc[u][m][1], hi);
+    for (int m = 0; m < kMats; ++m) {
+      uint32_t lo[kMma][2], hi[kMma][2];
+      decode_chunk<FP4, FIX>(b.w[u][m][0], b.sc[u][m][0], lo);
+      decode_chunk<FP4, FIX>(b.w[u][m][1], b.sc[u][m][1], hi);
 #pragma unroll
-    for (int i = 0; i < kMma; ++i) {
-      const uint32_t a[4] = {lo[i][0], hi[i][0], lo[i][1], hi[i][1]};
+      for (int i = 0; i < kMma; ++i) {
+        const uint32_t a[4] = {lo[i][0], hi[i][0], lo[i][1], hi[i][1]};
 #pragma unroll
-      for (int nt = 0; nt < NT8; ++nt) mma_bf16_16816(acc[m][nt], a, bx[nt][i], acc[m][nt]);
+        for (int nt = 0; nt < NT8; ++nt) mma_bf16_16816(acc[m][nt], a, bx[nt][i], acc[m][nt]);
+      }
     }
   }
 }
 
 // Multiplies round s0 (already loaded into b) with the x rows into acc; steps at or past s_end
 // (the end of K or of this CTA's split) are skipped. The fix-ups of the decode (a second multiply
-// for scale bytes past one multiply's range, NaN codes) are in a copy of the step taken only when
-// some lane of the warp needs them (one vote per step, so a step waits only for its own loads): a
-// valid checkpoint never does, and their predicated-off instructions cost as many issue slots as
-// the decode itself. Where the fast copy is taken both give the same bits.
+// for scale bytes past one multiply's range, NaN codes) are in a copy of the steps taken only
+// when some lane of the warp needs them (one vote per round): a valid checkpoint never does, and
+// their predicated-off instructions cost as many issue slots as the decode itself. Either copy
+// gives the same bits where the fast one is taken.
 template <bool FP4, int NT8, int U, int kMats>
 __device__ __forceinline__ void multiply_round(const Round<U, kMats>& b, int s0, int K, int s_end,
                                                const uint16_t* const (&xp)[NT8], float (&acc)[kMats][NT8][4]) {
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int s = s0 + u;
-    if (s >= s_end) break;  // warp-uniform: every lane has the same s
-    if (__any_sync(0xFFFFFFFFu, step_needs_fixups<FP4>(b, u)))
-      multiply_step<FP4, true, NT8>(b, u, s, K, xp, acc);
-    else
-      multiply_step<FP4, false, NT8>(b, u, s, K, xp, acc);
-  }
+  if (__any_sync(0xFFFFFFFFu, round_needs_fixups<FP4>(b)))
+    multiply_steps<FP4, true, NT8>(b, s0, K, s_end, xp, acc);
+  else
+    multiply_steps<FP4, false, NT8>(b, s0, K, s_end, xp, acc);
 }
 
 // The streaming core shared by weight_gemm and moe_experts: this warp's 16 weight rows (`rows`,
