@@ -65,28 +65,26 @@ __device__ __forceinline__ U32x4 ld_ro_v4(const void* p) {
 }
 
 // The A registers of one chunk of one weight row: frag[i][r] is the bf16x2 of mma step i's
-// register r (0: k slots 2t, 2t+1; 1: 2t+8, 2t+9). FIX = false: the one-multiply decode alone,
-// exact when the scale byte is within one multiply's range and (e4m3) no code is NaN, which
-// multiply_round has checked for the whole warp; FIX = true: with the fix-ups.
+// register r (0: k slots 2t, 2t+1; 1: 2t+8, 2t+9). FIX = true: the whole decode with its fix-ups;
+// FIX = false: the one-multiply decode alone, exact when the scale byte is within one multiply's
+// range and (e4m3) no code is NaN, which multiply_round has checked for the whole warp.
 template <bool FP4, bool FIX>
 __device__ __forceinline__ void decode_chunk(const U32x4& w, uint32_t s, uint32_t (&frag)[FP4 ? 8 : 4][2]) {
   if constexpr (FP4) {
-    const qw::ScaleFactors f = qw::e2m1_scale_factors(s);
-    const uint32_t first = FIX ? f.first : qw::e2m1_first_factor(s);
     const uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      uint32_t b[2][2];
-      qw::e2m1_decode(words[i], first, b);  // b[h][r]: nibbles (2h + r, 2h + r + 4)
-      if (FIX && f.two) qw::apply_second(f.second, b);
+      uint32_t b[2][2];  // b[h][r]: nibbles (2h + r, 2h + r + 4)
+      if constexpr (FIX) qw::e2m1_fragments(words[i], qw::e2m1_scale_factors(s), b);
+      else qw::e2m1_decode(words[i], qw::e2m1_first_factor(s), b);
       frag[2 * i][0] = b[0][0], frag[2 * i][1] = b[0][1];
       frag[2 * i + 1][0] = b[1][0], frag[2 * i + 1][1] = b[1][1];
     }
   } else {
-    uint32_t b[2][2];
+    uint32_t b[2][2];  // b[word][r]: bytes (r, r + 2) of the word
     if constexpr (FIX) {
       const qw::ScaleFactors f = qw::e4m3_scale_factors(s);
-      qw::e4m3_fragments(w.x, w.y, f, b);  // b[word][r]: bytes (r, r + 2) of the word
+      qw::e4m3_fragments(w.x, w.y, f, b);
       frag[0][0] = b[0][0], frag[0][1] = b[0][1], frag[1][0] = b[1][0], frag[1][1] = b[1][1];
       qw::e4m3_fragments(w.z, w.w, f, b);
     } else {

@@ -57,11 +57,11 @@ DI_QW_FN ScaleFactors e2m1_scale_factors(uint32_t s) {
 // (normals and subnormals); NaN codes come out finite and are patched separately.
 DI_QW_FN uint32_t e4m3_pair_biased(uint32_t q) { return (q & 0x80008000u) | ((q & 0x7F007F00u) >> 4); }
 
-// s <= 134: one multiply by 2^(s-7); otherwise by 2^127 (exact: the code times 2^7), then by
-// 2^(s-134) (NaN for 0xFF).
 // The largest scale byte one multiply covers, and the first factor alone (the whole scale there).
 constexpr uint32_t kE4m3OneMultiplyMax = 134u;
 DI_QW_FN uint32_t e4m3_first_factor(uint32_t s) { return s * 0x00800080u + 0x3C003C00u; }  // (s + 120) << 7, both halves
+// s <= 134: one multiply by 2^(s-7); otherwise by 2^127 (exact: the code times 2^7), then by
+// 2^(s-134) (NaN for 0xFF).
 DI_QW_FN ScaleFactors e4m3_scale_factors(uint32_t s) {
   ScaleFactors f;
   f.first = e4m3_first_factor(s < kE4m3OneMultiplyMax ? s : kE4m3OneMultiplyMax);
